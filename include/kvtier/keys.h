@@ -1,0 +1,67 @@
+// Namespaces and chunk keys.
+//
+// A Namespace is the SHA-256 digest of (model identity, layout fingerprint, tenant, salt). Chunks of
+// different namespaces are never shared or revealed to each other.
+//
+// A chunk key names a whole prefix: key[i] = SHA-256(namespace || key[i-1] || tokens of chunk i as
+// little-endian u32), with key[-1] = 32 zero bytes. Keys depend only on their inputs, so they are
+// identical across processes, hosts and restarts. All functions here are thread-safe.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvtier/layout.h"
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+using Digest = std::array<uint8_t, 32>;
+
+std::string DigestHex(const Digest& d);                 // 64 lower-case hex characters
+Result<Digest> DigestFromHex(std::string_view hex);     // InvalidArgument unless 64 hex characters
+
+struct ChunkKey {
+  Digest bytes{};
+  std::string Hex() const { return DigestHex(bytes); }
+  bool operator==(const ChunkKey&) const = default;
+};
+
+struct ChunkKeyHash {
+  size_t operator()(const ChunkKey& k) const {
+    size_t h;
+    std::memcpy(&h, k.bytes.data(), sizeof(h));  // the key is already a uniform hash
+    return h;
+  }
+};
+
+class Namespace {
+ public:
+  // InvalidArgument when `model_id` is empty or `layout` is invalid.
+  static Result<Namespace> Make(std::string_view model_id, const Layout& layout,
+                                std::string_view tenant, std::string_view salt = {});
+
+  const Digest& id() const { return id_; }
+  const Layout& layout() const { return layout_; }
+  std::string Hex() const { return DigestHex(id_); }
+
+ private:
+  Namespace(const Digest& id, const Layout& layout) : id_(id), layout_(layout) {}
+  Digest id_{};
+  Layout layout_{};
+};
+
+// Key of the chunk that follows `prev` (nullptr for the first chunk) and holds `tokens`.
+ChunkKey NextChunkKey(const Namespace& ns, const ChunkKey* prev, std::span<const uint32_t> tokens);
+
+// Keys of every full chunk of `tokens`: tokens.size() / tokens_per_chunk of them. A trailing partial
+// chunk has no key (it is never cached).
+std::vector<ChunkKey> ComputeChunkKeys(const Namespace& ns, std::span<const uint32_t> tokens);
+
+}  // namespace kvtier

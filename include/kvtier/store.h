@@ -1,0 +1,100 @@
+// Store: the engine-facing object. It keeps chunks in an ordered list of tiers (fastest first), finds
+// the longest cached prefix of a prompt, loads it straight into the caller's buffers, and saves new
+// chunks without making the caller wait for slow storage.
+//
+// Thread-safety: every method may be called from many threads at once.
+//
+// Typical use:
+//   StoreOptions opt;
+//   opt.tiers = {"mem://?capacity=4GiB", "file:///var/lib/kvtier?capacity=200GiB"};
+//   auto store = Store::Open(opt);                     // Result<std::unique_ptr<Store>>
+//   auto keys = ComputeChunkKeys(ns, prompt_tokens);
+//   size_t n = (*store)->Lookup(ns, keys);             // leading chunks available in some tier
+//   auto loaded = (*store)->Load(ns, first_n_keys, destinations);  // verified prefix actually loaded
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvtier/keys.h"
+#include "kvtier/status.h"
+#include "kvtier/tier.h"
+
+namespace kvtier {
+
+// When a chunk saved into the top tier is also written to the lower tiers.
+enum class Admission : uint8_t {
+  kAlways = 0,     // every saved chunk goes down
+  kSecondUse = 1,  // only once the chunk has been saved or loaded a second time (spares SSD writes)
+};
+
+struct StoreOptions {
+  // Tier URLs, fastest first. At least one.
+  std::vector<std::string> tiers;
+  // Copy chunks loaded from a lower tier into the top tier.
+  bool promote_on_load = true;
+  Admission admission = Admission::kAlways;
+  // Bound on the background write queue to lower tiers; a save that would exceed it is dropped
+  // (counted in StoreStats::dropped_saves), never waited for.
+  uint64_t save_queue_bytes = 1ull << 30;
+  uint32_t save_queue_chunks = 4096;
+  uint32_t background_threads = 2;
+};
+
+struct StoreStats {
+  std::vector<TierStats> tiers;
+  uint64_t lookups = 0, lookup_chunks_hit = 0, lookup_chunks_missed = 0;
+  uint64_t loads = 0, load_chunks = 0, load_bytes = 0;
+  uint64_t saves = 0, save_chunks = 0;
+  uint64_t promotions = 0;
+  uint64_t queued_saves = 0;     // written to lower tiers in the background
+  uint64_t dropped_saves = 0;    // not written to lower tiers: queue full or write failed
+  uint64_t queue_bytes_now = 0;  // background queue backlog
+  LatencySummary load_latency;   // per Load call
+};
+
+class Store {
+ public:
+  // Opens every tier of `options.tiers`. InvalidArgument for bad options or URLs; the first tier's
+  // error otherwise.
+  static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  // Uses tiers the caller opened (e.g. wrapped for fault injection); options.tiers is ignored.
+  static Result<std::unique_ptr<Store>> Open(std::vector<std::unique_ptr<Tier>> tiers,
+                                             const StoreOptions& options);
+
+  // Waits for the background queue, then stops the workers.
+  virtual ~Store() = default;
+
+  // Number of leading `keys` present in some tier (not yet verified: Load may still return fewer).
+  virtual size_t Lookup(const Namespace& ns, std::span<const ChunkKey> keys) = 0;
+
+  // Reads chunks 0..n-1 in parallel from the fastest tier holding each, verifies them, and writes
+  // chunk i into dsts[i] (whose total size must be ns.layout().BytesPerChunk()). Returns how many
+  // leading chunks were loaded: if chunk i cannot be read from any tier, chunks after i are not used.
+  // InvalidArgument when keys and dsts differ in length or a destination has the wrong size.
+  virtual Result<size_t> Load(const Namespace& ns, std::span<const ChunkKey> keys,
+                              std::span<const ScatterList> dsts) = 0;
+
+  // Copies each chunk into the top tier and returns; lower tiers are written in the background.
+  // Never blocks on slow storage: when the background queue is full the chunk is dropped for the lower
+  // tiers and counted. InvalidArgument when keys and srcs differ in length or a source has the wrong
+  // size. A failure of the top tier is returned; the lower tiers may still receive the chunk.
+  virtual Status Save(const Namespace& ns, std::span<const ChunkKey> keys,
+                      std::span<const GatherList> srcs) = 0;
+
+  // Promotes the leading available chunks into the top tier in the background.
+  virtual void Prefetch(const Namespace& ns, std::span<const ChunkKey> keys) = 0;
+
+  // Waits until every queued background write has finished, then flushes every tier.
+  virtual Status Flush() = 0;
+
+  virtual StoreStats Stats() const = 0;
+
+  virtual size_t tier_count() const = 0;
+  virtual Tier& tier(size_t index) = 0;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,154 @@
+// Tier: one interface for every kind of storage a chunk can live in (memory, local NVMe, a shared
+// pool, ...). Tiers are opened from URLs through a registry:
+//   mem://?capacity=8GiB
+//   file:///var/lib/kvtier?capacity=200GiB
+//
+// A tier stores whole chunks. Every implementation keeps the invariants of docs/architecture.md:
+// a chunk becomes visible only once complete; a chunk that fails verification is removed and reported
+// as Corruption, never returned as data; usage never exceeds capacity.
+//
+// Thread-safety: every method of a Tier may be called from many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "kvtier/keys.h"
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+// Identifies one stored chunk. The layout fingerprint is checked against the stored header.
+struct ChunkId {
+  Digest ns{};
+  ChunkKey key{};
+  uint64_t layout_fingerprint = 0;
+
+  static ChunkId Of(const Namespace& ns, const ChunkKey& key) {
+    return ChunkId{ns.id(), key, ns.layout().Fingerprint()};
+  }
+  bool operator==(const ChunkId&) const = default;
+};
+
+// A chunk's bytes spread over several caller buffers (e.g. one per layer in an engine's paged pool).
+// The pieces are filled, or read, in order; their sizes add up to the chunk's payload size.
+using ScatterList = std::span<const std::span<std::byte>>;
+using GatherList = std::span<const std::span<const std::byte>>;
+
+size_t TotalBytes(ScatterList pieces);
+size_t TotalBytes(GatherList pieces);
+
+// One read of a batch; `status` is set by the tier: OK, NotFound, Corruption or an I/O error.
+struct ReadOp {
+  ChunkId id;
+  ScatterList dst;
+  Status status;
+};
+
+struct TierCapabilities {
+  bool in_memory = false;   // Put is a memory copy: cheap enough to run on the caller's thread
+  bool persistent = false;  // survives a restart of the process
+  bool shared = false;      // other processes and hosts see the same chunks
+  bool direct_io = false;   // reads bypass the page cache
+};
+
+struct LatencySummary {
+  uint64_t count = 0;
+  double p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0;
+};
+
+struct TierStats {
+  std::string url;
+  uint64_t hits = 0, misses = 0;
+  uint64_t bytes_read = 0, bytes_written = 0;
+  uint64_t puts = 0, put_errors = 0;
+  uint64_t evictions = 0;
+  uint64_t corrupt = 0;        // chunks that failed verification (and were removed)
+  uint64_t chunks = 0;         // chunks stored now
+  uint64_t usage_bytes = 0;    // bytes counted against capacity
+  uint64_t capacity_bytes = 0; // 0 = unbounded
+  LatencySummary get_latency;  // per chunk Get
+};
+
+struct ChunkInfo {
+  ChunkId id;                 // layout_fingerprint may be 0 where only the name is known
+  uint64_t stored_bytes = 0;  // bytes counted against capacity
+};
+
+class Tier {
+ public:
+  virtual ~Tier() = default;
+
+  virtual const std::string& url() const = 0;
+  virtual TierCapabilities capabilities() const = 0;
+
+  // True when a complete chunk is stored under `id` (it is verified only when read).
+  virtual bool Contains(const ChunkId& id) = 0;
+
+  // Stores a chunk, replacing nothing: storing a key twice keeps one copy. Evicts least recently
+  // used chunks to make room. NoSpace when the chunk can never fit; IOError on storage failure.
+  // On failure nothing becomes visible.
+  virtual Status Put(const ChunkId& id, GatherList payload) = 0;
+
+  // Reads and verifies a chunk into `dst` (whose total size must equal the payload size).
+  // NotFound on a miss; Corruption when the stored bytes fail verification (the chunk is removed);
+  // InvalidArgument when `dst` has the wrong size. On failure `dst` holds unspecified bytes.
+  virtual Status Get(const ChunkId& id, ScatterList dst) = 0;
+
+  // Reads a batch in parallel where the tier can; sets each op's status. Default: one Get at a time.
+  virtual void GetMany(std::span<ReadOp> ops);
+
+  // Removes a chunk; OK if it was not there.
+  virtual Status Remove(const ChunkId& id) = 0;
+
+  // Calls `fn` for each stored chunk until it returns false. Chunks stored concurrently may be missed.
+  virtual Status List(const std::function<bool(const ChunkInfo&)>& fn) = 0;
+
+  // Verifies one stored chunk against its own header; on failure counts it, removes it and returns
+  // Corruption. NotFound if it is gone.
+  virtual Status Check(const ChunkInfo& info) = 0;
+
+  // Makes completed Puts durable according to the tier's policy.
+  virtual Status Flush() { return Status::OK(); }
+
+  virtual TierStats Stats() const = 0;
+};
+
+// A parsed tier URL: scheme://path?name=value&name=value
+struct TierUrl {
+  std::string scheme;
+  std::string path;
+  std::map<std::string, std::string> params;
+
+  // InvalidArgument on malformed input (no scheme, bad escapes, duplicate or empty parameter names).
+  static Result<TierUrl> Parse(std::string_view url);
+  std::string ToString() const;
+
+  // Typed parameter access; InvalidArgument when present but malformed. Sizes accept "4GiB", "512MiB",
+  // "100MB", "123" (bytes).
+  Result<uint64_t> GetSize(const std::string& name, uint64_t default_value) const;
+  Result<uint64_t> GetUint(const std::string& name, uint64_t default_value) const;
+  Result<bool> GetBool(const std::string& name, bool default_value) const;
+  // InvalidArgument naming the first parameter not in `known`: a misspelt option is an error.
+  Status CheckKnown(std::initializer_list<std::string_view> known) const;
+};
+
+// Parses "4GiB", "512 MiB", "2TB", "1.5GiB", "4096"; InvalidArgument otherwise.
+Result<uint64_t> ParseSize(std::string_view text);
+std::string FormatBytes(uint64_t bytes);  // "1.50 GiB"
+
+using TierFactory = std::function<Result<std::unique_ptr<Tier>>(const TierUrl&)>;
+
+// Registers a scheme; later registrations of the same scheme replace earlier ones. Thread-safe.
+void RegisterTierScheme(const std::string& scheme, TierFactory factory);
+
+// Opens a tier from its URL. InvalidArgument for a malformed URL or an unknown scheme (the message lists
+// the known ones); otherwise whatever the tier's factory returns.
+Result<std::unique_ptr<Tier>> OpenTier(std::string_view url);
+
+}  // namespace kvtier

@@ -1,0 +1,69 @@
+// The scheme -> factory registry behind OpenTier. Built-in tiers register here at first use.
+#include <map>
+#include <mutex>
+
+#include "store/builtin_tiers.h"
+#include "kvtier/tier.h"
+
+namespace kvtier {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, TierFactory> factories;  // guarded by mu
+};
+
+Registry& GetRegistry() {
+  static Registry* r = [] {
+    auto* reg = new Registry;
+    internal::RegisterBuiltinTiers([reg](const std::string& scheme, TierFactory f) {
+      reg->factories[scheme] = std::move(f);
+    });
+    return reg;
+  }();
+  return *r;
+}
+
+}  // namespace
+
+void RegisterTierScheme(const std::string& scheme, TierFactory factory) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.factories[scheme] = std::move(factory);
+}
+
+Result<std::unique_ptr<Tier>> OpenTier(std::string_view url) {
+  KVTIER_ASSIGN_OR_RETURN(TierUrl parsed, TierUrl::Parse(url));
+  TierFactory factory;
+  {
+    Registry& r = GetRegistry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.factories.find(parsed.scheme);
+    if (it == r.factories.end()) {
+      std::string known;
+      for (const auto& [s, f] : r.factories) known += (known.empty() ? "" : ", ") + s + "://";
+      return Status::InvalidArgument("unknown tier scheme '" + parsed.scheme + "://' (known: " + known +
+                                     ")");
+    }
+    factory = it->second;
+  }
+  return factory(parsed);
+}
+
+size_t TotalBytes(ScatterList pieces) {
+  size_t n = 0;
+  for (const auto& p : pieces) n += p.size();
+  return n;
+}
+
+size_t TotalBytes(GatherList pieces) {
+  size_t n = 0;
+  for (const auto& p : pieces) n += p.size();
+  return n;
+}
+
+void Tier::GetMany(std::span<ReadOp> ops) {
+  for (ReadOp& op : ops) op.status = Get(op.id, op.dst);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,53 @@
+#include "tools/command.h"
+
+#include <iostream>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace kvtier::tools {
+namespace {
+
+std::vector<CommandSpec>& Specs() {
+  static std::vector<CommandSpec> specs;
+  return specs;
+}
+
+}  // namespace
+
+bool RegisterCommand(CommandSpec spec) {
+  Specs().push_back(std::move(spec));
+  return true;
+}
+
+int RunCli(int argc, char** argv) {
+  CLI::App app{"kvtier: a tiered store for the attention KV cache of LLM inference"};
+  app.require_subcommand(1);
+  std::map<std::string, CLI::App*> groups;
+  std::vector<std::pair<CLI::App*, std::function<int()>>> actions;
+  for (const CommandSpec& spec : Specs()) {
+    CLI::App* parent = &app;
+    if (!spec.group.empty()) {
+      auto it = groups.find(spec.group);
+      if (it == groups.end()) {
+        CLI::App* g = app.add_subcommand(spec.group, spec.group + " commands");
+        g->require_subcommand(1);
+        it = groups.emplace(spec.group, g).first;
+      }
+      parent = it->second;
+    }
+    CLI::App* cmd = parent->add_subcommand(spec.name, spec.description);
+    actions.emplace_back(cmd, spec.setup(*cmd));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto& [cmd, action] : actions) {
+    if (cmd->parsed()) return action();
+  }
+  return 2;
+}
+
+}  // namespace kvtier::tools
