@@ -1,0 +1,81 @@
+// File I/O for persistent tiers (file://, fs://): atomic publication of chunk files and a parallel,
+// verified reader. Both use the format of core/chunk_format.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/chunk_format.h"
+#include "kvtier/status.h"
+#include "kvtier/tier.h"
+
+namespace kvtier::internal {
+
+// Heap memory aligned for O_DIRECT. Move-only; frees on destruction.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  // Abort-free: an empty buffer (data() == nullptr) when the allocation fails.
+  static AlignedBuffer Allocate(size_t size, size_t align = kChunkAlign);
+  AlignedBuffer(AlignedBuffer&& o) noexcept;
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept;
+  ~AlignedBuffer();
+
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+  std::span<std::byte> span() const { return {data_, size_}; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct WriteOptions {
+  bool sync = false;  // fsync the file before rename (and the directory after), for crash durability
+};
+
+// Writes header + payload to `tmp_path`, then renames it to `final_path`, so readers see either no
+// chunk or a complete one. Creates missing parent directories of both paths. On any failure the
+// temporary file is removed and nothing is published. Returns the bytes written (StoredChunkBytes).
+// Thread-safe as long as concurrent callers use distinct tmp paths.
+Result<uint64_t> WriteChunkFileAtomic(const std::string& final_path, const std::string& tmp_path,
+                                      const ChunkId& id, GatherList payload, const WriteOptions& options);
+
+// A unique temporary name beside `final_path` (same directory, so rename is atomic): contains ".tmp."
+// and the pid, so leftovers of a killed writer are recognisable.
+std::string TempPathFor(const std::string& final_path);
+
+// One chunk read by ChunkReader::ReadMany.
+struct ChunkRead {
+  std::string path;      // file to read
+  ChunkId expected;      // the chunk the caller wants; checked against the stored header
+  ScatterList dst;       // receives the verified payload; total size must equal the payload size
+  Status status;         // set by ReadMany: OK, NotFound, Corruption, InvalidArgument or IOError
+  uint64_t stored_bytes = 0;  // set by ReadMany: file size
+};
+
+struct ReaderOptions {
+  uint64_t max_inflight_bytes = 256ull << 20;  // bound on bytes read but not yet verified and copied
+  bool direct_io = true;          // O_DIRECT where the filesystem accepts it
+  bool use_io_uring = true;       // else (or if the kernel refuses io_uring) a pool of preadv threads
+  unsigned fallback_threads = 4;
+};
+
+// Reads many chunk files in parallel, verifies header and checksum of each, and copies each payload
+// into its destination. A chunk that fails verification gets Corruption (the caller removes it).
+// Thread-safe: ReadMany may run on many threads at once; the in-flight byte bound is per reader.
+class ChunkReader {
+ public:
+  virtual ~ChunkReader() = default;
+  static std::unique_ptr<ChunkReader> Create(const ReaderOptions& options);
+
+  virtual void ReadMany(std::span<ChunkRead> reads) = 0;
+  // "io_uring+O_DIRECT", "io_uring", "preadv+O_DIRECT" or "preadv": what this reader actually uses.
+  virtual std::string_view engine() const = 0;
+};
+
+}  // namespace kvtier::internal
