@@ -4,7 +4,7 @@ JOBS     ?= 2
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVTIER_WERROR=ON
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS) --no-tests=error
 
-.PHONY: deps build demo test test-asan test-tsan fuzz clean
+.PHONY: deps build demo test test-asan test-tsan fuzz fuzz-smoke fuzz-build clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -19,13 +19,36 @@ demo: build
 test: build
 	@ctest --test-dir $(BUILD) $(CTEST_FLAGS)
 
+# Sanitizer runs shrink the heavy tests (KVTIER_TEST_SCALE) and stop at the first report.
+SAN_SCALE ?= 0.25
+SAN_ENV = KVTIER_TEST_SCALE=$(SAN_SCALE) UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/reliability/tsan.supp
+
 test-asan:
-	@$(MAKE) --no-print-directory test BUILD=build-asan \
+	@$(SAN_ENV) $(MAKE) --no-print-directory test BUILD=build-asan \
 	  CMAKE_FLAGS="$(CMAKE_FLAGS) -DKVTIER_SANITIZE=address -DKVTIER_BUILD_BENCH=OFF"
 
 test-tsan:
-	@$(MAKE) --no-print-directory test BUILD=build-tsan \
+	@$(SAN_ENV) $(MAKE) --no-print-directory test BUILD=build-tsan \
 	  CMAKE_FLAGS="$(CMAKE_FLAGS) -DKVTIER_SANITIZE=thread -DKVTIER_BUILD_BENCH=OFF"
+
+# libFuzzer targets (fuzz/): a clang build with ASan+UBSan; `fuzz` runs each target FUZZ_SECONDS,
+# `fuzz-smoke` a few seconds each (CI).
+FUZZ_SECONDS ?= 60
+FUZZ_CMAKE_FLAGS = -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+  -DCMAKE_CXX_COMPILER=clang++ -DKVTIER_BUILD_FUZZ=ON -DKVTIER_BUILD_TESTS=OFF -DKVTIER_BUILD_BENCH=OFF \
+  "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined"
+
+fuzz-build: deps
+	@cmake -S . -B build-fuzz $(FUZZ_CMAKE_FLAGS) >/dev/null
+	@cmake --build build-fuzz -j$(JOBS) --target kvtier_fuzz_all
+
+fuzz: fuzz-build
+	@bash fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
+fuzz-smoke: fuzz-build
+	@bash fuzz/run.sh build-fuzz 5
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz

@@ -166,7 +166,7 @@ Result<uint64_t> ParseSize(std::string_view text) {
   if (mult == 0) return Status::InvalidArgument("unknown size unit in '" + s + "'");
   const double value = std::strtod(number.c_str(), nullptr) * mult;
   if (!std::isfinite(value) || value >= 1.8e19) return Status::InvalidArgument("size too large: '" + s + "'");
-  return static_cast<uint64_t>(std::llround(value));
+  return static_cast<uint64_t>(std::round(value));  // value < 2^64 here; llround overflowed past 2^63
 }
 
 std::string FormatBytes(uint64_t bytes) {

@@ -15,6 +15,18 @@
 
 namespace kvtier::internal {
 
+// Bytes in a scatter or gather list. (kvtier::TotalBytes lives in the tier library, above this layer.)
+inline uint64_t ListBytes(ScatterList pieces) {
+  uint64_t n = 0;
+  for (const auto& p : pieces) n += p.size();
+  return n;
+}
+inline uint64_t ListBytes(GatherList pieces) {
+  uint64_t n = 0;
+  for (const auto& p : pieces) n += p.size();
+  return n;
+}
+
 // Heap memory aligned for O_DIRECT. Move-only; frees on destruction.
 class AlignedBuffer {
  public:
@@ -48,6 +60,13 @@ Result<uint64_t> WriteChunkFileAtomic(const std::string& final_path, const std::
 // A unique temporary name beside `final_path` (same directory, so rename is atomic): contains ".tmp."
 // and the pid, so leftovers of a killed writer are recognisable.
 std::string TempPathFor(const std::string& final_path);
+
+// Reads and verifies a whole chunk file without a destination, streaming it through the checksum (for
+// scrubbing, e.g. `kvtier verify`). Returns its header. NotFound when the file is gone; Corruption when
+// header, length or payload checksum are wrong or the header names another chunk than `expected`
+// (expected.layout_fingerprint == 0 skips the layout check); VersionMismatch for a newer format;
+// IOError when the storage refuses. Thread-safe.
+Result<ChunkHeader> VerifyChunkFile(const std::string& path, const ChunkId& expected);
 
 // One chunk read by ChunkReader::ReadMany.
 struct ChunkRead {

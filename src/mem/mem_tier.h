@@ -1,4 +1,15 @@
 // mem://?capacity=SIZE[&page=SIZE][&verify=BOOL]: the in-process memory tier.
+//
+// A byte-budgeted LRU over one reservation of `capacity` bytes (default 1GiB), cut into pages of
+// `page` bytes (default 64KiB; small pages such as page=64 suit tiny chunks). Usage counts whole pages
+// and never exceeds capacity; least recently used chunks are evicted to make room, and a chunk larger
+// than the capacity is refused with NoSpace. Storing and reading chunks never calls malloc.
+//
+// verify (default false): the bytes of this tier never leave process memory, so by default they are
+// not checksummed. verify=true keeps an xxh3 of each chunk and checks it on every Get and Check
+// (a mismatch is reported as Corruption and the chunk removed); it costs one hash pass per access.
+//
+// Not persistent: a new tier starts empty. Thread-safe, as every Tier.
 #pragma once
 
 #include <memory>
@@ -7,6 +18,12 @@
 
 namespace kvtier::internal {
 
+// InvalidArgument for unknown options or malformed sizes; IOError when memory cannot be reserved.
 Result<std::unique_ptr<Tier>> OpenMemTier(const TierUrl& url);
+
+// Test hook: flips one payload byte of a stored chunk of a mem:// tier, behind the tier's back, so
+// tests can check that corruption is detected. NotFound when the chunk is absent; InvalidArgument when
+// `tier` is not a mem:// tier.
+Status CorruptMemChunkForTesting(Tier& tier, const ChunkId& id);
 
 }  // namespace kvtier::internal

@@ -1,0 +1,31 @@
+// Fuzz target: one line of a request trace (JSONL from outside, `kvtier replay`). Properties: no crash;
+// malformed lines are InvalidArgument; an accepted line has exactly ceil(input_length / block_tokens)
+// hash ids (computed here without overflow).
+//
+// Input: byte 0 picks block_tokens (1..256, or 512 when 0); the rest is the line.
+#include <cstdint>
+#include <string_view>
+
+#include "fuzz_check.h"
+#include "replay/trace.h"
+
+namespace kvtier::fuzz {
+
+int FuzzTraceLine(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const uint32_t block_tokens = data[0] == 0 ? 512 : data[0];
+  const std::string_view line(reinterpret_cast<const char*>(data + 1), size - 1);
+  auto r = internal::ParseTraceLine(line, block_tokens);
+  if (!r.ok()) {
+    KVTIER_FUZZ_CHECK(r.status().code() == Code::kInvalidArgument);
+    return 0;
+  }
+  const unsigned __int128 want = (static_cast<unsigned __int128>(r->input_length) + block_tokens - 1) /
+                                 block_tokens;
+  KVTIER_FUZZ_CHECK(want == r->hash_ids.size());
+  return 0;
+}
+
+}  // namespace kvtier::fuzz
+
+KVTIER_FUZZ_ENTRY(FuzzTraceLine)

@@ -1,0 +1,234 @@
+#include "benchlib/datapath.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "benchlib/datapath_io.h"
+#include "benchlib/datapath_passes.h"
+#include "core/chunk_format.h"
+#include "kvtier/tier.h"
+
+namespace kvtier::internal {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool IsDirectoryScheme(const std::string& scheme) { return scheme == "file" || scheme == "fs"; }
+
+std::vector<uint64_t> DefaultInflight(uint64_t chunk_bytes, uint64_t chunks) {
+  std::vector<uint64_t> out;
+  for (uint64_t n = 1; n <= 16; n *= 2) {
+    if (n > 1 && n > chunks) break;
+    out.push_back(n * chunk_bytes);
+  }
+  return out;
+}
+
+void Progress(const DatapathConfig& c, const std::string& line) {
+  if (c.progress) c.progress(line);
+}
+
+std::string GbpsText(double bytes_per_second) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f GB/s", bytes_per_second / 1e9);
+  return buf;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  return gethostname(buf, sizeof(buf) - 1) == 0 ? std::string(buf) : std::string("unknown");
+}
+
+DatapathResult Header(const DatapathConfig& c, const DatapathPlan& plan) {
+  DatapathResult r;
+  r.started_at = UtcNow();
+  r.host = HostName();
+  r.target.url = c.target;
+  r.target.directory = plan.bench_dir;
+  r.model_preset = std::string(c.model.name);
+  r.model_id = std::string(c.model.model_id);
+  r.layout = c.model.layout.ToString();
+  r.chunk_tokens = c.model.layout.tokens_per_chunk;
+  r.chunk_bytes = plan.chunk_bytes;
+  r.bytes_per_token = c.model.layout.BytesPerToken();
+  r.context_tokens = c.context_tokens;
+  r.gpu = c.gpu;
+  return r;
+}
+
+// Runs fio once at `inflight`; on the first failure with io_uring retries with libaio, and after a
+// second failure records why and turns fio off for the rest of the run.
+void RunFioPoint(const DatapathConfig& c, const DatapathPlan& plan, SweepPoint* point,
+                 std::string* engine, std::string* note) {
+  if (!note->empty()) return;
+  FioJob job;
+  job.directory = plan.fio_dir;
+  job.block_size = plan.chunk_bytes;
+  job.files = plan.chunks;
+  job.iodepth = IodepthFor(point->inflight_bytes, plan.chunk_bytes);
+  job.output_path = plan.bench_dir + "/fio-" + std::to_string(point->inflight_bytes) + ".json";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    job.ioengine = *engine;
+    auto r = RunFio(job);
+    if (r.ok()) {
+      point->fio = *r;
+      Progress(c, "  fio iodepth=" + std::to_string(job.iodepth) + " (" + *engine + "): " +
+                      GbpsText(r->bytes_per_second));
+      return;
+    }
+    *note = r.status().ToString();
+    if (*engine != "io_uring") break;
+    *engine = "libaio";
+  }
+  Progress(c, "  fio unavailable: " + *note);
+}
+
+Status RunDirectorySweep(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
+                         ReadArea* area, DatapathResult* r) {
+  std::string fio_engine = "io_uring";
+  if (c.run_fio && !FioAvailable()) r->fio_note = "fio was not found on PATH";
+  if (!c.run_fio) r->fio_note = "fio disabled with --no-fio";
+  for (uint64_t inflight : plan.inflight) {
+    KVTIER_ASSIGN_OR_RETURN(uint64_t dropped, DropPageCache(plan.tier_dir));
+    (void)dropped;
+    bool swept = true;
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, &swept));
+    const TierCapabilities caps = tier->capabilities();
+    r->target.shared = caps.shared;
+    r->target.persistent = caps.persistent;
+    r->target.direct_io = caps.direct_io;
+    r->target.cold = true;
+    r->target.cold_method = caps.direct_io ? "O_DIRECT" : "posix_fadvise(DONTNEED)";
+    SweepPoint point;
+    point.inflight_bytes = inflight;
+    point.kvtier = ReadPass(*tier, area);
+    KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
+    const uint32_t depth = IodepthFor(inflight, plan.chunk_bytes);
+    LatencyPass(*tier, area, depth, std::max<uint64_t>(16, 4ull * depth), &point.kvtier);
+    tier.reset();
+    Progress(c, "  read, " + FormatBytes(inflight) + " in flight: " +
+                    GbpsText(point.kvtier.BytesPerSecond()) + ", " +
+                    std::to_string(point.kvtier.errors) + " errors");
+    if (c.run_fio) RunFioPoint(c, plan, &point, &fio_engine, &r->fio_note);
+    r->sweep.push_back(std::move(point));
+    if (!swept) {
+      r->fio_note += (r->fio_note.empty() ? "" : "; ") +
+                     std::string("the tier takes no inflight= option: one read pass only");
+      break;
+    }
+  }
+  if (c.run_serial) {
+    KVTIER_ASSIGN_OR_RETURN(uint64_t dropped, DropPageCache(plan.tier_dir));
+    (void)dropped;
+    const auto files = FilesOfSize(plan.tier_dir, StoredChunkBytes(plan.chunk_bytes));
+    KVTIER_ASSIGN_OR_RETURN(PhaseResult serial, SerialPread(files, plan.chunk_bytes));
+    Progress(c, "  serial pread: " + GbpsText(serial.BytesPerSecond()) + " over " +
+                    std::to_string(serial.chunks) + " files");
+    r->serial_pread = serial;
+  }
+  return Status::OK();
+}
+
+Status RunMemory(const DatapathConfig& c, Tier& tier, ReadArea* area, DatapathResult* r) {
+  const TierCapabilities caps = tier.capabilities();
+  r->target.shared = caps.shared;
+  r->target.persistent = caps.persistent;
+  r->target.cold = true;
+  r->target.cold_method = "in-memory";
+  SweepPoint point;
+  point.kvtier = ReadPass(tier, area);
+  point.inflight_bytes = r->write.bytes;
+  r->sweep.push_back(point);
+  r->memcpy_ref = MemcpyReference(area->Span(), area->Source(), r->chunk_bytes);
+  r->fio_note = "not applicable to an in-memory tier";
+  Progress(c, "  read: " + GbpsText(point.kvtier.BytesPerSecond()) + "; memcpy " +
+                  GbpsText(r->memcpy_ref->BytesPerSecond()));
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<DatapathPlan> PlanDatapath(const DatapathConfig& c) {
+  KVTIER_RETURN_IF_ERROR(c.model.layout.Validate());
+  KVTIER_ASSIGN_OR_RETURN(TierUrl url, TierUrl::Parse(c.target));
+  DatapathPlan p;
+  p.chunk_bytes = c.model.layout.BytesPerChunk();
+  p.chunks = std::max<uint64_t>(1, c.total_bytes / p.chunk_bytes);
+  p.inflight = c.inflight.empty() ? DefaultInflight(p.chunk_bytes, p.chunks) : c.inflight;
+  for (uint64_t b : p.inflight) {
+    if (b == 0) return Status::InvalidArgument("--inflight sizes must be positive");
+  }
+  const uint64_t payload = p.chunks * p.chunk_bytes;
+  p.directory_target = IsDirectoryScheme(url.scheme);
+  if (p.directory_target) {
+    if (url.path.empty()) return Status::InvalidArgument("target " + c.target + " has no directory");
+    p.bench_dir = (fs::path(url.path) / ("kvtier-bench." + std::to_string(getpid()))).string();
+    p.tier_dir = p.bench_dir + "/tier";
+    p.fio_dir = p.bench_dir + "/fio";
+    const uint64_t files = p.chunks * StoredChunkBytes(p.chunk_bytes);
+    const uint64_t fio = c.run_fio ? payload : 0;
+    p.need_bytes = files + fio + files / 64;  // slack for directories and the tier's index
+    p.need_breakdown = FormatBytes(files) + " of chunk files + " + FormatBytes(fio) + " for fio";
+  } else {
+    // The tier holds the chunks and the bench holds the destination buffers.
+    p.need_bytes = 2 * payload + payload / 16;
+    p.need_breakdown = FormatBytes(payload) + " in the tier + " + FormatBytes(payload) +
+                       " of destination buffers";
+  }
+  return p;
+}
+
+Status CheckCapacity(const DatapathConfig& c, const DatapathPlan& plan) {
+  if (plan.directory_target) {
+    auto url = TierUrl::Parse(c.target);
+    KVTIER_ASSIGN_OR_RETURN(uint64_t free_bytes, FreeBytesAt(url->path));
+    return CheckEnoughSpace("target directory " + url->path, free_bytes, plan.need_bytes,
+                            plan.need_breakdown);
+  }
+  KVTIER_ASSIGN_OR_RETURN(uint64_t free_mem, AvailableMemoryBytes());
+  return CheckEnoughSpace("this host's memory", free_mem, plan.need_bytes, plan.need_breakdown);
+}
+
+Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
+  KVTIER_ASSIGN_OR_RETURN(DatapathPlan plan, PlanDatapath(c));
+  KVTIER_RETURN_IF_ERROR(CheckCapacity(c, plan));
+  KVTIER_ASSIGN_OR_RETURN(TierUrl url, TierUrl::Parse(c.target));
+  url = UrlForBench(url, plan);
+  DatapathResult r = Header(c, plan);
+  r.target.scheme = url.scheme;
+  KVTIER_ASSIGN_OR_RETURN(ReadArea area, ReadArea::Create(c.model, plan.chunks));
+  Progress(c, "writing " + std::to_string(plan.chunks) + " chunks of " + FormatBytes(plan.chunk_bytes) +
+                  " to " + url.ToString());
+  std::error_code ec;
+  if (plan.directory_target) {
+    fs::create_directories(plan.tier_dir, ec);
+    if (c.run_fio) fs::create_directories(plan.fio_dir, ec);
+    if (ec) return Status::FromErrno(ec.value(), "create " + plan.bench_dir);
+  }
+  Status s;
+  {
+    bool swept = true;
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier,
+                            OpenTierForPass(url, plan.inflight.front(), &swept));
+    auto written = WritePass(*tier, area);
+    if (!written.ok()) {
+      s = written.status();
+    } else if (plan.directory_target) {
+      r.write = *written;
+      Progress(c, "  write: " + GbpsText(r.write.BytesPerSecond()));
+      tier.reset();  // every read pass reopens the tier from what is on storage
+      s = RunDirectorySweep(c, plan, url, &area, &r);
+    } else {
+      r.write = *written;
+      Progress(c, "  write: " + GbpsText(r.write.BytesPerSecond()));
+      s = RunMemory(c, *tier, &area, &r);
+    }
+  }
+  if (plan.directory_target && !c.keep_files) fs::remove_all(plan.bench_dir, ec);
+  if (!s.ok()) return s;
+  return r;
+}
+
+}  // namespace kvtier::internal

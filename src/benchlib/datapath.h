@@ -1,0 +1,67 @@
+// `kvtier bench datapath`: how fast a tier moves model-sized KV chunks, next to the hardware limit
+// measured in the same run.
+//
+// Workloads, in the order they run:
+//   write    Put `total_bytes` of chunks (the model layout fixes their size) from 4 threads, then Flush.
+//   read     for each bound on bytes in flight: drop the page cache, reopen the tier with
+//            `inflight=SIZE`, GetMany every chunk cold into caller buffers, check each chunk's bytes.
+//   latency  then, cold again, depth = inflight / chunk threads each Get one chunk at a time over a
+//            sample of chunks: per-chunk p50/p99 at that depth (a batch call has no per-chunk time).
+//   fio      after each read: fio on the same directory, same block size, O_DIRECT, matching depth.
+//   serial   one chunk file at a time with a buffered pread after dropping the page cache.
+//   memcpy   (mem:// only) a plain single-threaded memcpy of the same bytes.
+// Directory targets (file://, fs://) get a scratch folder DIR/kvtier-bench.<pid>/ holding tier/ and
+// fio/, removed at the end unless keep_files.
+//
+// Thread-compatible: run one bench at a time per target directory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "benchlib/gpu_profile.h"
+#include "benchlib/results.h"
+#include "kvtier/layout.h"
+#include "kvtier/status.h"
+
+namespace kvtier::internal {
+
+struct DatapathConfig {
+  std::string target;                  // tier URL, e.g. file:///nvme/kv?direct=true or mem://
+  ModelPreset model;                   // model.layout.tokens_per_chunk fixes the chunk size
+  uint64_t total_bytes = 4ull << 30;   // payload written and read back (rounded down to chunks, >= 1)
+  std::vector<uint64_t> inflight;      // bytes in flight to sweep; empty: 1, 2, 4, 8, 16 chunks
+  bool run_fio = true;
+  bool run_serial = true;
+  bool keep_files = false;
+  uint64_t context_tokens = 32768;     // the context whose load time and verdict are printed
+  std::optional<GpuProfile> gpu;       // for the verdict against recompute
+  std::function<void(const std::string&)> progress;  // progress lines; may be empty
+};
+
+// Where and how much the bench will write, worked out before anything touches storage.
+struct DatapathPlan {
+  uint64_t chunk_bytes = 0;
+  uint64_t chunks = 0;
+  bool directory_target = false;
+  std::string bench_dir, tier_dir, fio_dir;  // directory targets only
+  uint64_t need_bytes = 0;                   // on the target filesystem, or in memory for mem://
+  std::string need_breakdown;                // e.g. "4.00 GiB of chunk files + 4.00 GiB for fio"
+  std::vector<uint64_t> inflight;
+};
+
+// InvalidArgument for a bad URL, layout or size.
+Result<DatapathPlan> PlanDatapath(const DatapathConfig& config);
+
+// NoSpace with a clear message when the target has less free space (memory for mem://) than
+// plan.need_bytes.
+Status CheckCapacity(const DatapathConfig& config, const DatapathPlan& plan);
+
+// Runs every workload. Fails before writing anything when the target lacks space; fails when the
+// tier cannot be opened or a Put fails. Read errors are counted in the result, not returned.
+Result<DatapathResult> RunDatapath(const DatapathConfig& config);
+
+}  // namespace kvtier::internal

@@ -1,0 +1,67 @@
+// `kvtier report`: turns bench results into SVG charts (drawn by gnuplot) and a short report.md.
+//
+// Inputs are JSON files written by `kvtier bench datapath --json` (schema kvtier.bench.datapath/1)
+// and, when present, by `kvtier bench e2e --json` ("bench": "e2e"). Charts:
+//   bandwidth_vs_inflight.svg   kvtier and fio GB/s against bytes in flight, one pair per datapath run
+//   bandwidth_vs_chunk.svg      best kvtier, best fio and serial pread GB/s against chunk size
+//   ttft_vs_concurrency[_N].svg TTFT p50 and p99 against concurrency per mode, one per e2e file
+// Each chart's gnuplot script (.gp, data inline) is kept beside it so it can be redrawn or edited.
+//
+// Thread-compatible; WriteReport blocks while gnuplot runs.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kvtier/status.h"
+
+namespace kvtier::internal {
+
+struct ReportInputs {
+  std::vector<std::pair<std::string, nlohmann::json>> datapath;  // (file name, document)
+  std::vector<std::pair<std::string, nlohmann::json>> e2e;
+};
+
+// Reads and classifies each file. InvalidArgument naming the file when it is not JSON or not a
+// result kvtier knows; IOError when it cannot be read.
+Result<ReportInputs> LoadReportInputs(const std::vector<std::string>& paths);
+
+struct PlotSeries {
+  std::string title;
+  std::vector<std::pair<double, double>> points;  // (x, y), drawn in the given order
+  int color = 1;        // gnuplot line colour index; a kvtier/fio pair shares one
+  bool dashed = false;
+};
+
+struct PlotSpec {
+  std::string name;  // file stem: NAME.svg and NAME.gp
+  std::string title, xlabel, ylabel;
+  bool log_x = false;
+  std::vector<PlotSeries> series;
+};
+
+// A self-contained gnuplot script (data inline) that draws `spec` into `svg_path`.
+std::string GnuplotScript(const PlotSpec& spec, const std::string& svg_path);
+
+// The charts the inputs support (none for an input kind that is absent).
+std::vector<PlotSpec> ReportPlots(const ReportInputs& inputs);
+
+// The markdown report embedding `plots` (by relative file name).
+std::string ReportMarkdown(const ReportInputs& inputs, const std::vector<PlotSpec>& plots,
+                           const std::string& command_line);
+
+struct ReportOptions {
+  std::string out_dir;
+  bool run_gnuplot = true;    // false: write the .gp scripts and report.md only
+  std::string command_line;   // quoted in report.md so the figures can be reproduced
+};
+
+// Writes report.md, every .gp script and (with run_gnuplot) every SVG into out_dir, creating it.
+// Returns the files written. NotSupported when gnuplot is not installed (the scripts and report.md
+// are still written); IOError when a file cannot be written or gnuplot fails.
+Result<std::vector<std::string>> WriteReport(const ReportInputs& inputs, const ReportOptions& options);
+
+}  // namespace kvtier::internal

@@ -1,0 +1,219 @@
+#include "benchlib/results.h"
+
+#include <cstdio>
+#include <limits>
+
+#include "kvtier/tier.h"
+
+namespace kvtier::internal {
+namespace {
+
+double Gbps(double bytes_per_second) { return bytes_per_second / 1e9; }
+
+nlohmann::json PhaseJson(const PhaseResult& p) {
+  return {{"chunks", p.chunks},   {"bytes", p.bytes},   {"seconds", p.seconds},
+          {"gbps", Gbps(p.BytesPerSecond())}, {"errors", p.errors}, {"p50_us", p.p50_us},
+          {"p99_us", p.p99_us}};
+}
+
+nlohmann::json OptionalPhase(const std::optional<PhaseResult>& p) {
+  return p ? PhaseJson(*p) : nlohmann::json(nullptr);
+}
+
+nlohmann::json FioJson(const std::optional<FioResult>& f) {
+  if (!f) return nullptr;
+  return {{"gbps", Gbps(f->bytes_per_second)}, {"bytes", f->bytes},   {"seconds", f->seconds},
+          {"p50_us", f->p50_us},  {"p99_us", f->p99_us}, {"ioengine", f->ioengine},
+          {"iodepth", f->iodepth}, {"command", f->command}};
+}
+
+double BestFio(const DatapathResult& r) {
+  double best = 0;
+  for (const SweepPoint& p : r.sweep) {
+    if (p.fio) best = std::max(best, p.fio->bytes_per_second);
+  }
+  return best;
+}
+
+nlohmann::json SummaryJson(const DatapathResult& r) {
+  const SweepPoint* best = r.Best();
+  if (best == nullptr) return nullptr;
+  const double bw = best->kvtier.BytesPerSecond();
+  const double best_fio = BestFio(r);
+  const double serial = r.serial_pread ? r.serial_pread->BytesPerSecond() : 0;
+  return {{"best_inflight_bytes", best->inflight_bytes},
+          {"gbps", Gbps(bw)},
+          {"p50_us", best->kvtier.p50_us},
+          {"p99_us", best->kvtier.p99_us},
+          {"fio_gbps", best->fio ? nlohmann::json(Gbps(best->fio->bytes_per_second)) : nullptr},
+          {"ratio_to_fio", best->fio ? nlohmann::json(best->RatioToFio()) : nullptr},
+          {"best_fio_gbps", best_fio > 0 ? nlohmann::json(Gbps(best_fio)) : nullptr},
+          {"ratio_to_best_fio", best_fio > 0 ? nlohmann::json(bw / best_fio) : nullptr},
+          {"serial_gbps", serial > 0 ? nlohmann::json(Gbps(serial)) : nullptr},
+          {"speedup_over_serial", serial > 0 ? nlohmann::json(bw / serial) : nullptr}};
+}
+
+ModelPreset PresetOf(const DatapathResult& r) {
+  auto m = FindModelPreset(r.model_preset);
+  return m.ok() ? *m : ModelPreset{};
+}
+
+nlohmann::json VerdictJson(const DatapathResult& r) {
+  const SweepPoint* best = r.Best();
+  if (!r.gpu || best == nullptr) return nullptr;
+  ModelPreset m = PresetOf(r);
+  if (m.active_params == 0) return nullptr;
+  m.layout.tokens_per_chunk = r.chunk_tokens;
+  const double bw = best->kvtier.BytesPerSecond();
+  const RecomputeVerdict v = CompareLoadToRecompute(m, *r.gpu, r.context_tokens, bw);
+  const uint64_t even = BreakEvenTokens(m, *r.gpu, bw);
+  return {{"estimate", true},
+          {"gpu", r.gpu->name},
+          {"description", r.gpu->description},
+          {"peak_tflops", r.gpu->peak_flops / 1e12},
+          {"mfu", r.gpu->mfu},
+          {"source", r.gpu->source},
+          {"context_tokens", r.context_tokens},
+          {"recompute_seconds", v.recompute_s},
+          {"load_seconds", v.load_s},
+          {"ttft_saved_seconds", v.saved_s},
+          {"speedup", v.speedup},
+          {"break_even_tokens", even == std::numeric_limits<uint64_t>::max()
+                                    ? nlohmann::json(nullptr)
+                                    : nlohmann::json(even)}};
+}
+
+std::string Fmt(const char* format, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, a);
+  return buf;
+}
+
+}  // namespace
+
+const SweepPoint* DatapathResult::Best() const {
+  const SweepPoint* best = nullptr;
+  for (const SweepPoint& p : sweep) {
+    if (best == nullptr || p.kvtier.BytesPerSecond() > best->kvtier.BytesPerSecond()) best = &p;
+  }
+  return best;
+}
+
+nlohmann::json ToJson(const DatapathResult& r) {
+  nlohmann::json sweep = nlohmann::json::array();
+  for (const SweepPoint& p : r.sweep) {
+    sweep.push_back({{"inflight_bytes", p.inflight_bytes},
+                     {"kvtier", PhaseJson(p.kvtier)},
+                     {"fio", FioJson(p.fio)},
+                     {"ratio_to_fio", p.fio ? nlohmann::json(p.RatioToFio()) : nullptr}});
+  }
+  const SweepPoint* best = r.Best();
+  const uint64_t context_bytes = r.context_tokens * r.bytes_per_token;
+  const double best_bw = best ? best->kvtier.BytesPerSecond() : 0;
+  return {
+      {"schema", kDatapathSchema},
+      {"started_at", r.started_at},
+      {"host", r.host},
+      {"target",
+       {{"url", r.target.url}, {"scheme", r.target.scheme}, {"directory", r.target.directory},
+        {"shared", r.target.shared}, {"persistent", r.target.persistent},
+        {"direct_io", r.target.direct_io}, {"cold", r.target.cold},
+        {"cold_method", r.target.cold_method}}},
+      {"model",
+       {{"preset", r.model_preset}, {"model_id", r.model_id}, {"layout", r.layout},
+        {"chunk_tokens", r.chunk_tokens}, {"chunk_bytes", r.chunk_bytes},
+        {"bytes_per_token", r.bytes_per_token}}},
+      {"write", PhaseJson(r.write)},
+      {"sweep", sweep},
+      {"serial_pread", OptionalPhase(r.serial_pread)},
+      {"memcpy", OptionalPhase(r.memcpy_ref)},
+      {"summary", SummaryJson(r)},
+      {"context",
+       {{"tokens", r.context_tokens}, {"bytes", context_bytes},
+        {"load_seconds", best_bw > 0 ? nlohmann::json(static_cast<double>(context_bytes) / best_bw)
+                                     : nlohmann::json(nullptr)}}},
+      {"verdict", VerdictJson(r)},
+      {"fio_note", r.fio_note},
+  };
+}
+
+std::string FormatSummary(const DatapathResult& r) {
+  std::string out;
+  char line[256];
+  out += "target " + r.target.url + " (" + (r.target.persistent ? "persistent" : "volatile") + ", " +
+         (r.target.shared ? "shared across hosts" : "local") + ", cold reads: " +
+         (r.target.cold ? r.target.cold_method : "NO, page cache may serve reads") + ")\n";
+  out += "model " + r.model_preset + ": " + r.layout + " = " + FormatBytes(r.chunk_bytes) +
+         " per chunk; " + std::to_string(r.write.chunks) + " chunks, " + FormatBytes(r.write.bytes) +
+         "\n";
+  out += "write: " + Fmt("%.2f GB/s", Gbps(r.write.BytesPerSecond())) + "\n";
+  out += "  in flight   kvtier GB/s  p50 ms  p99 ms |  fio GB/s  p50 ms  p99 ms | kvtier/fio\n";
+  for (const SweepPoint& p : r.sweep) {
+    std::snprintf(line, sizeof(line), "%11s  %11.2f %7.1f %7.1f |", FormatBytes(p.inflight_bytes).c_str(),
+                  Gbps(p.kvtier.BytesPerSecond()), p.kvtier.p50_us / 1e3, p.kvtier.p99_us / 1e3);
+    out += line;
+    if (p.fio) {
+      std::snprintf(line, sizeof(line), " %9.2f %7.1f %7.1f | %9.0f%%", Gbps(p.fio->bytes_per_second),
+                    p.fio->p50_us / 1e3, p.fio->p99_us / 1e3, 100 * p.RatioToFio());
+      out += line;
+    } else {
+      out += "       n/a                     |       n/a";
+    }
+    if (p.kvtier.errors) out += "  (" + std::to_string(p.kvtier.errors) + " errors)";
+    out += "\n";
+  }
+  if (!r.fio_note.empty()) out += "fio: " + r.fio_note + "\n";
+  if (r.serial_pread) {
+    std::snprintf(line, sizeof(line),
+                  "serial pread baseline (one chunk at a time, buffered, cold): %.2f GB/s, p50 %.1f ms, "
+                  "p99 %.1f ms\n",
+                  Gbps(r.serial_pread->BytesPerSecond()), r.serial_pread->p50_us / 1e3,
+                  r.serial_pread->p99_us / 1e3);
+    out += line;
+  }
+  if (r.memcpy_ref) {
+    out += "memcpy reference (one thread): " + Fmt("%.2f GB/s", Gbps(r.memcpy_ref->BytesPerSecond())) +
+           "\n";
+  }
+  const nlohmann::json j = ToJson(r);
+  const auto& s = j["summary"];
+  if (!s.is_null()) {
+    out += "best: " + FormatBytes(s["best_inflight_bytes"].get<uint64_t>()) + " in flight, " +
+           Fmt("%.2f GB/s", s["gbps"].get<double>());
+    if (!s["ratio_to_fio"].is_null()) {
+      out += Fmt(" = %.0f%% of fio at the same depth", 100 * s["ratio_to_fio"].get<double>());
+      out += Fmt(", %.0f%% of fio's best", 100 * s["ratio_to_best_fio"].get<double>());
+    }
+    if (!s["speedup_over_serial"].is_null()) {
+      out += Fmt(", %.2fx the serial baseline", s["speedup_over_serial"].get<double>());
+    }
+    out += "\n";
+  }
+  const auto& c = j["context"];
+  if (!c["load_seconds"].is_null()) {
+    out += std::to_string(r.context_tokens) + "-token context (" +
+           FormatBytes(c["bytes"].get<uint64_t>()) + "): loads in " +
+           Fmt("%.3f s", c["load_seconds"].get<double>()) + " at the best bandwidth\n";
+  }
+  const auto& v = j["verdict"];
+  if (!v.is_null()) {
+    out += "ESTIMATE vs recompute on " + v["description"].get<std::string>() +
+           Fmt(" (%.0f TFLOP/s dense bf16", v["peak_tflops"].get<double>()) +
+           Fmt(" x MFU %.2f; ", v["mfu"].get<double>()) + v["source"].get<std::string>() + "):\n";
+    out += "  recompute " + Fmt("%.3f s", v["recompute_seconds"].get<double>()) + ", load " +
+           Fmt("%.3f s", v["load_seconds"].get<double>()) + ", TTFT saved per hit " +
+           Fmt("%.3f s", v["ttft_saved_seconds"].get<double>()) +
+           Fmt(" (%.2fx)\n", v["speedup"].get<double>());
+    if (v["break_even_tokens"].is_null()) {
+      out += "  break-even: none, the target delivered no bandwidth\n";
+    } else if (v["break_even_tokens"].get<uint64_t>() == 0) {
+      out += "  break-even: loading beats recompute at every context length\n";
+    } else {
+      out += "  break-even: loading beats recompute from " +
+             std::to_string(v["break_even_tokens"].get<uint64_t>()) + " tokens of context\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace kvtier::internal

@@ -1,0 +1,402 @@
+#include "file/file_tier.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <unordered_set>
+#include <vector>
+
+#include "core/latency.h"
+#include "file/file_index.h"
+#include "file/file_layout.h"
+#include "file/file_scan.h"
+
+namespace kvtier::internal {
+namespace {
+
+int64_t NowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Whether this filesystem accepts O_DIRECT: some (tmpfs, some FUSE) refuse it at open with EINVAL.
+bool ProbeDirectIo(const std::string& dir) {
+  const std::string probe = TempPathFor(dir + "/.direct-probe");
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0644);
+  if (fd < 0) return false;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return true;
+}
+
+// The capacity to enforce: `given` (then recorded in DIR for later opens), else the recorded one,
+// else the default.
+Result<uint64_t> SettleCapacity(const std::string& dir, uint64_t given) {
+  const std::string path = dir + "/" + std::string(kCapacityFileName);
+  uint64_t recorded = 0;
+  if (std::ifstream in(path); in) in >> recorded;
+  if (given == 0) return recorded != 0 ? recorded : kDefaultFileCapacity;
+  if (given != recorded) {
+    const std::string tmp = TempPathFor(path);
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << given << "\n";
+      if (!out.flush()) return Status::IOError("cannot write " + tmp);
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int err = errno;
+      ::unlink(tmp.c_str());
+      return Status::FromErrno(err, "rename " + tmp);
+    }
+  }
+  return given;
+}
+
+class FileTier final : public Tier {
+ public:
+  FileTier(FileTierOptions options, std::string url)
+      : options_(std::move(options)), url_(std::move(url)) {}
+
+  Status Init();
+  const std::string& url() const override { return url_; }
+  TierCapabilities capabilities() const override {
+    TierCapabilities c;
+    c.persistent = true;
+    c.direct_io = options_.reader.direct_io;
+    return c;
+  }
+  bool Contains(const ChunkId& id) override;
+  Status Put(const ChunkId& id, GatherList payload) override;
+  Status Get(const ChunkId& id, ScatterList dst) override;
+  void GetMany(std::span<ReadOp> ops) override;
+  Status Remove(const ChunkId& id) override;
+  Status List(const std::function<bool(const ChunkInfo&)>& fn) override;
+  Status Check(const ChunkInfo& info) override;
+  Status Flush() override;
+  TierStats Stats() const override;
+
+  const FileTierReport& report() const { return report_; }
+
+ private:
+  std::string PathOf(const IndexKey& k) const { return ChunkFilePath(options_.dir, k.ns, k.key); }
+  void UnlinkVictims(const std::vector<IndexKey>& victims);
+  // Looks `id` up, makes it most recently used, and returns its path and generation (0 = miss).
+  uint64_t Lookup(const ChunkId& id, std::string* path);
+  // Accounts for one finished read and removes what failed verification. Returns the Get status.
+  Status AfterRead(const ChunkId& id, uint64_t generation, const ChunkRead& read);
+  void DropIfSameGeneration(const ChunkId& id, uint64_t generation, bool unlink_file);
+  void RefreshMtime(const ChunkId& id, uint64_t generation, const std::string& path);
+
+  FileTierOptions options_;  // reader.direct_io settled by Init, then constant
+  const std::string url_;
+  std::unique_ptr<ChunkReader> reader_;
+  FileTierReport report_;
+
+  mutable std::mutex mu_;
+  std::unique_ptr<FileIndex> index_;                         // guarded by mu_; set by Init
+  std::unordered_set<IndexKey, IndexKeyHash> writing_;       // guarded by mu_
+
+  std::atomic<uint64_t> hits_{0}, misses_{0}, bytes_read_{0}, bytes_written_{0};
+  std::atomic<uint64_t> puts_{0}, put_errors_{0}, evictions_{0}, corrupt_{0};
+  LatencyHistogram get_latency_;
+};
+
+Status FileTier::Init() {
+  std::error_code ec;
+  std::filesystem::create_directories(options_.dir, ec);
+  if (ec) return Status::FromErrno(ec.value(), "create directory " + options_.dir);
+  KVTIER_ASSIGN_OR_RETURN(options_.capacity_bytes, SettleCapacity(options_.dir, options_.capacity_bytes));
+  index_ = std::make_unique<FileIndex>(options_.capacity_bytes);
+  options_.reader.direct_io = options_.reader.direct_io && ProbeDirectIo(options_.dir);
+  reader_ = ChunkReader::Create(options_.reader);
+  report_.io_engine = std::string(reader_->engine());
+
+  KVTIER_ASSIGN_OR_RETURN(ScanResult scan, ScanChunkDir(options_.dir));
+  report_.temp_removed = scan.temp_removed;
+  report_.bad_size_removed = scan.bad_size_removed;
+  std::vector<IndexKey> victims;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const ScannedChunk& c : scan.chunks) {
+      index_->Insert(IndexKey::Of(c.id), IndexEntry{c.stored_bytes, 0, 0, 0});
+    }
+    index_->TrimToCapacity(&victims);
+  }
+  UnlinkVictims(victims);
+  report_.open_evictions = victims.size();
+  evictions_ += victims.size();
+  return Status::OK();
+}
+
+void FileTier::UnlinkVictims(const std::vector<IndexKey>& victims) {
+  for (const IndexKey& k : victims) ::unlink(PathOf(k).c_str());
+}
+
+bool FileTier::Contains(const ChunkId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return index_->Find(IndexKey::Of(id)) != nullptr;
+}
+
+Status FileTier::Put(const ChunkId& id, GatherList payload) {
+  const uint64_t stored = StoredChunkBytes(ListBytes(payload));
+  if (stored > options_.capacity_bytes) {
+    ++put_errors_;
+    return Status(Code::kNoSpace, "chunk of " + FormatBytes(stored) + " exceeds the capacity of " + url_,
+                  false);
+  }
+  const IndexKey key = IndexKey::Of(id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index_->Find(key) != nullptr || writing_.count(key) != 0) return Status::OK();
+    std::vector<IndexKey> victims;
+    if (!index_->MakeRoom(stored, &victims)) {
+      ++put_errors_;
+      return Status::NoSpace("file tier " + url_ + " is full of chunks being written");
+    }
+    // Unlinked under the lock: a concurrent Put of a victim's key must not be unlinked by us.
+    UnlinkVictims(victims);
+    evictions_ += victims.size();
+    index_->Reserve(stored);
+    writing_.insert(key);
+  }
+  const std::string path = PathOf(key);
+  auto written = WriteChunkFileAtomic(path, TempPathFor(path), id, payload, {options_.sync});
+  std::lock_guard<std::mutex> lock(mu_);
+  index_->Unreserve(stored);
+  writing_.erase(key);
+  if (!written.ok()) {
+    ++put_errors_;
+    return written.status();
+  }
+  index_->Insert(key, IndexEntry{stored, id.layout_fingerprint, 0, NowSeconds()});
+  ++puts_;
+  bytes_written_ += stored;
+  return Status::OK();
+}
+
+uint64_t FileTier::Lookup(const ChunkId& id, std::string* path) {
+  const IndexKey key = IndexKey::Of(id);
+  std::lock_guard<std::mutex> lock(mu_);
+  IndexEntry* e = index_->Touch(key);
+  if (e == nullptr) return 0;
+  *path = PathOf(key);
+  return e->generation;
+}
+
+void FileTier::DropIfSameGeneration(const ChunkId& id, uint64_t generation, bool unlink_file) {
+  const IndexKey key = IndexKey::Of(id);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (index_->Erase(key, generation) && unlink_file) ::unlink(PathOf(key).c_str());
+}
+
+void FileTier::RefreshMtime(const ChunkId& id, uint64_t generation, const std::string& path) {
+  const int64_t now = NowSeconds();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    IndexEntry* e = index_->Find(IndexKey::Of(id));
+    if (e == nullptr || e->generation != generation || e->mtime_touched_s >= now) return;
+    e->mtime_touched_s = now;
+  }
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // best effort: only LRU order after restart
+}
+
+Status FileTier::AfterRead(const ChunkId& id, uint64_t generation, const ChunkRead& read) {
+  const Status& s = read.status;
+  if (s.ok()) {
+    ++hits_;
+    bytes_read_ += ListBytes(read.dst);
+    RefreshMtime(id, generation, read.path);
+    return s;
+  }
+  ++misses_;
+  if (s.IsCorruption()) {
+    ++corrupt_;
+    DropIfSameGeneration(id, generation, /*unlink_file=*/true);
+  } else if (s.IsNotFound()) {
+    DropIfSameGeneration(id, generation, /*unlink_file=*/false);  // removed behind our back
+  } else if (s.code() == Code::kVersionMismatch) {
+    return Status::NotFound(s.message());  // a newer kvtier's chunk: not ours to read or remove
+  }
+  return s;
+}
+
+Status FileTier::Get(const ChunkId& id, ScatterList dst) {
+  ScopedLatency timer(&get_latency_);
+  ChunkRead read;
+  const uint64_t generation = Lookup(id, &read.path);
+  if (generation == 0) {
+    ++misses_;
+    return Status::NotFound("chunk " + id.key.Hex() + " not in " + url_);
+  }
+  read.expected = id;
+  read.dst = dst;
+  reader_->ReadMany({&read, 1});
+  return AfterRead(id, generation, read);
+}
+
+void FileTier::GetMany(std::span<ReadOp> ops) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<ChunkRead> reads;
+  std::vector<size_t> op_of;
+  std::vector<uint64_t> generations;
+  reads.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ChunkRead read;
+    const uint64_t generation = Lookup(ops[i].id, &read.path);
+    if (generation == 0) {
+      ++misses_;
+      ops[i].status = Status::NotFound("chunk " + ops[i].id.key.Hex() + " not in " + url_);
+      continue;
+    }
+    read.expected = ops[i].id;
+    read.dst = ops[i].dst;
+    reads.push_back(std::move(read));
+    op_of.push_back(i);
+    generations.push_back(generation);
+  }
+  reader_->ReadMany(reads);
+  for (size_t j = 0; j < reads.size(); ++j) {
+    ops[op_of[j]].status = AfterRead(ops[op_of[j]].id, generations[j], reads[j]);
+  }
+  // Each chunk waited for the whole batch: that is the latency its caller saw.
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  for (size_t i = 0; i < ops.size(); ++i) get_latency_.Record(us);
+}
+
+Status FileTier::Remove(const ChunkId& id) {
+  DropIfSameGeneration(id, 0, /*unlink_file=*/true);
+  return Status::OK();
+}
+
+Status FileTier::List(const std::function<bool(const ChunkInfo&)>& fn) {
+  std::vector<ChunkInfo> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    all = index_->Snapshot();
+  }
+  for (const ChunkInfo& info : all) {
+    if (!fn(info)) break;
+  }
+  return Status::OK();
+}
+
+Status FileTier::Check(const ChunkInfo& info) {
+  std::string path;
+  uint64_t generation;
+  {
+    const IndexKey key = IndexKey::Of(info.id);
+    std::lock_guard<std::mutex> lock(mu_);
+    IndexEntry* e = index_->Find(key);
+    if (e == nullptr) return Status::NotFound("chunk " + info.id.key.Hex() + " not in " + url_);
+    generation = e->generation;
+    path = PathOf(key);
+  }
+  auto header = VerifyChunkFile(path, info.id);
+  if (header.ok()) return Status::OK();
+  const Status s = header.status();
+  if (s.IsCorruption()) {
+    ++corrupt_;
+    DropIfSameGeneration(info.id, generation, /*unlink_file=*/true);
+  } else if (s.IsNotFound()) {
+    DropIfSameGeneration(info.id, generation, /*unlink_file=*/false);
+  }
+  return s;
+}
+
+Status FileTier::Flush() {
+  // Puts without sync=true reach the disk at the kernel's pace; Flush makes them durable now.
+  const int fd = ::open(options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "open " + options_.dir);
+  const int rc = ::syncfs(fd);
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? Status::OK() : Status::FromErrno(err, "syncfs " + options_.dir);
+}
+
+TierStats FileTier::Stats() const {
+  TierStats s;
+  s.url = url_;
+  s.hits = hits_;
+  s.misses = misses_;
+  s.bytes_read = bytes_read_;
+  s.bytes_written = bytes_written_;
+  s.puts = puts_;
+  s.put_errors = put_errors_;
+  s.evictions = evictions_;
+  s.corrupt = corrupt_;
+  s.get_latency = get_latency_.Summary();
+  std::lock_guard<std::mutex> lock(mu_);
+  s.chunks = index_->size();
+  s.usage_bytes = index_->usage();
+  s.capacity_bytes = index_->capacity();
+  return s;
+}
+
+}  // namespace
+
+Result<FileTierOptions> ParseFileTierUrl(const TierUrl& url) {
+  KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "sync", "direct", "inflight"}));
+  FileTierOptions o;
+  o.dir = url.path;
+  if (o.dir.empty()) {
+    return Status::InvalidArgument("file:// needs a directory, e.g. file:///var/lib/kvtier");
+  }
+  KVTIER_ASSIGN_OR_RETURN(o.capacity_bytes, url.GetSize("capacity", 0));
+  KVTIER_ASSIGN_OR_RETURN(o.sync, url.GetBool("sync", false));
+  KVTIER_ASSIGN_OR_RETURN(o.reader.direct_io, url.GetBool("direct", true));
+  KVTIER_ASSIGN_OR_RETURN(o.reader.max_inflight_bytes, url.GetSize("inflight", 256ull << 20));
+  if (url.params.count("capacity") != 0 && o.capacity_bytes == 0) {
+    return Status::InvalidArgument("file:// capacity must be positive");
+  }
+  if (o.reader.max_inflight_bytes == 0) return Status::InvalidArgument("file:// inflight must be positive");
+  return o;
+}
+
+Result<std::unique_ptr<Tier>> OpenFileTier(const FileTierOptions& options) {
+  TierUrl url;
+  url.scheme = "file";
+  url.path = options.dir;
+  if (options.capacity_bytes != 0) url.params["capacity"] = std::to_string(options.capacity_bytes);
+  auto tier = std::make_unique<FileTier>(options, url.ToString());
+  KVTIER_RETURN_IF_ERROR(tier->Init());
+  return std::unique_ptr<Tier>(std::move(tier));
+}
+
+Result<std::unique_ptr<Tier>> OpenFileTier(const TierUrl& url) {
+  KVTIER_ASSIGN_OR_RETURN(FileTierOptions options, ParseFileTierUrl(url));
+  auto tier = std::make_unique<FileTier>(options, url.ToString());
+  KVTIER_RETURN_IF_ERROR(tier->Init());
+  return std::unique_ptr<Tier>(std::move(tier));
+}
+
+FileTierReport GetFileTierReport(const Tier& tier) {
+  const auto* f = dynamic_cast<const FileTier*>(&tier);
+  return f == nullptr ? FileTierReport{} : f->report();
+}
+
+Status CorruptFileChunkForTesting(const std::string& dir, const ChunkId& id) {
+  const std::string path = ChunkFilePath(dir, id.ns, id.key);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "open " + path);
+  unsigned char b = 0;
+  Status s;
+  if (::pread(fd, &b, 1, kChunkHeaderSize) != 1) {
+    s = Status::IOError("read " + path);
+  } else {
+    b ^= 0x01;
+    if (::pwrite(fd, &b, 1, kChunkHeaderSize) != 1) s = Status::IOError("write " + path);
+  }
+  ::close(fd);
+  return s;
+}
+
+}  // namespace kvtier::internal

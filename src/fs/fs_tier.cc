@@ -1,0 +1,334 @@
+#include "fs/fs_tier.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <mutex>
+#include <random>
+#include <vector>
+
+#include "core/latency.h"
+#include "fs/pool_gc.h"
+#include "fs/pool_layout.h"
+#include "fs/pool_walk.h"
+#include "fs/ttl_key_set.h"
+#include "io/chunk_io.h"
+#include "io/fd.h"
+
+namespace kvtier::internal {
+namespace {
+
+// True when the pool's filesystem serves O_DIRECT reads: many network filesystems refuse the flag at
+// open, and some accept it there but fail the reads, so both are tried on the pool's own metadata.
+bool ProbeDirectIo(const PoolLayout& layout) {
+  Fd fd(::open(layout.MetaPath().c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
+  if (!fd.valid()) return false;
+  AlignedBuffer buf = AlignedBuffer::Allocate(kChunkAlign);
+  if (buf.data() == nullptr) return false;
+  return ::pread(fd.get(), buf.data(), buf.size(), 0) >= 0;
+}
+
+// Temporary names must be unique across hosts as well as processes (pids repeat between hosts), and
+// keep TempPathFor's ".tmp.<pid>" shape so gc recognises them.
+std::string PoolTempPath(const std::string& final_path) {
+  static const uint64_t nonce = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  static std::atomic<uint64_t> counter{0};
+  return final_path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(nonce) + "." +
+         std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+}
+
+// Another process may have changed the pool since the last measurement: never wrap below zero.
+void SubClamped(std::atomic<uint64_t>& a, uint64_t d) {
+  uint64_t cur = a.load(std::memory_order_relaxed);
+  while (!a.compare_exchange_weak(cur, cur - std::min(cur, d), std::memory_order_relaxed)) {
+  }
+}
+
+class FsTier final : public Tier {
+ public:
+  FsTier(FsTierOptions options, std::string url, bool direct_io)
+      : options_(std::move(options)),
+        url_(std::move(url)),
+        layout_(options_.root),
+        direct_io_(direct_io),
+        reader_(ChunkReader::Create(ReaderOptions{.max_inflight_bytes = options_.inflight_bytes,
+                                                  .direct_io = direct_io,
+                                                  .use_io_uring = options_.io_uring})),
+        missing_(options_.neg_ttl, options_.neg_entries),
+        touched_(options_.touch_interval, options_.neg_entries) {}
+
+  // Seeds the usage figures: with a capacity, a pass that measures the pool and evicts down to it
+  // (a restart with a smaller capacity shrinks the pool); without one, the last gc's figure.
+  Status Init();
+
+  const std::string& url() const override { return url_; }
+
+  TierCapabilities capabilities() const override {
+    const bool direct = direct_io_ && reader_->engine().find("O_DIRECT") != std::string_view::npos;
+    return TierCapabilities{.in_memory = false, .persistent = true, .shared = true, .direct_io = direct};
+  }
+
+  bool Contains(const ChunkId& id) override {
+    if (missing_.Contains(id)) return false;
+    struct stat st;
+    if (::stat(layout_.ChunkPath(id).c_str(), &st) == 0 && S_ISREG(st.st_mode)) return true;
+    if (errno == ENOENT || errno == ENOTDIR) missing_.Insert(id);
+    return false;
+  }
+
+  Status Put(const ChunkId& id, GatherList payload) override;
+
+  Status Get(const ChunkId& id, ScatterList dst) override {
+    ScopedLatency timer(&get_latency_);
+    ReadOp op{id, dst, Status::OK()};
+    ReadBatch(std::span<ReadOp>(&op, 1));
+    return op.status;
+  }
+
+  void GetMany(std::span<ReadOp> ops) override {
+    const auto start = std::chrono::steady_clock::now();
+    ReadBatch(ops);
+    // Each chunk of a parallel batch is ready by the end of the batch: record that, per chunk.
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    for (size_t i = 0; i < ops.size(); ++i) get_latency_.Record(us);
+  }
+
+  Status Remove(const ChunkId& id) override {
+    const std::string path = layout_.ChunkPath(id);
+    struct stat st;
+    const bool present = ::stat(path.c_str(), &st) == 0;
+    if (::unlink(path.c_str()) != 0) {
+      if (errno != ENOENT) return Status::FromErrno(errno, "unlink " + path);
+    } else if (present) {
+      Forget(static_cast<uint64_t>(st.st_size));
+    }
+    missing_.Insert(id);
+    return Status::OK();
+  }
+
+  Status List(const std::function<bool(const ChunkInfo&)>& fn) override {
+    return WalkPool(layout_, [&](const PoolEntry& e) {
+      if (e.kind != PoolEntryKind::kChunk) return true;
+      return fn(ChunkInfo{e.id, static_cast<uint64_t>(e.st.st_size)});
+    });
+  }
+
+  Status Check(const ChunkInfo& info) override {
+    const std::string path = layout_.ChunkPath(info.id);
+    auto header = VerifyChunkFile(path, info.id);
+    if (header.ok()) return Status::OK();
+    if (header.status().IsCorruption()) RemoveCorrupt(path);
+    return header.status();
+  }
+
+  TierStats Stats() const override;
+
+ private:
+  void ReadBatch(std::span<ReadOp> ops);
+  // Accounts for one finished read and applies its consequences.
+  void Finish(ChunkRead& read, ReadOp* op);
+  // Makes room for `stored` more bytes under the capacity and reserves them.
+  Status Reserve(uint64_t stored);
+  // REQUIRES: evict_mu_ held. One gc pass down to `max_bytes`; refreshes the usage figures.
+  Status EvictTo(uint64_t max_bytes);
+  void RemoveCorrupt(const std::string& path);
+  void Forget(uint64_t stored) {
+    SubClamped(usage_, stored);
+    SubClamped(chunks_, 1);
+  }
+
+  // Recency for gc is the file's mtime; refreshing it is a metadata write (an RPC on NFS), so each
+  // process does it at most once per touch interval per chunk. Best effort: failure changes nothing.
+  void Touch(const ChunkId& id, const std::string& path) {
+    if (touched_.Contains(id)) return;
+    (void)::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
+    touched_.Insert(id);
+  }
+
+  const FsTierOptions options_;
+  const std::string url_;
+  const PoolLayout layout_;
+  const bool direct_io_;
+  const std::unique_ptr<ChunkReader> reader_;
+  TtlKeySet missing_;  // negative-lookup cache
+  TtlKeySet touched_;  // chunks whose mtime this process refreshed recently
+
+  // This process's view of the pool: the last pass's measurement plus its own puts and removes since.
+  std::atomic<uint64_t> usage_{0}, chunks_{0};
+  std::mutex evict_mu_;  // one eviction pass at a time in this process (gc's flock is per open file)
+
+  std::atomic<uint64_t> hits_{0}, misses_{0}, bytes_read_{0}, bytes_written_{0};
+  std::atomic<uint64_t> puts_{0}, put_errors_{0}, corrupt_{0}, evictions_{0};
+  LatencyHistogram get_latency_;
+};
+
+Status FsTier::Init() {
+  if (options_.capacity_bytes == 0) {
+    auto u = ReadPoolUsage(layout_);
+    if (u.ok()) {
+      usage_ = u->bytes;
+      chunks_ = u->chunks;
+    }
+    return Status::OK();
+  }
+  std::lock_guard<std::mutex> lock(evict_mu_);
+  Status s = EvictTo(options_.capacity_bytes);
+  if (s.code() != Code::kBusy) return s;
+  // Another gc is evicting right now: measure without removing anything.
+  auto r = CollectPoolGarbage(layout_.root(), GcOptions{.max_bytes = UINT64_MAX, .dry_run = true});
+  if (!r.ok()) return r.status();
+  usage_ = r->bytes_after;
+  chunks_ = r->chunks_after;
+  return Status::OK();
+}
+
+Status FsTier::Put(const ChunkId& id, GatherList payload) {
+  const uint64_t stored = StoredChunkBytes(TotalBytes(payload));
+  const std::string path = layout_.ChunkPath(id);
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {  // one copy is enough; any writer's copy is whole
+    missing_.Erase(id);
+    return Status::OK();
+  }
+  Status s = Reserve(stored);
+  if (s.ok()) {
+    auto written = WriteChunkFileAtomic(path, PoolTempPath(path), id, payload, WriteOptions{.sync = options_.sync});
+    if (written.ok()) {
+      missing_.Erase(id);
+      puts_.fetch_add(1, std::memory_order_relaxed);
+      bytes_written_.fetch_add(*written, std::memory_order_relaxed);
+      return Status::OK();
+    }
+    Forget(stored);
+    s = written.status();
+  }
+  put_errors_.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
+Status FsTier::Reserve(uint64_t stored) {
+  const uint64_t cap = options_.capacity_bytes;
+  if (cap == 0) {
+    usage_.fetch_add(stored, std::memory_order_relaxed);
+    chunks_.fetch_add(1, std::memory_order_relaxed);
+    return Status::OK();
+  }
+  if (stored > cap) {
+    return Status::NoSpace("chunk of " + FormatBytes(stored) + " exceeds the pool capacity " + FormatBytes(cap));
+  }
+  std::lock_guard<std::mutex> lock(evict_mu_);
+  if (usage_.load() + stored > cap) {
+    // Evict to 90% so a full pool is not rescanned for every Put.
+    const uint64_t low_water = cap - cap / 10;
+    KVTIER_RETURN_IF_ERROR(EvictTo(low_water > stored ? low_water - stored : 0));
+    if (usage_.load() + stored > cap) {
+      return Status::NoSpace("pool " + layout_.root() + " is full of chunks being written");
+    }
+  }
+  usage_.fetch_add(stored, std::memory_order_relaxed);
+  chunks_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status FsTier::EvictTo(uint64_t max_bytes) {
+  auto r = CollectPoolGarbage(layout_.root(), GcOptions{.max_bytes = max_bytes});
+  if (!r.ok()) return r.status();
+  usage_ = r->bytes_after;
+  chunks_ = r->chunks_after;
+  evictions_.fetch_add(r->chunks_evicted, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+void FsTier::RemoveCorrupt(const std::string& path) {
+  // A writer may have renamed a good copy over it since; removing that one costs only a miss.
+  corrupt_.fetch_add(1, std::memory_order_relaxed);
+  struct stat st;
+  const bool present = ::stat(path.c_str(), &st) == 0;
+  if (::unlink(path.c_str()) == 0 && present) Forget(static_cast<uint64_t>(st.st_size));
+}
+
+void FsTier::ReadBatch(std::span<ReadOp> ops) {
+  std::vector<ChunkRead> reads;
+  std::vector<ReadOp*> targets;
+  reads.reserve(ops.size());
+  for (ReadOp& op : ops) {
+    if (missing_.Contains(op.id)) {
+      op.status = Status::NotFound("chunk not in pool " + layout_.root() + " (recently missing)");
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    reads.push_back(ChunkRead{layout_.ChunkPath(op.id), op.id, op.dst, Status::OK(), 0});
+    targets.push_back(&op);
+  }
+  if (!reads.empty()) reader_->ReadMany(reads);
+  for (size_t i = 0; i < reads.size(); ++i) Finish(reads[i], targets[i]);
+}
+
+void FsTier::Finish(ChunkRead& read, ReadOp* op) {
+  op->status = std::move(read.status);
+  if (op->status.ok()) {
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    bytes_read_.fetch_add(TotalBytes(op->dst), std::memory_order_relaxed);
+    Touch(op->id, read.path);
+    return;
+  }
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  if (op->status.IsNotFound()) {
+    missing_.Insert(op->id);
+  } else if (op->status.IsCorruption()) {
+    RemoveCorrupt(read.path);
+  }
+}
+
+TierStats FsTier::Stats() const {
+  TierStats st;
+  st.url = url_;
+  st.hits = hits_.load(std::memory_order_relaxed);
+  st.misses = misses_.load(std::memory_order_relaxed);
+  st.bytes_read = bytes_read_.load(std::memory_order_relaxed);
+  st.bytes_written = bytes_written_.load(std::memory_order_relaxed);
+  st.puts = puts_.load(std::memory_order_relaxed);
+  st.put_errors = put_errors_.load(std::memory_order_relaxed);
+  st.corrupt = corrupt_.load(std::memory_order_relaxed);
+  st.evictions = evictions_.load(std::memory_order_relaxed);
+  st.chunks = chunks_.load(std::memory_order_relaxed);
+  st.usage_bytes = usage_.load(std::memory_order_relaxed);
+  st.capacity_bytes = options_.capacity_bytes;
+  st.get_latency = get_latency_.Summary();
+  return st;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Tier>> OpenFsTierWithOptions(const FsTierOptions& options, std::string url) {
+  const PoolLayout layout(options.root);
+  KVTIER_RETURN_IF_ERROR(OpenPool(layout, options.create));
+  const bool direct = options.direct_io && ProbeDirectIo(layout);
+  auto tier = std::make_unique<FsTier>(options, std::move(url), direct);
+  KVTIER_RETURN_IF_ERROR(tier->Init());
+  return std::unique_ptr<Tier>(std::move(tier));
+}
+
+Result<std::unique_ptr<Tier>> OpenFsTier(const TierUrl& url) {
+  KVTIER_ASSIGN_OR_RETURN(FsTierOptions options, ParseFsTierOptions(url));
+  return OpenFsTierWithOptions(options, url.ToString());
+}
+
+Status CorruptPoolChunkForTesting(const std::string& root, const ChunkId& id) {
+  const std::string path = PoolLayout(root).ChunkPath(id);
+  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
+  std::byte b{};
+  const off_t at = static_cast<off_t>(kChunkHeaderSize + 1);
+  if (::pread(fd.get(), &b, 1, at) != 1) return Status::IOError("chunk " + path + " too short to damage");
+  b ^= std::byte{0xff};
+  if (::pwrite(fd.get(), &b, 1, at) != 1) return Status::FromErrno(errno, "write " + path);
+  return Status::OK();
+}
+
+}  // namespace kvtier::internal

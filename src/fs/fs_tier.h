@@ -1,0 +1,60 @@
+// fs:///path?options: a chunk pool in a directory on a shared filesystem (NFS, Lustre, CephFS, 3FS,
+// an NVMe-oF volume), used at once by many engine processes on many hosts.
+//
+// Nothing is trusted from memory: presence is a stat() of the chunk's path, remembered only as a
+// short negative cache (a miss is not asked again for neg_ttl_ms; a Put by this process clears it).
+// Writers publish with temporary file + rename, so readers see no chunk or a whole one; a chunk
+// unlinked while being read is read whole (the reader holds it open) or reported NotFound.
+// Reads go through io/chunk_io.h, the same bounded-bytes-in-flight path as file://.
+//
+// Options (all optional):
+//   capacity=SIZE        bound this process keeps the pool under: a Put that would pass it first
+//                        runs a gc pass (evicting least recently used chunks to 90%), and open
+//                        measures the pool with one (evicting when it is over). Each process sees
+//                        other hosts' chunks only at those passes, so the bound is per-process
+//                        accurate; for a hard pool-wide bound run `kvtier gc` on a timer (see
+//                        docs/shared-pool.md). Without capacity, open reads no directory tree and
+//                        usage is the last gc's figure plus this process's own puts.
+//   neg_ttl_ms=1000      how long a miss is remembered (0 disables the negative cache)
+//   neg_entries=65536    bound on remembered misses
+//   touch_s=60           a hit refreshes the chunk's mtime (gc's recency) at most this often per process
+//   direct=true          read with O_DIRECT when the pool's filesystem accepts it (probed at open)
+//   io_uring=true        read with io_uring when the kernel allows, else preadv threads
+//   inflight=256MiB      bound on bytes being read at once
+//   sync=false           fsync each chunk before publishing it
+//   create=true          create the pool when the directory has none
+//
+// Open fails with VersionMismatch for a pool written by a newer format, NotFound for a missing pool
+// when create=false, InvalidArgument for bad options.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "kvtier/tier.h"
+
+namespace kvtier::internal {
+
+struct FsTierOptions {
+  std::string root;
+  uint64_t capacity_bytes = 0;  // 0: unbounded
+  std::chrono::milliseconds neg_ttl{1000};
+  uint64_t neg_entries = 65536;
+  std::chrono::seconds touch_interval{60};
+  bool direct_io = true;
+  bool io_uring = true;
+  uint64_t inflight_bytes = 256ull << 20;
+  bool sync = false;
+  bool create = true;
+};
+
+Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url);
+
+Result<std::unique_ptr<Tier>> OpenFsTier(const TierUrl& url);
+Result<std::unique_ptr<Tier>> OpenFsTierWithOptions(const FsTierOptions& options, std::string url);
+
+// Flips one payload byte of a stored chunk behind the tier's back (for corruption tests).
+Status CorruptPoolChunkForTesting(const std::string& root, const ChunkId& id);
+
+}  // namespace kvtier::internal

@@ -1,0 +1,111 @@
+// Atomic publication of one chunk file: write a temporary beside the final name, then rename.
+#include <fcntl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <filesystem>
+#include <vector>
+
+#include "io/chunk_io.h"
+#include "io/fd.h"
+
+namespace kvtier::internal {
+namespace {
+
+Status EnsureParentDir(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) return Status::OK();
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  if (ec) return Status::FromErrno(ec.value(), "mkdir " + parent.string());
+  return Status::OK();
+}
+
+// Writes every iovec, resuming after short writes. `iov` is consumed.
+Status WriteAll(int fd, std::vector<iovec> iov, const std::string& path) {
+  size_t first = 0;
+  while (first < iov.size()) {
+    const int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+    const ssize_t n = ::writev(fd, iov.data() + first, count);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "write " + path);
+    }
+    size_t left = static_cast<size_t>(n);
+    while (left > 0 && first < iov.size()) {
+      const size_t take = std::min(left, iov[first].iov_len);
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + take;
+      iov[first].iov_len -= take;
+      left -= take;
+      if (iov[first].iov_len == 0) ++first;
+    }
+    while (first < iov.size() && iov[first].iov_len == 0) ++first;
+  }
+  return Status::OK();
+}
+
+Status SyncDir(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  Fd fd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno(errno, "open directory " + dir);
+  if (::fsync(fd.get()) != 0) return Status::FromErrno(errno, "fsync directory " + dir);
+  return Status::OK();
+}
+
+Status WriteTemp(const std::string& tmp_path, const ChunkId& id, GatherList payload,
+                 const WriteOptions& options) {
+  Fd fd(::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd.valid()) return Status::FromErrno(errno, "create " + tmp_path);
+  ChunkHeader header;
+  header.id = id;
+  header.payload_bytes = ListBytes(payload);
+  header.payload_checksum = PayloadChecksum(payload);
+  std::array<std::byte, kChunkHeaderSize> head;
+  EncodeChunkHeader(header, head);
+  static const std::array<std::byte, kChunkAlign> kZeros{};
+  std::vector<iovec> iov;
+  iov.reserve(payload.size() + 2);
+  iov.push_back({head.data(), head.size()});
+  for (const auto& piece : payload) {
+    if (!piece.empty()) iov.push_back({const_cast<std::byte*>(piece.data()), piece.size()});
+  }
+  const size_t pad = AlignUp(header.payload_bytes) - header.payload_bytes;
+  if (pad > 0) iov.push_back({const_cast<std::byte*>(kZeros.data()), pad});
+  KVTIER_RETURN_IF_ERROR(WriteAll(fd.get(), std::move(iov), tmp_path));
+  if (options.sync && ::fdatasync(fd.get()) != 0) return Status::FromErrno(errno, "fsync " + tmp_path);
+  if (fd.Close() != 0) return Status::FromErrno(errno, "close " + tmp_path);
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string TempPathFor(const std::string& final_path) {
+  static std::atomic<uint64_t> counter{0};
+  return final_path + ".tmp." + std::to_string(::getpid()) + "." +
+         std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+}
+
+Result<uint64_t> WriteChunkFileAtomic(const std::string& final_path, const std::string& tmp_path,
+                                      const ChunkId& id, GatherList payload,
+                                      const WriteOptions& options) {
+  if (ListBytes(payload) > (4ull << 30)) return Status::InvalidArgument("chunk payload over 4 GiB");
+  KVTIER_RETURN_IF_ERROR(EnsureParentDir(final_path));
+  KVTIER_RETURN_IF_ERROR(EnsureParentDir(tmp_path));
+  Status s = WriteTemp(tmp_path, id, payload, options);
+  if (s.ok() && ::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
+    s = Status::FromErrno(errno, "rename " + tmp_path + " to " + final_path);
+  }
+  if (!s.ok()) {
+    ::unlink(tmp_path.c_str());
+    return s;
+  }
+  if (options.sync) KVTIER_RETURN_IF_ERROR(SyncDir(final_path));
+  return StoredChunkBytes(ListBytes(payload));
+}
+
+}  // namespace kvtier::internal

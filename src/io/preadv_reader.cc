@@ -1,0 +1,79 @@
+// The fallback reader: each chunk is opened, read whole with preadv into an aligned buffer, verified
+// and copied out, on the caller's thread and a pool of helper threads. Bytes in flight are bounded by a
+// ByteBudget shared by every call.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "io/byte_budget.h"
+#include "io/read_common.h"
+#include "io/readers.h"
+#include "io/thread_pool.h"
+
+namespace kvtier::internal {
+namespace {
+
+class PreadvReader final : public ChunkReader {
+ public:
+  explicit PreadvReader(const ReaderOptions& o)
+      : options_(o), budget_(o.max_inflight_bytes), buffers_(o.max_inflight_bytes),
+        pool_(o.fallback_threads == 0 ? 1 : o.fallback_threads) {}
+
+  void ReadMany(std::span<ChunkRead> reads) override;
+  std::string_view engine() const override { return options_.direct_io ? "preadv+O_DIRECT" : "preadv"; }
+
+ private:
+  void ReadOne(ChunkRead& read);
+
+  const ReaderOptions options_;
+  ByteBudget budget_;
+  BufferPool buffers_;
+  ThreadPool pool_;
+};
+
+// One batch shared by the caller and its helpers: each claims the next unread chunk.
+struct Batch {
+  std::span<ChunkRead> reads;
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  unsigned helpers_running = 0;  // guarded by mu
+};
+
+void PreadvReader::ReadMany(std::span<ChunkRead> reads) {
+  if (reads.size() <= 1) {
+    for (ChunkRead& r : reads) ReadOne(r);
+    return;
+  }
+  Batch batch;
+  batch.reads = reads;
+  auto drain = [this, &batch] {
+    for (size_t i; (i = batch.next.fetch_add(1)) < batch.reads.size();) ReadOne(batch.reads[i]);
+  };
+  const unsigned helpers =
+      static_cast<unsigned>(std::min<size_t>(reads.size() - 1, pool_.size()));
+  batch.helpers_running = helpers;
+  for (unsigned h = 0; h < helpers; ++h) {
+    pool_.Schedule([&batch, drain] {
+      drain();
+      std::lock_guard<std::mutex> lock(batch.mu);
+      if (--batch.helpers_running == 0) batch.cv.notify_all();
+    });
+  }
+  drain();
+  std::unique_lock<std::mutex> lock(batch.mu);
+  batch.cv.wait(lock, [&] { return batch.helpers_running == 0; });
+}
+
+void PreadvReader::ReadOne(ChunkRead& read) {
+  ReadChunkSync(read, options_.direct_io, budget_, buffers_);
+}
+
+}  // namespace
+
+std::unique_ptr<ChunkReader> MakePreadvReader(const ReaderOptions& options) {
+  return std::make_unique<PreadvReader>(options);
+}
+
+}  // namespace kvtier::internal

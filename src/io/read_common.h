@@ -1,0 +1,65 @@
+// Steps shared by the io_uring and preadv chunk readers: open and size a chunk file, verify the bytes
+// read, copy the payload out, and recycle aligned buffers. Private to src/io.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/byte_budget.h"
+#include "io/chunk_io.h"
+#include "io/fd.h"
+
+namespace kvtier::internal {
+
+struct OpenedChunk {
+  Fd fd;
+  bool direct = false;     // fd was opened with O_DIRECT
+  uint64_t file_size = 0;  // st_size at open
+  uint64_t read_len = 0;   // bytes to read from offset 0: a multiple of kChunkAlign
+};
+
+// Opens `path` (with O_DIRECT when `direct` and the filesystem accepts it) and decides how much to read:
+// the whole file, but never more than a chunk of `payload_bytes` occupies, so a stray huge file cannot
+// exhaust memory. NotFound when the file is gone; Corruption when it is too short to hold a header.
+Result<OpenedChunk> OpenChunk(const std::string& path, uint64_t payload_bytes, bool direct);
+
+// Reopens `chunk` without O_DIRECT (some filesystems accept the flag at open but refuse the reads).
+Status ReopenBuffered(const std::string& path, OpenedChunk* chunk);
+
+// Reads [0, len) into `buf` with preadv, resuming after short reads; returns the bytes read (fewer at
+// end of file).
+Result<uint64_t> PreadAll(int fd, std::byte* buf, uint64_t len, const std::string& path);
+// The same from file offset `offset`.
+Result<uint64_t> PreadAt(int fd, std::byte* buf, uint64_t len, uint64_t offset, const std::string& path);
+
+// Checks `image` (the first bytes of a chunk file of `file_size` bytes) against `expected` and copies
+// the verified payload into `dst`. Corruption for a bad header, payload or length; VersionMismatch
+// for a newer format; InvalidArgument when `dst` does not match the stored payload size.
+Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, const ChunkId& expected,
+                        ScatterList dst);
+
+// A cache of freed aligned buffers, so steady reads do not fault fresh pages in for every chunk.
+// Holds at most `max_cached_bytes`. Thread-safe.
+class BufferPool {
+ public:
+  explicit BufferPool(uint64_t max_cached_bytes) : max_cached_(max_cached_bytes) {}
+  // An empty buffer when memory is exhausted.
+  AlignedBuffer Get(uint64_t size);
+  void Put(AlignedBuffer buffer);
+
+ private:
+  const uint64_t max_cached_;
+  std::mutex mu_;
+  std::vector<AlignedBuffer> free_;  // guarded by mu_
+  uint64_t cached_ = 0;              // guarded by mu_
+};
+
+// Reads, verifies and copies out one chunk on the calling thread; sets read.status and
+// read.stored_bytes. Takes its bytes from `budget` while it holds the buffer.
+// REQUIRES: the caller holds no bytes of `budget`.
+void ReadChunkSync(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers);
+
+}  // namespace kvtier::internal

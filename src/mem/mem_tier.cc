@@ -1,0 +1,326 @@
+#include "mem/mem_tier.h"
+
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <xxhash.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/chunk_format.h"
+#include "core/latency.h"
+#include "mem/mem_index.h"
+#include "mem/page_arena.h"
+
+namespace kvtier::internal {
+namespace {
+
+constexpr uint64_t kDefaultCapacity = 1ull << 30;
+constexpr uint64_t kDefaultPage = 64ull << 10;
+// The entry pool is sized for one chunk per page, capped so a huge arena of tiny pages does not reserve
+// gigabytes of address space for entries; past the cap, the least recently used chunk makes room.
+constexpr uint32_t kMaxEntries = 1u << 22;
+
+class MemTier final : public Tier {
+ public:
+  MemTier(std::string url, std::unique_ptr<PageArena> arena, bool verify)
+      : url_(std::move(url)), arena_(std::move(arena)), verify_(verify) {}
+
+  Status Init() {
+    return index_.Init(std::min<uint32_t>(arena_->total_pages(), kMaxEntries));
+  }
+
+  const std::string& url() const override { return url_; }
+  TierCapabilities capabilities() const override {
+    TierCapabilities c;
+    c.in_memory = true;
+    return c;
+  }
+
+  bool Contains(const ChunkId& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return index_.Find(id) != ChunkIndex::kNone;
+  }
+
+  Status Put(const ChunkId& id, GatherList payload) override;
+  Status Get(const ChunkId& id, ScatterList dst) override;
+  Status Remove(const ChunkId& id) override;
+  Status List(const std::function<bool(const ChunkInfo&)>& fn) override;
+  Status Check(const ChunkInfo& info) override;
+  TierStats Stats() const override;
+
+  Status CorruptForTesting(const ChunkId& id);
+
+ private:
+  // Makes room for `pages` pages and one entry by evicting unpinned LRU chunks; returns a kWriting
+  // entry owning the pages. NoSpace when readers pin too much to make room. REQUIRES: mu_ held.
+  Result<uint32_t> ReserveLocked(uint32_t pages);
+  bool EvictOneLocked();
+  void ReleaseLocked(uint32_t e);        // frees pages and entry
+  void RemoveLocked(uint32_t e);         // takes a live entry out; freed now or by its last reader
+  void UnpinLocked(uint32_t e);
+  uint64_t HashChunk(const MemEntry& e) const;  // xxh3 of the stored payload (entry pinned)
+
+  const std::string url_;
+  const std::unique_ptr<PageArena> arena_;  // pages: guarded by mu_; bytes of pinned chunks: readers
+  const bool verify_;
+  mutable std::mutex mu_;
+  ChunkIndex index_;  // guarded by mu_
+
+  std::atomic<uint64_t> hits_{0}, misses_{0}, bytes_read_{0}, bytes_written_{0}, puts_{0},
+      put_errors_{0}, evictions_{0}, corrupt_{0};
+  LatencyHistogram get_latency_;
+};
+
+Result<uint32_t> MemTier::ReserveLocked(uint32_t pages) {
+  while (arena_->free_pages() < pages) {
+    if (!EvictOneLocked()) return Status::NoSpace(url_ + ": every chunk is pinned by a reader");
+  }
+  uint32_t e = index_.AllocEntry();
+  while (e == ChunkIndex::kNone) {
+    if (!EvictOneLocked()) return Status::NoSpace(url_ + ": every chunk is pinned by a reader");
+    e = index_.AllocEntry();
+  }
+  MemEntry& x = index_.at(e);
+  x.pages = pages;
+  x.first_page = arena_->Allocate(pages, &x.last_page);
+  x.state = EntryState::kWriting;
+  return e;
+}
+
+bool MemTier::EvictOneLocked() {
+  uint32_t e = index_.lru_tail();
+  while (e != ChunkIndex::kNone && index_.at(e).pins > 0) e = index_.at(e).prev;
+  if (e == ChunkIndex::kNone) return false;
+  index_.Erase(e);
+  ReleaseLocked(e);
+  evictions_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void MemTier::ReleaseLocked(uint32_t e) {
+  const MemEntry& x = index_.at(e);
+  arena_->Free(x.first_page, x.last_page, x.pages);
+  index_.FreeEntry(e);
+}
+
+void MemTier::RemoveLocked(uint32_t e) {
+  index_.Erase(e);
+  if (index_.at(e).pins > 0) {
+    index_.at(e).state = EntryState::kDead;
+  } else {
+    ReleaseLocked(e);
+  }
+}
+
+void MemTier::UnpinLocked(uint32_t e) {
+  MemEntry& x = index_.at(e);
+  if (--x.pins == 0 && x.state == EntryState::kDead) ReleaseLocked(e);
+}
+
+uint64_t MemTier::HashChunk(const MemEntry& e) const {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  arena_->ForEachRun(e.first_page, e.bytes,
+                     [&](std::byte* p, size_t n) { XXH3_64bits_update(&state, p, n); });
+  return XXH3_64bits_digest(&state);
+}
+
+Status MemTier::Put(const ChunkId& id, GatherList payload) {
+  const uint64_t bytes = TotalBytes(payload);
+  const uint32_t pages = arena_->PagesFor(bytes);
+  if (pages == PageArena::kNoPage) {
+    put_errors_.fetch_add(1, std::memory_order_relaxed);
+    return Status(Code::kNoSpace, url_ + ": a chunk of " + FormatBytes(bytes) +
+                                      " can never fit in capacity " +
+                                      FormatBytes(uint64_t{arena_->total_pages()} * arena_->page_bytes()));
+  }
+  uint32_t e, first_page;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint32_t old = index_.Find(id);
+    if (old != ChunkIndex::kNone) {  // one copy per key
+      index_.Touch(old);
+      return Status::OK();
+    }
+    auto r = ReserveLocked(pages);
+    if (!r.ok()) {
+      put_errors_.fetch_add(1, std::memory_order_relaxed);
+      return r.status();
+    }
+    e = *r;
+    first_page = index_.at(e).first_page;
+  }
+  // The pages belong to this writer alone until published, so the copy runs without the lock.
+  arena_->Write(first_page, payload);
+  const uint64_t checksum = verify_ ? PayloadChecksum(payload) : 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  MemEntry& x = index_.at(e);
+  if (index_.Find(id) != ChunkIndex::kNone) {  // a concurrent Put of the same chunk won
+    ReleaseLocked(e);
+    return Status::OK();
+  }
+  x.id = id;
+  x.bytes = bytes;
+  x.checksum = checksum;
+  index_.Insert(e);
+  puts_.fetch_add(1, std::memory_order_relaxed);
+  bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status MemTier::Get(const ChunkId& id, ScatterList dst) {
+  ScopedLatency timer(&get_latency_);
+  uint32_t e, first_page;
+  uint64_t bytes, checksum;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    e = index_.Find(id);
+    if (e == ChunkIndex::kNone) {
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      return Status::NotFound(url_ + ": no chunk " + id.key.Hex());
+    }
+    MemEntry& x = index_.at(e);
+    if (TotalBytes(dst) != x.bytes) {
+      return Status::InvalidArgument(url_ + ": destination holds " + std::to_string(TotalBytes(dst)) +
+                                     " bytes, chunk has " + std::to_string(x.bytes));
+    }
+    if (id.layout_fingerprint != 0 && x.id.layout_fingerprint != 0 &&
+        id.layout_fingerprint != x.id.layout_fingerprint) {
+      RemoveLocked(e);
+      corrupt_.fetch_add(1, std::memory_order_relaxed);
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      return Status::Corruption(url_ + ": chunk " + id.key.Hex() + " has another layout (removed)");
+    }
+    ++x.pins;  // its pages are not reused while we copy without the lock
+    index_.Touch(e);
+    first_page = x.first_page;
+    bytes = x.bytes;
+    checksum = x.checksum;
+  }
+  arena_->Read(first_page, dst);
+  bool bad = false;
+  if (verify_) {  // check what the caller received, so a bad copy is caught as well as bad storage
+    XXH3_state_t state;
+    XXH3_64bits_reset(&state);
+    for (const auto& piece : dst) XXH3_64bits_update(&state, piece.data(), piece.size());
+    bad = XXH3_64bits_digest(&state) != checksum;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bad && index_.at(e).state == EntryState::kLive) {
+      index_.Erase(e);
+      index_.at(e).state = EntryState::kDead;  // freed by the last reader, below or elsewhere
+    }
+    UnpinLocked(e);
+  }
+  if (bad) {
+    corrupt_.fetch_add(1, std::memory_order_relaxed);
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return Status::Corruption(url_ + ": chunk " + id.key.Hex() + " failed its checksum (removed)");
+  }
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(bytes, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status MemTier::Remove(const ChunkId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t e = index_.Find(id);
+  if (e != ChunkIndex::kNone) RemoveLocked(e);
+  return Status::OK();
+}
+
+Status MemTier::List(const std::function<bool(const ChunkInfo&)>& fn) {
+  // A snapshot, so `fn` may call back into the tier without deadlocking.
+  std::vector<ChunkInfo> infos;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    infos.reserve(index_.live());
+    for (uint32_t e = index_.lru_head(); e != ChunkIndex::kNone; e = index_.at(e).next) {
+      const MemEntry& x = index_.at(e);
+      infos.push_back(ChunkInfo{x.id, uint64_t{x.pages} * arena_->page_bytes()});
+    }
+  }
+  for (const ChunkInfo& info : infos) {
+    if (!fn(info)) break;
+  }
+  return Status::OK();
+}
+
+Status MemTier::Check(const ChunkInfo& info) {
+  uint32_t e;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    e = index_.Find(info.id);
+    if (e == ChunkIndex::kNone) return Status::NotFound(url_ + ": no chunk " + info.id.key.Hex());
+    if (!verify_) return Status::OK();  // no checksum kept: nothing to check against
+    ++index_.at(e).pins;
+  }
+  const bool bad = HashChunk(index_.at(e)) != index_.at(e).checksum;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bad && index_.at(e).state == EntryState::kLive) {
+    index_.Erase(e);
+    index_.at(e).state = EntryState::kDead;
+  }
+  UnpinLocked(e);
+  if (!bad) return Status::OK();
+  corrupt_.fetch_add(1, std::memory_order_relaxed);
+  return Status::Corruption(url_ + ": chunk " + info.id.key.Hex() + " failed its checksum (removed)");
+}
+
+TierStats MemTier::Stats() const {
+  TierStats s;
+  s.url = url_;
+  s.hits = hits_.load(std::memory_order_relaxed);
+  s.misses = misses_.load(std::memory_order_relaxed);
+  s.bytes_read = bytes_read_.load(std::memory_order_relaxed);
+  s.bytes_written = bytes_written_.load(std::memory_order_relaxed);
+  s.puts = puts_.load(std::memory_order_relaxed);
+  s.put_errors = put_errors_.load(std::memory_order_relaxed);
+  s.evictions = evictions_.load(std::memory_order_relaxed);
+  s.corrupt = corrupt_.load(std::memory_order_relaxed);
+  s.capacity_bytes = uint64_t{arena_->total_pages()} * arena_->page_bytes();
+  s.get_latency = get_latency_.Summary();
+  std::lock_guard<std::mutex> lock(mu_);
+  s.chunks = index_.live();
+  s.usage_bytes = uint64_t{arena_->total_pages() - arena_->free_pages()} * arena_->page_bytes();
+  return s;
+}
+
+Status MemTier::CorruptForTesting(const ChunkId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t e = index_.Find(id);
+  if (e == ChunkIndex::kNone) return Status::NotFound("no such chunk");
+  bool done = false;
+  arena_->ForEachRun(index_.at(e).first_page, index_.at(e).bytes, [&](std::byte* p, size_t n) {
+    if (!done && n > 0) p[n / 2] ^= std::byte{0x5A};
+    done = true;
+  });
+  return done ? Status::OK() : Status::NotFound("chunk has no payload bytes to corrupt");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Tier>> OpenMemTier(const TierUrl& url) {
+  KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "page", "verify"}));
+  if (!url.path.empty() && url.path != "/") {
+    return Status::InvalidArgument("mem:// takes no path, got '" + url.path + "'");
+  }
+  KVTIER_ASSIGN_OR_RETURN(uint64_t capacity, url.GetSize("capacity", kDefaultCapacity));
+  KVTIER_ASSIGN_OR_RETURN(uint64_t page, url.GetSize("page", kDefaultPage));
+  KVTIER_ASSIGN_OR_RETURN(bool verify, url.GetBool("verify", false));
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<PageArena> arena, PageArena::Create(capacity, page));
+  auto tier = std::make_unique<MemTier>(url.ToString(), std::move(arena), verify);
+  KVTIER_RETURN_IF_ERROR(tier->Init());
+  return std::unique_ptr<Tier>(std::move(tier));
+}
+
+Status CorruptMemChunkForTesting(Tier& tier, const ChunkId& id) {
+  auto* mem = dynamic_cast<MemTier*>(&tier);
+  if (mem == nullptr) return Status::InvalidArgument(tier.url() + " is not a mem:// tier");
+  return mem->CorruptForTesting(id);
+}
+
+}  // namespace kvtier::internal

@@ -1,0 +1,84 @@
+// PageArena: the one allocation behind the mem:// tier. It reserves `capacity` bytes once and hands them
+// out as fixed-size pages; a chunk is a chain of pages linked through a preallocated next-page array,
+// so storing a chunk never calls malloc.
+//
+// Ownership: the arena owns its mapping and releases it on destruction.
+// Thread-safety: Allocate/Free and free_pages() need external synchronisation (the tier's mutex).
+// Write/Read/ForEachRun on pages that the caller owns (allocated and not yet freed) may run on many
+// threads at once without the lock: they read next-page links that were set before the pages were
+// handed out, and touch only those pages' bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+
+#include "kvtier/status.h"
+#include "kvtier/tier.h"
+
+namespace kvtier::internal {
+
+// Zero-filled bytes in an anonymous mapping: memory is committed only where it is touched, so pools
+// sized for the worst case cost nothing until used. Move-only; unmaps on destruction.
+class MappedRegion {
+ public:
+  MappedRegion() = default;
+  // IOError (retryable) when the address space cannot be reserved.
+  static Result<MappedRegion> Map(size_t bytes);
+  MappedRegion(MappedRegion&& o) noexcept;
+  MappedRegion& operator=(MappedRegion&& o) noexcept;
+  MappedRegion(const MappedRegion&) = delete;
+  MappedRegion& operator=(const MappedRegion&) = delete;
+  ~MappedRegion();
+
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+class PageArena {
+ public:
+  static constexpr uint32_t kNoPage = UINT32_MAX;
+
+  // InvalidArgument when page_bytes < 64 or capacity holds no page or more than 2^32-2 pages.
+  static Result<std::unique_ptr<PageArena>> Create(uint64_t capacity_bytes, uint64_t page_bytes);
+
+  uint64_t page_bytes() const { return page_bytes_; }
+  uint32_t total_pages() const { return total_pages_; }
+  uint32_t free_pages() const { return free_count_; }
+  uint32_t PagesFor(uint64_t bytes) const;  // at least one page, so every chunk owns a first page
+
+  // Takes `count` pages off the free list. REQUIRES: count <= free_pages(). Returns the first page
+  // and sets *last to the last one; the chain ends in kNoPage.
+  uint32_t Allocate(uint32_t count, uint32_t* last);
+  // Returns a chain of `count` pages (first..last) to the free list in O(1).
+  void Free(uint32_t first, uint32_t last, uint32_t count);
+
+  // Calls fn(ptr, len) for each run of physically contiguous pages holding the first `bytes` bytes of
+  // the chain starting at `first`; contiguous pages are merged so copies stay long.
+  void ForEachRun(uint32_t first, uint64_t bytes,
+                  const std::function<void(std::byte*, size_t)>& fn) const;
+  // Copies `src` into the chain starting at `first` (which must be large enough).
+  void Write(uint32_t first, GatherList src) const;
+  // Copies the first TotalBytes(dst) bytes of the chain into `dst`.
+  void Read(uint32_t first, ScatterList dst) const;
+
+ private:
+  PageArena() = default;
+
+  uint64_t page_bytes_ = 0;
+  uint32_t total_pages_ = 0;
+  uint32_t free_count_ = 0;
+  uint32_t free_head_ = kNoPage;
+  uint32_t high_water_ = 0;   // pages at or above it were never handed out
+  uint32_t* next_ = nullptr;  // next page of the same chain (a chunk's or the free list's)
+  MappedRegion pages_;
+  MappedRegion next_region_;
+};
+
+}  // namespace kvtier::internal

@@ -1,0 +1,190 @@
+#include "replay/replayer.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "replay/no_sync_tier.h"
+#include "replay/trace_stats.h"
+
+namespace kvtier::internal {
+namespace {
+
+// Directories made for the tiers kept in files, removed when the run ends.
+class RunDirs {
+ public:
+  RunDirs() = default;
+  RunDirs(const RunDirs&) = delete;
+  RunDirs& operator=(const RunDirs&) = delete;
+  ~RunDirs() {
+    std::error_code ec;
+    for (const std::string& d : dirs_) std::filesystem::remove_all(d, ec);
+  }
+
+  // A fresh directory under `parent` (created if missing).
+  Result<std::string> Make(const std::string& parent) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    if (ec) return Status::FromErrno(ec.value(), "mkdir " + parent);
+    std::string tmpl = parent + "/kvtier-replay-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) return Status::FromErrno(errno, "mkdtemp " + tmpl);
+    dirs_.push_back(tmpl);
+    return tmpl;
+  }
+
+ private:
+  std::vector<std::string> dirs_;
+};
+
+// The scaled payload of a block: a pattern of its hash id, so a load that returns another block's
+// bytes is caught.
+void FillBlock(uint32_t hash_id, std::span<std::byte> out) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    const uint32_t word = hash_id ^ static_cast<uint32_t>(i / 4 * 0x9E3779B9u);
+    out[i] = static_cast<std::byte>(word >> (8 * (i % 4)));
+  }
+}
+
+// Buffers for one request: one contiguous area, one piece per block.
+struct BlockBuffers {
+  std::vector<std::byte> bytes;
+  std::vector<std::span<std::byte>> pieces;
+  std::vector<std::span<const std::byte>> const_pieces;
+  std::vector<ScatterList> dsts;
+  std::vector<GatherList> srcs;
+
+  void Resize(size_t blocks, size_t block_bytes) {
+    bytes.resize(blocks * block_bytes);
+    pieces.resize(blocks);
+    const_pieces.resize(blocks);
+    dsts.resize(blocks);
+    srcs.resize(blocks);
+    for (size_t i = 0; i < blocks; ++i) {
+      pieces[i] = std::span<std::byte>(bytes.data() + i * block_bytes, block_bytes);
+      const_pieces[i] = pieces[i];
+      dsts[i] = ScatterList(&pieces[i], 1);
+      srcs[i] = GatherList(&const_pieces[i], 1);
+    }
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Replayer>> Replayer::Make(const Trace& trace, const ReplayScale& scale,
+                                                 std::string_view model_id) {
+  KVTIER_RETURN_IF_ERROR(scale.Validate());
+  if (trace.block_tokens != scale.block_tokens) {
+    return Status::InvalidArgument("trace and replay disagree on block tokens");
+  }
+  KVTIER_ASSIGN_OR_RETURN(Namespace ns,
+                          Namespace::Make(model_id, scale.ReplayLayout(), "replay"));
+  std::unique_ptr<Replayer> r(new Replayer(trace, scale, std::move(ns)));
+  r->keys_.reserve(trace.block_refs);
+  r->offsets_.reserve(trace.requests.size() + 1);
+  r->offsets_.push_back(0);
+  for (const TraceRequest& req : trace.requests) {
+    const size_t first = r->keys_.size();
+    for (size_t j = 0; j < req.hash_ids.size(); ++j) {
+      const ChunkKey* prev = j ? &r->keys_[first + j - 1] : nullptr;
+      r->keys_.push_back(NextChunkKey(r->ns_, prev, std::span<const uint32_t>(&req.hash_ids[j], 1)));
+    }
+    r->offsets_.push_back(r->keys_.size());
+  }
+  return r;
+}
+
+std::span<const ChunkKey> Replayer::KeysOf(size_t request) const {
+  return std::span<const ChunkKey>(keys_).subspan(offsets_[request],
+                                                 offsets_[request + 1] - offsets_[request]);
+}
+
+Result<ReplayRun> Replayer::Run(const ReplayOptions& options) const {
+  if (options.tiers.empty()) return Status::InvalidArgument("a replay needs at least one tier");
+  RunDirs dirs;
+  StoreOptions so;
+  so.admission = options.admission;
+  so.promote_on_load = true;
+  std::vector<std::unique_ptr<Tier>> tiers;
+  for (const ReplayTier& t : options.tiers) {
+    std::string path;
+    if (t.UsesPath()) {
+      KVTIER_ASSIGN_OR_RETURN(path, dirs.Make(t.parsed.path.empty() ? "." : t.parsed.path));
+    }
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier,
+                            OpenTier(t.OpenUrl(options.unlimited_blocks, path)));
+    tiers.push_back(WrapWithoutSync(std::move(tier)));
+  }
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(std::move(tiers), so));
+
+  ReplayRun run;
+  run.hit_blocks_per_request.reserve(trace_.requests.size());
+  run.admission = options.admission;
+  run.tiers.resize(options.tiers.size());
+  const size_t block_bytes = scale_.BlockBytes();
+  BlockBuffers buf;
+  std::vector<std::byte> expect(block_bytes);
+  std::vector<size_t> served_by;
+  const auto start = std::chrono::steady_clock::now();
+
+  for (size_t i = 0; i < trace_.requests.size(); ++i) {
+    const TraceRequest& req = trace_.requests[i];
+    const std::span<const ChunkKey> keys = KeysOf(i);
+    buf.Resize(keys.size(), block_bytes);
+
+    // Which tier will serve each leading block: the fastest holding it, as the Store reads.
+    const size_t found = store->Lookup(ns_, keys);
+    served_by.assign(found, options.tiers.size());
+    for (size_t j = 0; j < found; ++j) {
+      const ChunkId id = ChunkId::Of(ns_, keys[j]);
+      for (size_t t = 0; t < store->tier_count(); ++t) {
+        if (store->tier(t).Contains(id)) {
+          served_by[j] = t;
+          break;
+        }
+      }
+    }
+    KVTIER_ASSIGN_OR_RETURN(const size_t loaded,
+                            store->Load(ns_, keys.first(found),
+                                        std::span<const ScatterList>(buf.dsts).first(found)));
+    for (size_t j = 0; j < loaded; ++j) {
+      FillBlock(req.hash_ids[j], expect);
+      if (std::memcmp(expect.data(), buf.pieces[j].data(), block_bytes) != 0) ++run.wrong_blocks;
+      if (served_by[j] < run.tiers.size()) {
+        TierReplayResult& tr = run.tiers[served_by[j]];
+        ++tr.hit_blocks;
+        tr.hit_tokens += HitTokens(req, j + 1, trace_.block_tokens) -
+                         HitTokens(req, j, trace_.block_tokens);
+      }
+    }
+    const uint64_t hit = HitTokens(req, loaded, trace_.block_tokens);
+    run.hit_blocks += loaded;
+    run.hit_tokens += hit;
+    run.hit_blocks_per_request.push_back(static_cast<uint32_t>(loaded));
+
+    for (size_t j = loaded; j < keys.size(); ++j) FillBlock(req.hash_ids[j], buf.pieces[j]);
+    KVTIER_RETURN_IF_ERROR(store->Save(ns_, keys.subspan(loaded),
+                                       std::span<const GatherList>(buf.srcs).subspan(loaded)));
+    run.saved_blocks += keys.size() - loaded;
+    if (store->tier_count() > 1) KVTIER_RETURN_IF_ERROR(store->Flush());
+    run.requests++;
+    run.input_tokens += req.input_length;
+    run.block_refs += keys.size();
+  }
+  KVTIER_RETURN_IF_ERROR(store->Flush());
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run.store = store->Stats();
+  for (size_t t = 0; t < run.tiers.size(); ++t) {
+    run.tiers[t].url = options.tiers[t].url;
+    run.tiers[t].unlimited = options.tiers[t].unlimited;
+    run.tiers[t].capacity_blocks = options.tiers[t].capacity_blocks;
+    if (t < run.store.tiers.size()) run.tiers[t].stats = run.store.tiers[t];
+  }
+  return run;
+}
+
+}  // namespace kvtier::internal

@@ -1,0 +1,72 @@
+#include "store/save_queue.h"
+
+namespace kvtier::internal {
+
+SaveQueue::SaveQueue(uint64_t max_bytes, uint32_t max_jobs, uint32_t threads, RunFn run)
+    : max_bytes_(max_bytes), max_jobs_(max_jobs), run_(std::move(run)) {
+  workers_.reserve(threads);
+  for (uint32_t i = 0; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+SaveQueue::~SaveQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;  // workers finish what is queued, then exit
+  }
+  work_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+bool SaveQueue::FitsLocked(uint64_t bytes) const {
+  // A job larger than the byte bound alone is still accepted into an empty queue, so one huge chunk
+  // is not dropped forever.
+  if (jobs_.size() + running_ >= max_jobs_) return false;
+  return bytes_ == 0 || bytes_ + bytes <= max_bytes_;
+}
+
+bool SaveQueue::HasRoom(uint64_t bytes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !stopping_ && FitsLocked(bytes);
+}
+
+bool SaveQueue::TryPush(SaveJob&& job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || !FitsLocked(job.bytes)) return false;
+    bytes_ += job.bytes;
+    jobs_.push_back(std::move(job));
+  }
+  work_cv_.notify_one();
+  return true;
+}
+
+void SaveQueue::Drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [this] { return jobs_.empty() && running_ == 0; });
+}
+
+uint64_t SaveQueue::bytes_now() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+void SaveQueue::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;  // stopping and drained
+    SaveJob job = std::move(jobs_.front());
+    jobs_.pop_front();
+    ++running_;
+    lock.unlock();
+    run_(job);
+    const uint64_t bytes = job.bytes;
+    job = SaveJob{};  // free a staged copy before taking the lock
+    lock.lock();
+    --running_;
+    bytes_ -= bytes;
+    if (jobs_.empty() && running_ == 0) idle_cv_.notify_all();
+  }
+}
+
+}  // namespace kvtier::internal

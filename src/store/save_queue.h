@@ -1,0 +1,70 @@
+// SaveQueue: the bounded background work queue of a Store. Jobs copy chunks down to slower tiers (or up,
+// for promotion and prefetch) on a fixed set of worker threads.
+//
+// The bound is in jobs and in bytes; TryPush never waits: when a job would exceed either bound it is
+// refused and the caller counts the drop. A job's bytes stay counted until it has run.
+//
+// Thread-safety: every method may be called from many threads. The destructor drains the queue and
+// joins the workers; the run function must not push into the same queue from a worker when that could
+// wait on itself (TryPush never waits, so it is safe).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kvtier/tier.h"
+
+namespace kvtier::internal {
+
+// One chunk to copy between tiers.
+struct SaveJob {
+  ChunkId id;
+  uint64_t bytes = 0;             // payload size (counted against the queue's byte bound)
+  int source_tier = -1;           // read the payload back from this tier; -1: `staged` holds it
+  std::vector<std::byte> staged;  // a copy taken on the caller's thread when no tier could serve it
+  uint64_t target_tiers = 0;      // bit t set: write to tier t unless it already holds the chunk
+  bool is_save = true;            // a save (counted as queued or dropped) rather than a promotion
+};
+
+class SaveQueue {
+ public:
+  using RunFn = std::function<void(SaveJob& job)>;
+
+  // REQUIRES: threads >= 1.
+  SaveQueue(uint64_t max_bytes, uint32_t max_jobs, uint32_t threads, RunFn run);
+  ~SaveQueue();
+  SaveQueue(const SaveQueue&) = delete;
+  SaveQueue& operator=(const SaveQueue&) = delete;
+
+  // True when a job of `bytes` would be accepted now (a cheap check before staging a copy; TryPush
+  // still decides).
+  bool HasRoom(uint64_t bytes) const;
+  // Queues the job, or returns false (and drops it) when the queue is full. Never waits.
+  bool TryPush(SaveJob&& job);
+  // Waits until the queue is empty and no job runs (every job pushed before the call has run).
+  void Drain();
+  uint64_t bytes_now() const;
+
+ private:
+  bool FitsLocked(uint64_t bytes) const;
+  void WorkerLoop();
+
+  const uint64_t max_bytes_;
+  const uint32_t max_jobs_;
+  const RunFn run_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // a job arrived or stopping
+  std::condition_variable idle_cv_;  // the queue emptied and no job runs
+  std::deque<SaveJob> jobs_;         // guarded by mu_
+  uint64_t bytes_ = 0;               // guarded by mu_: queued and running jobs
+  uint32_t running_ = 0;             // guarded by mu_
+  bool stopping_ = false;            // guarded by mu_
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace kvtier::internal

@@ -1,0 +1,196 @@
+// Store::Open and the read side of StoreImpl (Lookup, Load, promotion, stats).
+// The write side (Save, Prefetch, background jobs) is in store_save.cc.
+#include <string>
+
+#include "store/store_impl.h"
+
+namespace kvtier {
+
+using internal::StoreImpl;
+
+Result<std::unique_ptr<Store>> Store::Open(std::vector<std::unique_ptr<Tier>> tiers,
+                                           const StoreOptions& options) {
+  if (tiers.empty()) return Status::InvalidArgument("a store needs at least one tier");
+  if (tiers.size() > 64) return Status::InvalidArgument("a store takes at most 64 tiers");
+  for (const auto& t : tiers) {
+    if (t == nullptr) return Status::InvalidArgument("a store tier is null");
+  }
+  if (options.background_threads == 0) {
+    return Status::InvalidArgument("StoreOptions::background_threads must be at least 1");
+  }
+  return std::unique_ptr<Store>(new StoreImpl(std::move(tiers), options));
+}
+
+Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+  if (options.tiers.empty()) return Status::InvalidArgument("StoreOptions::tiers is empty");
+  std::vector<std::unique_ptr<Tier>> tiers;
+  for (const std::string& url : options.tiers) {
+    auto t = OpenTier(url);
+    if (!t.ok()) {
+      const Status& s = t.status();
+      return Status(s.code(), "opening tier " + url + ": " + s.message(), s.retryable());
+    }
+    tiers.push_back(std::move(t).value());
+  }
+  return Open(std::move(tiers), options);
+}
+
+namespace internal {
+namespace {
+
+std::vector<std::span<const std::byte>> AsGather(ScatterList pieces) {
+  return std::vector<std::span<const std::byte>>(pieces.begin(), pieces.end());
+}
+
+}  // namespace
+
+StoreImpl::StoreImpl(std::vector<std::unique_ptr<Tier>> tiers, const StoreOptions& options)
+    : tiers_(std::move(tiers)), options_(options) {
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    caps_.push_back(tiers_[t]->capabilities());
+    if (!caps_[t].in_memory) background_mask_ |= uint64_t{1} << t;
+  }
+  if (options_.admission == Admission::kSecondUse) seen_ = std::make_unique<SeenTable>();
+  queue_ = std::make_unique<SaveQueue>(options_.save_queue_bytes, options_.save_queue_chunks,
+                                       options_.background_threads,
+                                       [this](SaveJob& job) { RunJob(job); });
+}
+
+StoreImpl::~StoreImpl() { queue_.reset(); }  // drains and joins before the tiers go
+
+int StoreImpl::FirstHolder(const ChunkId& id, size_t from) const {
+  for (size_t t = from; t < tiers_.size(); ++t) {
+    if (tiers_[t]->Contains(id)) return static_cast<int>(t);
+  }
+  return -1;
+}
+
+size_t StoreImpl::Lookup(const Namespace& ns, std::span<const ChunkKey> keys) {
+  size_t n = 0;
+  while (n < keys.size() && FirstHolder(ChunkId::Of(ns, keys[n]), 0) >= 0) ++n;
+  lookups_.fetch_add(1, std::memory_order_relaxed);
+  lookup_hit_.fetch_add(n, std::memory_order_relaxed);
+  lookup_missed_.fetch_add(keys.size() - n, std::memory_order_relaxed);
+  return n;
+}
+
+size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
+                              std::vector<int>& from) {
+  const size_t n = ids.size();
+  std::vector<bool> ok(n, false);
+  std::vector<ReadOp> batch;
+  std::vector<size_t> index;
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    batch.clear();
+    index.clear();
+    for (size_t i = 0; i < n; ++i) {
+      if (from[i] != static_cast<int>(t)) continue;
+      batch.push_back(ReadOp{ids[i], dsts[i], Status::OK()});
+      index.push_back(i);
+    }
+    if (batch.empty()) continue;
+    tiers_[t]->GetMany(batch);
+    for (size_t b = 0; b < batch.size(); ++b) ok[index[b]] = batch[b].status.ok();
+  }
+  // A bad or vanished copy is a miss in that tier, not the end: slower tiers may hold a good one.
+  for (size_t i = 0; i < n; ++i) {
+    while (!ok[i]) {
+      const int t = FirstHolder(ids[i], static_cast<size_t>(from[i]) + 1);
+      if (t < 0) return i;
+      from[i] = t;
+      ok[i] = tiers_[t]->Get(ids[i], dsts[i]).ok();
+    }
+  }
+  return n;
+}
+
+Result<size_t> StoreImpl::Load(const Namespace& ns, std::span<const ChunkKey> keys,
+                               std::span<const ScatterList> dsts) {
+  if (keys.size() != dsts.size()) {
+    return Status::InvalidArgument("Load: " + std::to_string(keys.size()) + " keys but " +
+                                   std::to_string(dsts.size()) + " destinations");
+  }
+  const uint64_t bytes = ns.layout().BytesPerChunk();
+  for (size_t i = 0; i < dsts.size(); ++i) {
+    if (TotalBytes(dsts[i]) != bytes) {
+      return Status::InvalidArgument("Load: destination " + std::to_string(i) + " holds " +
+                                     std::to_string(TotalBytes(dsts[i])) + " bytes, a chunk has " +
+                                     std::to_string(bytes));
+    }
+  }
+  ScopedLatency timer(&load_latency_);
+  loads_.fetch_add(1, std::memory_order_relaxed);
+  std::vector<ChunkId> ids;
+  std::vector<int> from;
+  ids.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ids.push_back(ChunkId::Of(ns, keys[i]));
+    const int t = FirstHolder(ids.back(), 0);
+    if (t < 0) {
+      ids.pop_back();
+      break;
+    }
+    from.push_back(t);
+  }
+  const size_t n = ReadPlanned(ids, dsts.first(ids.size()), from);
+  for (size_t i = 0; i < n; ++i) {
+    if (from[i] > 0 && options_.promote_on_load) Promote(ids[i], dsts[i], bytes);
+    if (seen_ && background_mask_ != 0 && seen_->NoteUse(keys[i])) {
+      auto src = AsGather(dsts[i]);
+      EnqueueSave(ids[i], src, bytes, from[i]);
+    }
+  }
+  load_chunks_.fetch_add(n, std::memory_order_relaxed);
+  load_bytes_.fetch_add(n * bytes, std::memory_order_relaxed);
+  return n;
+}
+
+void StoreImpl::Promote(const ChunkId& id, ScatterList loaded, uint64_t bytes) {
+  const auto src = AsGather(loaded);
+  if (caps_[0].in_memory) {
+    if (tiers_[0]->Put(id, src).ok()) promotions_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  // A slow top tier is written in the background from a copy (best effort: no drop is counted).
+  if (!queue_->HasRoom(bytes)) return;
+  SaveJob job;
+  job.id = id;
+  job.bytes = bytes;
+  job.target_tiers = 1;
+  job.is_save = false;
+  job.staged.reserve(bytes);
+  for (const auto& piece : src) job.staged.insert(job.staged.end(), piece.begin(), piece.end());
+  (void)queue_->TryPush(std::move(job));
+}
+
+Status StoreImpl::Flush() {
+  queue_->Drain();
+  Status first;
+  for (auto& t : tiers_) {
+    Status s = t->Flush();
+    if (first.ok() && !s.ok()) first = s;
+  }
+  return first;
+}
+
+StoreStats StoreImpl::Stats() const {
+  StoreStats s;
+  for (const auto& t : tiers_) s.tiers.push_back(t->Stats());
+  s.lookups = lookups_.load(std::memory_order_relaxed);
+  s.lookup_chunks_hit = lookup_hit_.load(std::memory_order_relaxed);
+  s.lookup_chunks_missed = lookup_missed_.load(std::memory_order_relaxed);
+  s.loads = loads_.load(std::memory_order_relaxed);
+  s.load_chunks = load_chunks_.load(std::memory_order_relaxed);
+  s.load_bytes = load_bytes_.load(std::memory_order_relaxed);
+  s.saves = saves_.load(std::memory_order_relaxed);
+  s.save_chunks = save_chunks_.load(std::memory_order_relaxed);
+  s.promotions = promotions_.load(std::memory_order_relaxed);
+  s.queued_saves = queued_saves_.load(std::memory_order_relaxed);
+  s.dropped_saves = dropped_saves_.load(std::memory_order_relaxed);
+  s.queue_bytes_now = queue_->bytes_now();
+  s.load_latency = load_latency_.Summary();
+  return s;
+}
+
+}  // namespace internal
+}  // namespace kvtier

@@ -1,0 +1,61 @@
+// StoreImpl: the Store of include/kvtier/store.h over an ordered list of tiers. Private to src/store.
+//
+// Reads go to the fastest tier that holds a chunk (falling back to slower ones when a copy is bad);
+// saves go synchronously into in-memory tiers and through a bounded SaveQueue into the others.
+// Counters are atomics; the tiers and the queue synchronise themselves, so every method is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "core/latency.h"
+#include "kvtier/store.h"
+#include "store/save_queue.h"
+#include "store/seen_table.h"
+
+namespace kvtier::internal {
+
+class StoreImpl final : public Store {
+ public:
+  StoreImpl(std::vector<std::unique_ptr<Tier>> tiers, const StoreOptions& options);
+  ~StoreImpl() override;
+
+  size_t Lookup(const Namespace& ns, std::span<const ChunkKey> keys) override;
+  Result<size_t> Load(const Namespace& ns, std::span<const ChunkKey> keys,
+                      std::span<const ScatterList> dsts) override;
+  Status Save(const Namespace& ns, std::span<const ChunkKey> keys,
+              std::span<const GatherList> srcs) override;
+  void Prefetch(const Namespace& ns, std::span<const ChunkKey> keys) override;
+  Status Flush() override;
+  StoreStats Stats() const override;
+  size_t tier_count() const override { return tiers_.size(); }
+  Tier& tier(size_t index) override { return *tiers_[index]; }
+
+ private:
+  // Index of the first tier at or after `from` that holds the chunk, or -1.
+  int FirstHolder(const ChunkId& id, size_t from) const;
+  // Reads every chunk of the plan from its tier, batched per tier; on failure retries slower tiers.
+  // Returns the length of the prefix that was read; updates from[i] to the tier that served chunk i.
+  size_t ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
+                     std::vector<int>& from);
+  void Promote(const ChunkId& id, ScatterList loaded, uint64_t bytes);
+  // Queues a copy of a chunk to the slower tiers; counts a drop when the queue is full.
+  void EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, int source_tier);
+  void RunJob(SaveJob& job);  // on a queue worker
+
+  std::vector<std::unique_ptr<Tier>> tiers_;
+  std::vector<TierCapabilities> caps_;
+  const StoreOptions options_;
+  uint64_t background_mask_ = 0;  // bit t: tier t is written through the queue (not in memory)
+  std::unique_ptr<SeenTable> seen_;  // only for Admission::kSecondUse
+
+  std::atomic<uint64_t> lookups_{0}, lookup_hit_{0}, lookup_missed_{0}, loads_{0}, load_chunks_{0},
+      load_bytes_{0}, saves_{0}, save_chunks_{0}, promotions_{0}, queued_saves_{0},
+      dropped_saves_{0};
+  LatencyHistogram load_latency_;
+  // Last member: destroyed (drained, workers joined) before the tiers it writes to.
+  std::unique_ptr<SaveQueue> queue_;
+};
+
+}  // namespace kvtier::internal

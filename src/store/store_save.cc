@@ -1,0 +1,114 @@
+// The write side of StoreImpl: Save, Prefetch and the background jobs of the SaveQueue.
+//
+// Counting: a background save job covers one chunk for every slower tier. It counts once in
+// queued_saves when all its writes succeed (or the tiers already held the chunk), and once in
+// dropped_saves when the queue refused it, its source copy was evicted before it ran, or a write failed.
+#include <string>
+
+#include "store/store_impl.h"
+
+namespace kvtier::internal {
+
+Status StoreImpl::Save(const Namespace& ns, std::span<const ChunkKey> keys,
+                       std::span<const GatherList> srcs) {
+  if (keys.size() != srcs.size()) {
+    return Status::InvalidArgument("Save: " + std::to_string(keys.size()) + " keys but " +
+                                   std::to_string(srcs.size()) + " sources");
+  }
+  const uint64_t bytes = ns.layout().BytesPerChunk();
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    if (TotalBytes(srcs[i]) != bytes) {
+      return Status::InvalidArgument("Save: source " + std::to_string(i) + " holds " +
+                                     std::to_string(TotalBytes(srcs[i])) + " bytes, a chunk has " +
+                                     std::to_string(bytes));
+    }
+  }
+  saves_.fetch_add(1, std::memory_order_relaxed);
+  save_chunks_.fetch_add(keys.size(), std::memory_order_relaxed);
+  Status first_error;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const ChunkId id = ChunkId::Of(ns, keys[i]);
+    bool top_holds = false;
+    for (size_t t = 0; t < tiers_.size(); ++t) {
+      if (!caps_[t].in_memory) continue;
+      Status s = tiers_[t]->Put(id, srcs[i]);  // Put keeps one copy per key: no Contains needed
+      if (t == 0) {
+        top_holds = s.ok();
+        if (!s.ok() && first_error.ok()) first_error = s;
+      } else if (!s.ok()) {
+        dropped_saves_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    if (background_mask_ == 0) continue;
+    if (seen_ && !seen_->NoteUse(keys[i])) continue;  // first use: not admitted to slow tiers yet
+    EnqueueSave(id, srcs[i], bytes, top_holds ? 0 : -1);
+  }
+  return first_error;
+}
+
+void StoreImpl::EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, int source_tier) {
+  SaveJob job;
+  job.id = id;
+  job.bytes = bytes;
+  job.source_tier = source_tier;
+  job.target_tiers = background_mask_;
+  if (source_tier >= 0) job.target_tiers &= ~(uint64_t{1} << source_tier);
+  if (job.target_tiers == 0) return;
+  if (source_tier < 0) {
+    // No tier can serve the bytes later, so the job carries its own copy; check for room first so an
+    // overloaded queue does not cost the caller a copy it will throw away.
+    if (!queue_->HasRoom(bytes)) {
+      dropped_saves_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    job.staged.reserve(bytes);
+    for (const auto& piece : src) job.staged.insert(job.staged.end(), piece.begin(), piece.end());
+  }
+  if (!queue_->TryPush(std::move(job))) dropped_saves_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void StoreImpl::RunJob(SaveJob& job) {
+  // One buffer per worker, reused: reading a chunk back from its source does not allocate per job.
+  thread_local std::vector<std::byte> buffer;
+  std::span<const std::byte> payload = job.staged;
+  if (job.source_tier >= 0) {
+    buffer.resize(job.bytes);
+    const std::span<std::byte> dst[] = {std::span<std::byte>(buffer.data(), job.bytes)};
+    const Status s = tiers_[job.source_tier]->Get(job.id, dst);
+    if (!s.ok()) {  // evicted (or damaged) before the worker got to it
+      if (job.is_save) dropped_saves_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    payload = std::span<const std::byte>(buffer.data(), job.bytes);
+  }
+  const std::span<const std::byte> pieces[] = {payload};
+  bool failed = false;
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (!(job.target_tiers >> t & 1) || tiers_[t]->Contains(job.id)) continue;
+    const Status s = tiers_[t]->Put(job.id, pieces);
+    failed = failed || !s.ok();
+    if (s.ok() && !job.is_save) promotions_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (!job.is_save) return;
+  (failed ? dropped_saves_ : queued_saves_).fetch_add(1, std::memory_order_relaxed);
+}
+
+void StoreImpl::Prefetch(const Namespace& ns, std::span<const ChunkKey> keys) {
+  if (tiers_.size() < 2) return;
+  const uint64_t bytes = ns.layout().BytesPerChunk();
+  for (const ChunkKey& key : keys) {
+    const ChunkId id = ChunkId::Of(ns, key);
+    const int t = FirstHolder(id, 0);
+    if (t < 0) return;  // the prefix ends here
+    if (t == 0) continue;
+    SaveJob job;
+    job.id = id;
+    job.bytes = bytes;
+    job.source_tier = t;
+    job.target_tiers = 1;
+    job.is_save = false;
+    if (!queue_->TryPush(std::move(job))) return;  // best effort: a busy queue skips the rest
+  }
+}
+
+}  // namespace kvtier::internal

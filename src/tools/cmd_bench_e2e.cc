@@ -1,0 +1,106 @@
+// `kvtier bench e2e`: cold-recovery TTFT through the reference engine, every mode side by side.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "e2e/e2e_bench.h"
+#include "kvtier/tier.h"
+#include "tools/command.h"
+
+namespace kvtier::tools {
+namespace {
+
+struct Args {
+  internal::E2eOptions opt;
+  std::string concurrency = "1,8,16,32";
+  std::string modes = "recompute,mem,file,fs,mem+file";
+  std::string pool;
+  std::string json;
+  bool quiet = false;
+};
+
+template <typename T>
+Result<std::vector<T>> SplitList(const std::string& text) {
+  std::vector<T> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) continue;
+    if constexpr (std::is_same_v<T, uint32_t>) {
+      try {
+        out.push_back(static_cast<uint32_t>(std::stoul(item)));
+      } catch (const std::exception&) {
+        return Status::InvalidArgument("not a number: '" + item + "'");
+      }
+    } else {
+      out.push_back(item);
+    }
+  }
+  return out;
+}
+
+int Run(Args a) {
+  auto conc = SplitList<uint32_t>(a.concurrency);
+  auto modes = SplitList<std::string>(a.modes);
+  Status bad = !conc.ok() ? conc.status() : modes.status();
+  if (bad.ok() && !a.pool.empty()) {
+    auto pool = ParseSize(a.pool);
+    bad = pool.status();
+    if (pool.ok()) a.opt.pool_bytes = *pool;
+  }
+  if (!bad.ok()) {
+    std::cerr << "kvtier bench e2e: " << bad.ToString() << "\n";
+    return 2;
+  }
+  a.opt.concurrency = *conc;
+  a.opt.modes = *modes;
+  a.opt.progress = !a.quiet;
+  auto report = internal::RunE2e(a.opt, &std::cerr);
+  if (!report.ok()) {
+    std::cerr << "kvtier bench e2e: " << report.status().ToString() << "\n";
+    return report.status().code() == Code::kInvalidArgument ? 2 : 1;
+  }
+  std::cout << internal::FormatTable(*report) << internal::MatchLine(*report) << "\n";
+  if (!a.json.empty()) {
+    std::ofstream out(a.json);
+    out << internal::ToJson(*report).dump(2) << "\n";
+    if (!out) {
+      std::cerr << "kvtier bench e2e: cannot write " << a.json << "\n";
+      return 1;
+    }
+    std::cerr << "results written to " << a.json << "\n";
+  }
+  return report->outputs_matched == report->outputs_checked ? 0 : 1;
+}
+
+KVTIER_COMMAND("bench", "e2e",
+               "cold-recovery TTFT through the reference engine: recompute vs mem/file/fs/mem+file",
+               [](CLI::App& cmd) -> std::function<int()> {
+                 auto a = std::make_shared<Args>();
+                 cmd.add_option("--model", a->opt.model, "engine config: tiny, small, qwen2.5-0.5b")
+                     ->capture_default_str();
+                 cmd.add_option("--context", a->opt.workload.context_tokens, "cached context tokens per session")
+                     ->capture_default_str();
+                 cmd.add_option("--turn", a->opt.workload.turn_tokens, "new (uncached) tokens per returning turn")
+                     ->capture_default_str();
+                 cmd.add_option("--output", a->opt.workload.output_tokens, "greedy output tokens per request")
+                     ->capture_default_str();
+                 cmd.add_option("--concurrency", a->concurrency, "client counts, e.g. 1,8,16,32")
+                     ->capture_default_str();
+                 cmd.add_option("--modes", a->modes, "modes to run")->capture_default_str();
+                 cmd.add_option("--min-sessions", a->opt.min_sessions,
+                                "sessions per level: max(concurrency, this)")
+                     ->capture_default_str();
+                 cmd.add_option("--pool", a->pool, "engine KV pool size (default: room for the top level)");
+                 cmd.add_option("--dir", a->opt.dir, "directory for file:// and fs:// (default: temp dir)");
+                 cmd.add_option("--prefill-step", a->opt.prefill_step, "tokens per chunked-prefill step")
+                     ->capture_default_str();
+                 cmd.add_option("--threads", a->opt.blas_threads, "OpenBLAS threads (0: one per core)")
+                     ->capture_default_str();
+                 cmd.add_option("--seed", a->opt.model_seed, "weight seed")->capture_default_str();
+                 cmd.add_option("--json", a->json, "write results as JSON to this file");
+                 cmd.add_flag("--quiet", a->quiet, "no progress lines");
+                 return [a] { return Run(*a); };
+               });
+
+}  // namespace
+}  // namespace kvtier::tools

@@ -1,0 +1,82 @@
+// `kvtier stats --target URL [--json]`: a tier's Stats() as this process sees it after opening it
+// (for a persistent tier: what is stored, against which capacity, and what opening it cleaned up).
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "file/file_tier.h"
+#include "kvtier/tier.h"
+#include "tools/command.h"
+
+namespace kvtier::tools {
+namespace {
+
+struct StatsArgs {
+  std::string target;
+  bool json = false;
+};
+
+nlohmann::json ToJson(const TierStats& s) {
+  const LatencySummary& l = s.get_latency;
+  return {{"url", s.url},
+          {"hits", s.hits},
+          {"misses", s.misses},
+          {"bytes_read", s.bytes_read},
+          {"bytes_written", s.bytes_written},
+          {"puts", s.puts},
+          {"put_errors", s.put_errors},
+          {"evictions", s.evictions},
+          {"corrupt", s.corrupt},
+          {"chunks", s.chunks},
+          {"usage_bytes", s.usage_bytes},
+          {"capacity_bytes", s.capacity_bytes},
+          {"get_latency_us",
+           {{"count", l.count}, {"p50", l.p50_us}, {"p90", l.p90_us}, {"p99", l.p99_us}, {"max", l.max_us}}}};
+}
+
+int RunStats(const StatsArgs& a) {
+  auto tier = OpenTier(a.target);
+  if (!tier.ok()) {
+    std::cerr << "kvtier stats: cannot open --target " << a.target << ": " << tier.status().ToString()
+              << "\n";
+    return 2;
+  }
+  nlohmann::json j = ToJson((*tier)->Stats());
+  const TierCapabilities caps = (*tier)->capabilities();
+  j["capabilities"] = {{"in_memory", caps.in_memory},
+                       {"persistent", caps.persistent},
+                       {"shared", caps.shared},
+                       {"direct_io", caps.direct_io}};
+  const internal::FileTierReport report = internal::GetFileTierReport(**tier);
+  if (!report.io_engine.empty()) {
+    j["open"] = {{"io_engine", report.io_engine},
+                 {"temp_removed", report.temp_removed},
+                 {"bad_size_removed", report.bad_size_removed},
+                 {"evictions", report.open_evictions}};
+  }
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  for (const auto& [name, value] : j.items()) {
+    if (value.is_object()) {
+      std::cout << name << ":\n";
+      for (const auto& [k, v] : value.items()) std::cout << "  " << k << "  " << v.dump() << "\n";
+    } else {
+      std::cout << name << "  " << (value.is_string() ? value.get<std::string>() : value.dump()) << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+KVTIER_COMMAND("", "stats", "Print a tier's statistics (Stats()) after opening it",
+               [](CLI::App& cmd) -> std::function<int()> {
+                 auto a = std::make_shared<StatsArgs>();
+                 cmd.add_option("--target", a->target, "tier URL, e.g. file:///var/lib/kvtier")->required();
+                 cmd.add_flag("--json", a->json, "print JSON");
+                 return [a] { return RunStats(*a); };
+               });
+
+}  // namespace kvtier::tools

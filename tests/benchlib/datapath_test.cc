@@ -1,0 +1,123 @@
+#include "benchlib/datapath.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "benchlib/datapath_io.h"
+
+namespace kvtier::internal {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/kvtier-datapath-test-XXXXXX";
+    path_ = mkdtemp(tmpl) ? tmpl : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A small model so a run moves only a few MiB: 24 x 2 x 64 bf16, 16 tokens = 192 KiB per chunk.
+DatapathConfig SmallConfig(const std::string& target) {
+  DatapathConfig c;
+  c.target = target;
+  auto m = FindModelPreset("qwen2.5-0.5b");
+  EXPECT_TRUE(m.ok());
+  c.model = *m;
+  c.model.layout.tokens_per_chunk = 16;
+  c.total_bytes = 4ull << 20;
+  c.run_fio = false;
+  return c;
+}
+
+TEST(DatapathTest, RefusesATargetWithoutEnoughFreeSpace) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  DatapathConfig c = SmallConfig("file://" + dir.path() + "/kv");
+  c.total_bytes = 1ull << 50;  // 1 PiB
+  auto r = RunDatapath(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kNoSpace);
+  const std::string msg = r.status().message();
+  EXPECT_NE(msg.find("free"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("needs"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--total"), std::string::npos) << msg;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/kv")) << "refused, yet wrote something";
+}
+
+TEST(DatapathTest, RefusesAMemoryTargetLargerThanMemory) {
+  DatapathConfig c = SmallConfig("mem://");
+  c.total_bytes = 1ull << 50;
+  auto r = RunDatapath(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kNoSpace);
+  EXPECT_NE(r.status().message().find("memory"), std::string::npos);
+}
+
+TEST(DatapathTest, CheckEnoughSpaceSaysHowMuch) {
+  EXPECT_TRUE(CheckEnoughSpace("d", 10, 10, "x").ok());
+  const Status s = CheckEnoughSpace("target directory /d", 1ull << 30, 3ull << 30, "a + b");
+  EXPECT_EQ(s.code(), Code::kNoSpace);
+  EXPECT_NE(s.message().find("1.00 GiB"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("3.00 GiB"), std::string::npos) << s.message();
+}
+
+TEST(DatapathTest, PlanSweepsWholeChunksAndCountsFioSpace) {
+  DatapathConfig c = SmallConfig("file:///var/kv");
+  c.run_fio = true;
+  auto p = PlanDatapath(c);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->chunk_bytes, 196608u);
+  EXPECT_EQ(p->chunks, (4u << 20) / 196608u);
+  ASSERT_EQ(p->inflight.size(), 5u);
+  EXPECT_EQ(p->inflight.front(), p->chunk_bytes);
+  EXPECT_EQ(p->inflight.back(), 16 * p->chunk_bytes);
+  EXPECT_GT(p->need_bytes, 2 * p->chunks * p->chunk_bytes);
+  EXPECT_EQ(p->tier_dir.rfind("/var/kv/kvtier-bench.", 0), 0u);
+  c.target = "not a url";
+  EXPECT_EQ(PlanDatapath(c).status().code(), Code::kInvalidArgument);
+}
+
+TEST(DatapathTest, MemoryTargetRunsEndToEndWithoutErrors) {
+  auto r = RunDatapath(SmallConfig("mem://"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->sweep.size(), 1u);
+  EXPECT_EQ(r->sweep[0].kvtier.errors, 0u);
+  EXPECT_EQ(r->sweep[0].kvtier.chunks, r->write.chunks);
+  ASSERT_TRUE(r->memcpy_ref.has_value());
+  EXPECT_GT(r->memcpy_ref->bytes, 0u);
+  EXPECT_EQ(ToJson(*r)["schema"], kDatapathSchema);
+}
+
+TEST(DatapathTest, FileTargetSweepsColdReadsWithoutErrors) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  DatapathConfig c = SmallConfig("file://" + dir.path() + "?direct=false");
+  c.inflight = {196608, 4 * 196608};
+  auto r = RunDatapath(c);
+  if (!r.ok() && r.status().message().find("scheme") != std::string::npos) {
+    GTEST_SKIP() << "file:// is not built in: " << r.status().ToString();
+  }
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->sweep.size(), 2u);
+  for (const SweepPoint& p : r->sweep) {
+    EXPECT_EQ(p.kvtier.errors, 0u) << p.inflight_bytes;
+    EXPECT_EQ(p.kvtier.chunks, r->write.chunks);
+  }
+  ASSERT_TRUE(r->serial_pread.has_value());
+  EXPECT_EQ(r->serial_pread->chunks, r->write.chunks);
+  EXPECT_TRUE(r->target.cold);
+  EXPECT_FALSE(std::filesystem::exists(r->target.directory)) << "bench files left behind";
+}
+
+}  // namespace
+}  // namespace kvtier::internal

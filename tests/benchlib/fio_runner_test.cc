@@ -1,0 +1,125 @@
+#include "benchlib/fio_runner.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+
+namespace kvtier::internal {
+namespace {
+
+bool HasArg(const std::vector<std::string>& argv, const std::string& arg) {
+  return std::find(argv.begin(), argv.end(), arg) != argv.end();
+}
+
+TEST(FioRunnerTest, IodepthMatchesBytesInFlight) {
+  EXPECT_EQ(IodepthFor(256ull << 20, 32ull << 20), 8u);
+  EXPECT_EQ(IodepthFor(32ull << 20, 32ull << 20), 1u);
+  EXPECT_EQ(IodepthFor(1ull << 20, 32ull << 20), 1u);  // never zero
+  EXPECT_EQ(IodepthFor(64ull << 20, 2ull << 20), 32u);
+  EXPECT_EQ(IodepthFor(100, 0), 1u);
+}
+
+TEST(FioRunnerTest, InvocationUsesSameBlockSizeDirectIoAndDepth) {
+  FioJob job;
+  job.directory = "/nvme/kv:pool";
+  job.block_size = 32ull << 20;
+  job.files = 128;
+  job.iodepth = 8;
+  job.output_path = "/tmp/out.json";
+  auto argv = BuildFioArgs(job);
+  ASSERT_TRUE(argv.ok()) << argv.status().ToString();
+  EXPECT_EQ((*argv)[0], "fio");
+  for (const char* want :
+       {"--directory=/nvme/kv\\:pool", "--rw=read", "--bs=33554432", "--filesize=33554432",
+        "--nrfiles=128", "--size=4294967296", "--iodepth=8", "--ioengine=io_uring", "--direct=1",
+        "--output-format=json", "--output=/tmp/out.json", "--group_reporting"}) {
+    EXPECT_TRUE(HasArg(*argv, want)) << "missing " << want << " in " << ShellJoin(*argv);
+  }
+  job.direct = false;
+  job.ioengine = "libaio";
+  argv = BuildFioArgs(job);
+  ASSERT_TRUE(argv.ok());
+  EXPECT_TRUE(HasArg(*argv, "--direct=0"));
+  EXPECT_TRUE(HasArg(*argv, "--ioengine=libaio"));
+}
+
+TEST(FioRunnerTest, InvocationRejectsMissingFields) {
+  FioJob job;
+  job.block_size = 4096;
+  job.files = 1;
+  EXPECT_EQ(BuildFioArgs(job).status().code(), Code::kInvalidArgument);  // no directory
+  job.directory = "/d";
+  job.iodepth = 0;
+  EXPECT_EQ(BuildFioArgs(job).status().code(), Code::kInvalidArgument);
+  job.iodepth = 1;
+  job.files = 0;
+  EXPECT_EQ(BuildFioArgs(job).status().code(), Code::kInvalidArgument);
+}
+
+TEST(FioRunnerTest, ShellJoinQuotesOnlyWhatNeedsIt) {
+  EXPECT_EQ(ShellJoin({"fio", "--bs=4096", "--directory=/a b", "it's"}),
+            "fio --bs=4096 '--directory=/a b' 'it'\\''s'");
+}
+
+constexpr const char* kFioJson = R"(fio: some warning before the JSON
+{
+  "fio version" : "fio-3.33",
+  "jobs" : [
+    {
+      "jobname" : "kvtier-reference",
+      "job options" : { "ioengine" : "io_uring", "iodepth" : "8" },
+      "read" : {
+        "io_bytes" : 4294967296, "bw_bytes" : 2147483648, "runtime" : 2000,
+        "clat_ns" : { "percentile" : { "50.000000" : 120586240, "99.000000" : 200278016 } }
+      }
+    }
+  ]
+})";
+
+TEST(FioRunnerTest, ParsesBandwidthAndPercentiles) {
+  auto r = ParseFioJson(kFioJson);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_DOUBLE_EQ(r->bytes_per_second, 2147483648.0);
+  EXPECT_EQ(r->bytes, 4294967296ull);
+  EXPECT_DOUBLE_EQ(r->seconds, 2.0);
+  EXPECT_DOUBLE_EQ(r->p50_us, 120586.24);
+  EXPECT_DOUBLE_EQ(r->p99_us, 200278.016);
+  EXPECT_EQ(r->ioengine, "io_uring");
+  EXPECT_EQ(r->iodepth, 8u);
+}
+
+TEST(FioRunnerTest, ParseRejectsGarbage) {
+  EXPECT_EQ(ParseFioJson("no json here").status().code(), Code::kCorruption);
+  EXPECT_EQ(ParseFioJson("{ broken").status().code(), Code::kCorruption);
+  EXPECT_EQ(ParseFioJson(R"({"jobs": []})").status().code(), Code::kCorruption);
+  EXPECT_EQ(ParseFioJson(R"({"jobs": [{"read": {"io_bytes": 0, "bw_bytes": 0}}]})").status().code(),
+            Code::kInvalidArgument);
+}
+
+// Runs the real fio on a few small buffered files: checks the command line is one fio accepts.
+TEST(FioRunnerTest, RealFioAcceptsTheInvocation) {
+  if (!FioAvailable()) GTEST_SKIP() << "fio is not installed";
+  char tmpl[] = "/tmp/kvtier-fio-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::filesystem::path dir = tmpl;
+  FioJob job;
+  job.directory = (dir / "files").string();
+  std::filesystem::create_directories(job.directory);
+  job.block_size = 256 << 10;
+  job.files = 4;
+  job.iodepth = 2;
+  job.ioengine = "psync";
+  job.direct = false;  // the temp directory may be on a filesystem without O_DIRECT
+  job.output_path = (dir / "fio.json").string();
+  auto r = RunFio(job);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->bytes, 4u * (256 << 10));
+  EXPECT_GT(r->bytes_per_second, 0);
+  EXPECT_NE(r->command.find("--bs=262144"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvtier::internal

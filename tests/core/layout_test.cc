@@ -1,0 +1,86 @@
+#include "kvtier/layout.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace kvtier {
+namespace {
+
+TEST(LayoutTest, BytesPerTokenAndChunk) {
+  Layout l{32, 8, 128, DType::kBF16, 256};
+  EXPECT_EQ(l.BytesPerToken(), 2ull * 32 * 8 * 128 * 2);
+  EXPECT_EQ(l.BytesPerChunk(), l.BytesPerToken() * 256);
+  l.dtype = DType::kFP32;
+  EXPECT_EQ(l.BytesPerToken(), 2ull * 32 * 8 * 128 * 4);
+  l.dtype = DType::kFP8;
+  EXPECT_EQ(l.BytesPerToken(), 2ull * 32 * 8 * 128);
+}
+
+TEST(LayoutTest, PresetSizes) {
+  // 2 (K,V) x layers x kv_heads x head_dim x 2 bytes (bf16), from each model's config.json.
+  struct Want {
+    const char* name;
+    uint64_t bytes_per_token;
+  };
+  const Want wants[] = {
+      {"llama-3.1-8b", 128ull << 10},   // 2*32*8*128*2
+      {"llama-3.1-70b", 320ull << 10},  // 2*80*8*128*2
+      {"qwen2.5-32b", 256ull << 10},    // 2*64*8*128*2
+      {"qwen3-coder-480b-a35b", 2ull * 62 * 8 * 128 * 2},
+      {"qwen2.5-0.5b", 12ull << 10},    // 2*24*2*64*2
+  };
+  for (const Want& w : wants) {
+    auto p = FindModelPreset(w.name);
+    ASSERT_TRUE(p.ok()) << w.name;
+    EXPECT_EQ(p->layout.BytesPerToken(), w.bytes_per_token) << w.name;
+    EXPECT_EQ(p->layout.tokens_per_chunk, 256u);
+    EXPECT_EQ(p->layout.dtype, DType::kBF16);
+    EXPECT_TRUE(p->layout.Validate().ok());
+  }
+  EXPECT_EQ(FindModelPreset("llama-3.1-8b")->layout.BytesPerChunk(), 32ull << 20);
+  EXPECT_EQ(ModelPresets().size(), std::size(wants));
+}
+
+TEST(LayoutTest, UnknownPresetListsKnownOnes) {
+  auto p = FindModelPreset("gpt-17");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("llama-3.1-8b"), std::string::npos);
+}
+
+TEST(LayoutTest, ValidateRejectsZeroAndHuge) {
+  EXPECT_FALSE((Layout{0, 8, 128}).Validate().ok());
+  EXPECT_FALSE((Layout{32, 0, 128}).Validate().ok());
+  EXPECT_FALSE((Layout{32, 8, 0}).Validate().ok());
+  EXPECT_FALSE((Layout{32, 8, 128, DType::kBF16, 0}).Validate().ok());
+  EXPECT_FALSE((Layout{1024, 64, 256, DType::kFP32, 4096}).Validate().ok());  // > 4 GiB per chunk
+  EXPECT_TRUE((Layout{1, 1, 1, DType::kFP8, 1}).Validate().ok());
+}
+
+TEST(LayoutTest, FingerprintKnownAnswerAndSensitivity) {
+  // XXH3-64 of the 21-byte encoding (u32 1, layers, kv_heads, head_dim, u8 dtype, u32 tokens), computed
+  // with python3 + libxxhash through ctypes (struct.pack("<IIIIBI", 1, 32, 8, 128, 2, 256)).
+  EXPECT_EQ((Layout{32, 8, 128, DType::kBF16, 256}).Fingerprint(), 0x162f86d263d2d600ull);
+  std::set<uint64_t> seen;
+  seen.insert(Layout{32, 8, 128}.Fingerprint());
+  seen.insert(Layout{33, 8, 128}.Fingerprint());
+  seen.insert(Layout{32, 4, 128}.Fingerprint());
+  seen.insert(Layout{32, 8, 64}.Fingerprint());
+  seen.insert(Layout{32, 8, 128, DType::kFP16}.Fingerprint());
+  seen.insert(Layout{32, 8, 128, DType::kBF16, 128}.Fingerprint());
+  EXPECT_EQ(seen.size(), 6u);
+}
+
+TEST(LayoutTest, DTypeNamesRoundTrip) {
+  for (DType d : {DType::kFP32, DType::kFP16, DType::kBF16, DType::kFP8}) {
+    auto parsed = ParseDType(DTypeName(d));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, d);
+  }
+  EXPECT_FALSE(ParseDType("int4").ok());
+  EXPECT_EQ((Layout{32, 8, 128}).ToString(), "32x8x128 bf16, 256 tokens/chunk");
+}
+
+}  // namespace
+}  // namespace kvtier

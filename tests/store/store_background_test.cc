@@ -1,0 +1,186 @@
+// Store: background writes to slow tiers (async, bounded, drop-on-overload), admission, prefetch.
+#include <future>
+
+#include "store/store_fixture.h"
+
+namespace kvtier::testing {
+namespace {
+
+class StoreBackgroundTest : public StoreTestBase {
+ protected:
+  std::unique_ptr<Store> Open(std::unique_ptr<Tier> top, std::unique_ptr<Tier> lower,
+                              StoreOptions opt = {}) {
+    std::vector<std::unique_ptr<Tier>> tiers;
+    tiers.push_back(std::move(top));
+    tiers.push_back(std::move(lower));
+    auto s = Store::Open(std::move(tiers), opt);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  bool LowerHas(Tier& lower, const ChunkKey& k) { return lower.Contains(ChunkId::Of(ns_, k)); }
+};
+
+TEST_F(StoreBackgroundTest, SavesReachTheLowerTierAfterFlush) {
+  auto lower = OpenSharedMem();
+  auto store = Open(OpenMem(), std::make_unique<ForwardingTier>(lower));
+  const auto keys = Keys(4);
+  ASSERT_TRUE(Save(*store, keys).ok());
+  ASSERT_TRUE(store->Flush().ok());
+  for (const auto& k : keys) EXPECT_TRUE(LowerHas(*lower, k));
+  const StoreStats s = store->Stats();
+  EXPECT_EQ(s.queued_saves, 4u);
+  EXPECT_EQ(s.dropped_saves, 0u);
+  EXPECT_EQ(s.queue_bytes_now, 0u);
+  // Saving again finds them present and writes nothing new.
+  ASSERT_TRUE(Save(*store, keys).ok());
+  ASSERT_TRUE(store->Flush().ok());
+  EXPECT_EQ(lower->Stats().puts, 4u);
+}
+
+TEST_F(StoreBackgroundTest, OverloadDropsAndNeverBlocksTheCaller) {
+  auto lower = OpenSharedMem();
+  auto blocking = std::make_unique<BlockingTier>(lower);
+  BlockingTier* gate = blocking.get();
+  StoreOptions opt;
+  opt.save_queue_chunks = 2;
+  opt.background_threads = 1;
+  auto store = Open(OpenMem(), std::move(blocking), opt);
+  const auto keys = Keys(10);
+  // The lower tier is stalled: Save must still return. The wait is a liveness bound, not a timing
+  // assertion; a Save that blocked would never become ready until the gate opens.
+  auto saved = std::async(std::launch::async, [&] { return Save(*store, keys); });
+  const bool returned = saved.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "Save blocked on a stalled lower tier";
+  const uint64_t dropped = store->Stats().dropped_saves;
+  gate->Release();
+  EXPECT_TRUE(saved.get().ok());
+  EXPECT_GE(dropped, 8u);  // at most 2 jobs (queued or running) at a time
+  EXPECT_EQ(store->Lookup(ns_, keys), 10u);  // the top tier has everything regardless
+  ASSERT_TRUE(store->Flush().ok());
+  const StoreStats s = store->Stats();
+  EXPECT_EQ(s.queued_saves + s.dropped_saves, 10u);
+  EXPECT_EQ(lower->Stats().chunks, s.queued_saves);
+}
+
+TEST_F(StoreBackgroundTest, ByteBoundDropsToo) {
+  auto lower = OpenSharedMem();
+  auto blocking = std::make_unique<BlockingTier>(lower);
+  BlockingTier* gate = blocking.get();
+  StoreOptions opt;
+  opt.save_queue_bytes = 3 * bytes_;
+  opt.background_threads = 1;
+  auto store = Open(OpenMem(), std::move(blocking), opt);
+  ASSERT_TRUE(Save(*store, Keys(10)).ok());
+  EXPECT_GE(store->Stats().dropped_saves, 7u);
+  EXPECT_LE(store->Stats().queue_bytes_now, 3 * bytes_);
+  gate->Release();
+  ASSERT_TRUE(store->Flush().ok());
+  const StoreStats s = store->Stats();
+  EXPECT_EQ(s.queued_saves + s.dropped_saves, 10u);
+}
+
+TEST_F(StoreBackgroundTest, EvictedBeforeWrittenCountsAsDropped) {
+  auto lower = OpenSharedMem();
+  auto blocking = std::make_unique<BlockingTier>(lower);
+  BlockingTier* gate = blocking.get();
+  StoreOptions opt;
+  opt.background_threads = 1;
+  // The top tier holds one chunk: the worker, stalled on the first write, finds the second one gone.
+  auto store = Open(OpenMem("capacity=128&page=64"), std::move(blocking), opt);
+  ASSERT_TRUE(Save(*store, Keys(3)).ok());
+  gate->Release();
+  ASSERT_TRUE(store->Flush().ok());
+  const StoreStats s = store->Stats();
+  EXPECT_GE(s.dropped_saves, 1u);
+  EXPECT_GE(s.queued_saves, 1u);  // the last chunk is never evicted
+  EXPECT_EQ(s.queued_saves + s.dropped_saves, 3u);
+  EXPECT_EQ(lower->Stats().chunks, s.queued_saves);
+}
+
+TEST_F(StoreBackgroundTest, LowerWriteFailuresCountAsDropped) {
+  auto store = Open(OpenMem(), std::make_unique<FailingPutTier>(OpenSharedMem()));
+  ASSERT_TRUE(Save(*store, Keys(3)).ok());
+  ASSERT_TRUE(store->Flush().ok());
+  EXPECT_EQ(store->Stats().dropped_saves, 3u);
+  EXPECT_EQ(store->Stats().queued_saves, 0u);
+}
+
+TEST_F(StoreBackgroundTest, TopTierFailureIsReturnedButLowerTierStillGetsTheChunk) {
+  auto lower = OpenSharedMem();
+  // 64 bytes of capacity: a 128-byte chunk never fits the top tier.
+  auto store = Open(OpenMem("capacity=64&page=64"), std::make_unique<ForwardingTier>(lower));
+  const auto keys = Keys(1);
+  EXPECT_EQ(Save(*store, keys).code(), Code::kNoSpace);
+  ASSERT_TRUE(store->Flush().ok());
+  EXPECT_TRUE(LowerHas(*lower, keys[0]));  // from a staged copy
+  EXPECT_EQ(*Load(*store, keys), 1u);
+}
+
+TEST_F(StoreBackgroundTest, SlowTopTierIsWrittenFromAStagedCopy) {
+  auto top = OpenSharedMem();
+  std::vector<std::unique_ptr<Tier>> tiers;
+  tiers.push_back(std::make_unique<ForwardingTier>(top));  // not in memory: background only
+  auto store = Store::Open(std::move(tiers), StoreOptions{});
+  ASSERT_TRUE(store.ok());
+  const auto keys = Keys(3);
+  ASSERT_TRUE(Save(**store, keys).ok());
+  ASSERT_TRUE((*store)->Flush().ok());
+  EXPECT_EQ(top->Stats().chunks, 3u);
+  EXPECT_EQ(*Load(**store, keys), 3u);
+}
+
+TEST_F(StoreBackgroundTest, SecondUseAdmission) {
+  auto lower = OpenSharedMem();
+  StoreOptions opt;
+  opt.admission = Admission::kSecondUse;
+  auto store = Open(OpenMem(), std::make_unique<ForwardingTier>(lower), opt);
+  const auto a = Keys(2, 1), b = Keys(2, 2);
+  ASSERT_TRUE(Save(*store, a).ok());
+  ASSERT_TRUE(Save(*store, b).ok());
+  ASSERT_TRUE(store->Flush().ok());
+  EXPECT_FALSE(LowerHas(*lower, a[0]));  // used once: kept in memory only
+  EXPECT_FALSE(LowerHas(*lower, b[0]));
+  ASSERT_TRUE(Save(*store, a).ok());  // second save
+  EXPECT_EQ(*Load(*store, b), 2u);     // second use by a load
+  ASSERT_TRUE(store->Flush().ok());
+  EXPECT_TRUE(LowerHas(*lower, a[0]));
+  EXPECT_TRUE(LowerHas(*lower, a[1]));
+  EXPECT_TRUE(LowerHas(*lower, b[0]));
+  EXPECT_TRUE(LowerHas(*lower, b[1]));
+  EXPECT_EQ(store->Stats().queued_saves, 4u);
+}
+
+TEST_F(StoreBackgroundTest, PrefetchPromotesTheAvailablePrefix) {
+  auto lower = OpenSharedMem();
+  auto store = Open(OpenMem(), std::make_unique<ForwardingTier>(lower));
+  const auto keys = Keys(5);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i == 3) continue;  // the prefix is 0..2
+    const auto p = PayloadOf(keys[i]);
+    const std::span<const std::byte> pieces[] = {p};
+    ASSERT_TRUE(lower->Put(ChunkId::Of(ns_, keys[i]), pieces).ok());
+  }
+  store->Prefetch(ns_, keys);
+  ASSERT_TRUE(store->Flush().ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(store->tier(0).Contains(ChunkId::Of(ns_, keys[i])), i < 3) << i;
+  }
+  EXPECT_EQ(store->Stats().promotions, 3u);
+  EXPECT_EQ(store->Stats().dropped_saves, 0u);  // prefetch is not a save
+  EXPECT_EQ(*Load(*store, keys), 3u);
+  EXPECT_EQ(store->Stats().tiers[1].hits, 3u);  // from prefetch only; Load found them on top
+}
+
+TEST_F(StoreBackgroundTest, DestructorDrainsTheQueue) {
+  auto lower = OpenSharedMem();
+  const auto keys = Keys(6);
+  {
+    auto store = Open(OpenMem(), std::make_unique<ForwardingTier>(lower));
+    ASSERT_TRUE(Save(*store, keys).ok());
+  }  // no Flush
+  for (const auto& k : keys) EXPECT_TRUE(LowerHas(*lower, k));
+}
+
+}  // namespace
+}  // namespace kvtier::testing
