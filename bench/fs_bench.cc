@@ -199,6 +199,7 @@ int main(int argc, char** argv) {
     if (::mkdtemp(tmpl.data()) == nullptr) return 2;
     a.dir = tmpl;
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen
   std::vector<kvtier::bench::Figure> figs;
   kvtier::bench::LookupFigures(a, &figs);
   kvtier::bench::LoadFigures(a, &figs);

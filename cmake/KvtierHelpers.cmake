@@ -34,9 +34,12 @@ function(kvtier_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
   endif()
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
-    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}"
-    ENVIRONMENT "KVTIER_BIN_DIR=${PROJECT_BINARY_DIR}")
+  # ENVIRONMENT before LABELS: an empty LABELS value vanishes from the list and would swallow it.
+  set(props TIMEOUT ${ARG_TIMEOUT} ENVIRONMENT "KVTIER_BIN_DIR=${PROJECT_BINARY_DIR}")
+  if(ARG_LABELS)
+    list(APPEND props LABELS "${ARG_LABELS}")
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES ${props})
 endfunction()
 
 # kvtier_bench(NAME SOURCES ... [DEPS ...]): a Google Benchmark binary (not run by ctest).

@@ -69,6 +69,7 @@ struct TierStats {
   uint64_t puts = 0, put_errors = 0;
   uint64_t evictions = 0;
   uint64_t corrupt = 0;        // chunks that failed verification (and were removed)
+  uint64_t dropped_saves = 0;  // filled in by Store::Stats: background writes to this tier not made
   uint64_t chunks = 0;         // chunks stored now
   uint64_t usage_bytes = 0;    // bytes counted against capacity
   uint64_t capacity_bytes = 0; // 0 = unbounded

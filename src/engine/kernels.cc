@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace kvtier::internal {
 
@@ -46,14 +47,37 @@ void SwiGlu(float* gate, const float* up, size_t n) {
   }
 }
 
+namespace {
+
+// exp(x) for x <= 0 as 2^r * e^y with r = round(x / ln 2), |y| <= ln 2 / 2, e^y by its degree-6 Taylor
+// polynomial (relative error below 2e-7). Branch-free so the softmax loop vectorises; every path
+// of the engine uses the same function, so recompute and reload stay comparable bit for bit.
+inline float ExpNonPositive(float x) {
+  x = std::max(x, -87.f);
+  const float t = x * 1.44269504088896341f;
+  const float r = (t + 12582912.f) - 12582912.f;  // round to nearest integer (|t| < 2^22)
+  const float y = x - r * 0.693147180559945309f;
+  float p = 1.f / 720;
+  p = p * y + 1.f / 120;
+  p = p * y + 1.f / 24;
+  p = p * y + 1.f / 6;
+  p = p * y + 0.5f;
+  p = p * y + 1.f;
+  p = p * y + 1.f;
+  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(r) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+}  // namespace
+
 void MaskedSoftmax(float* row, size_t valid, size_t n) {
   float mx = -INFINITY;
   for (size_t i = 0; i < valid; ++i) mx = std::max(mx, row[i]);
+  for (size_t i = 0; i < valid; ++i) row[i] = ExpNonPositive(row[i] - mx);  // vectorised
   float sum = 0;
-  for (size_t i = 0; i < valid; ++i) {
-    row[i] = std::exp(row[i] - mx);
-    sum += row[i];
-  }
+  for (size_t i = 0; i < valid; ++i) sum += row[i];
   float inv = 1.f / sum;
   for (size_t i = 0; i < valid; ++i) row[i] *= inv;
   std::fill(row + valid, row + n, 0.f);

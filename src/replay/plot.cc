@@ -25,6 +25,12 @@ std::string Num(double v) {
   return buf;
 }
 
+std::string Fixed4(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.4f", v);
+  return buf;
+}
+
 }  // namespace
 
 std::string SweepPlotScript(const ReplayReport& r, const PlotOptions& o) {
@@ -59,7 +65,7 @@ std::string SweepPlotScript(const ReplayReport& r, const PlotOptions& o) {
        Quote("replayed through the Store (" + std::string(AdmissionName(
                  r.sweep.front().run.admission)) + ")") + " noenhanced";
   s += ", " + Num(r.summary.UnlimitedHitRatio()) + " with lines dt 2 lw 2 title " +
-       Quote("unlimited capacity " + Num(r.summary.UnlimitedHitRatio()));
+       Quote("unlimited capacity " + Fixed4(r.summary.UnlimitedHitRatio()));
   if (o.reference_ratio) {
     s += ", " + Num(*o.reference_ratio) + " with lines dt 3 lw 2 title " +
          Quote(o.reference_label.empty() ? "reference" : o.reference_label) + " noenhanced";

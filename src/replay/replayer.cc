@@ -13,7 +13,6 @@
 #include "replay/trace_stats.h"
 
 namespace kvtier::internal {
-namespace {
 
 // Directories made for the tiers kept in files, removed when the run ends.
 class RunDirs {
@@ -41,6 +40,8 @@ class RunDirs {
   std::vector<std::string> dirs_;
 };
 
+namespace {
+
 // The scaled payload of a block: a pattern of its hash id, so a load that returns another block's
 // bytes is caught.
 void FillBlock(uint32_t hash_id, std::span<std::byte> out) {
@@ -50,13 +51,17 @@ void FillBlock(uint32_t hash_id, std::span<std::byte> out) {
   }
 }
 
+}  // namespace
+
 // Buffers for one request: one contiguous area, one piece per block.
-struct BlockBuffers {
+struct RequestBuffers {
   std::vector<std::byte> bytes;
   std::vector<std::span<std::byte>> pieces;
   std::vector<std::span<const std::byte>> const_pieces;
   std::vector<ScatterList> dsts;
   std::vector<GatherList> srcs;
+  std::vector<std::byte> expect;  // what a loaded block must hold
+  std::vector<size_t> served_by;  // tier expected to serve each leading block
 
   void Resize(size_t blocks, size_t block_bytes) {
     bytes.resize(blocks * block_bytes);
@@ -103,9 +108,8 @@ std::span<const ChunkKey> Replayer::KeysOf(size_t request) const {
                                                  offsets_[request + 1] - offsets_[request]);
 }
 
-Result<ReplayRun> Replayer::Run(const ReplayOptions& options) const {
-  if (options.tiers.empty()) return Status::InvalidArgument("a replay needs at least one tier");
-  RunDirs dirs;
+Result<std::unique_ptr<Store>> Replayer::OpenStore(const ReplayOptions& options,
+                                                   RunDirs* dirs) const {
   StoreOptions so;
   so.admission = options.admission;
   so.promote_on_load = true;
@@ -113,67 +117,75 @@ Result<ReplayRun> Replayer::Run(const ReplayOptions& options) const {
   for (const ReplayTier& t : options.tiers) {
     std::string path;
     if (t.UsesPath()) {
-      KVTIER_ASSIGN_OR_RETURN(path, dirs.Make(t.parsed.path.empty() ? "." : t.parsed.path));
+      KVTIER_ASSIGN_OR_RETURN(path, dirs->Make(t.parsed.path.empty() ? "." : t.parsed.path));
     }
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier,
                             OpenTier(t.OpenUrl(options.unlimited_blocks, path)));
     tiers.push_back(WrapWithoutSync(std::move(tier)));
   }
-  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(std::move(tiers), so));
+  return Store::Open(std::move(tiers), so);
+}
 
+Status Replayer::ReplayRequest(size_t i, Store& store, RequestBuffers& buf, ReplayRun* run) const {
+  const TraceRequest& req = trace_.requests[i];
+  const std::span<const ChunkKey> keys = KeysOf(i);
+  const size_t block_bytes = scale_.BlockBytes();
+  buf.Resize(keys.size(), block_bytes);
+
+  // Which tier will serve each leading block: the fastest holding it, as the Store reads.
+  const size_t found = store.Lookup(ns_, keys);
+  buf.served_by.assign(found, store.tier_count());
+  for (size_t j = 0; j < found; ++j) {
+    const ChunkId id = ChunkId::Of(ns_, keys[j]);
+    for (size_t t = 0; t < store.tier_count(); ++t) {
+      if (store.tier(t).Contains(id)) {
+        buf.served_by[j] = t;
+        break;
+      }
+    }
+  }
+  KVTIER_ASSIGN_OR_RETURN(const size_t loaded,
+                          store.Load(ns_, keys.first(found),
+                                     std::span<const ScatterList>(buf.dsts).first(found)));
+  for (size_t j = 0; j < loaded; ++j) {
+    FillBlock(req.hash_ids[j], buf.expect);
+    if (std::memcmp(buf.expect.data(), buf.pieces[j].data(), block_bytes) != 0) ++run->wrong_blocks;
+    if (buf.served_by[j] < run->tiers.size()) {
+      TierReplayResult& tr = run->tiers[buf.served_by[j]];
+      ++tr.hit_blocks;
+      tr.hit_tokens +=
+          HitTokens(req, j + 1, trace_.block_tokens) - HitTokens(req, j, trace_.block_tokens);
+    }
+  }
+  run->hit_blocks += loaded;
+  run->hit_tokens += HitTokens(req, loaded, trace_.block_tokens);
+  run->hit_blocks_per_request.push_back(static_cast<uint32_t>(loaded));
+
+  // The engine recomputed every block after the loaded prefix and saves them all.
+  for (size_t j = loaded; j < keys.size(); ++j) FillBlock(req.hash_ids[j], buf.pieces[j]);
+  KVTIER_RETURN_IF_ERROR(store.Save(ns_, keys.subspan(loaded),
+                                    std::span<const GatherList>(buf.srcs).subspan(loaded)));
+  run->saved_blocks += keys.size() - loaded;
+  if (store.tier_count() > 1) KVTIER_RETURN_IF_ERROR(store.Flush());  // background writes done
+  run->requests++;
+  run->input_tokens += req.input_length;
+  run->block_refs += keys.size();
+  return Status::OK();
+}
+
+Result<ReplayRun> Replayer::Run(const ReplayOptions& options) const {
+  if (options.tiers.empty()) return Status::InvalidArgument("a replay needs at least one tier");
+  RunDirs dirs;  // declared first: removed only after the store has closed its tiers
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(options, &dirs));
   ReplayRun run;
-  run.hit_blocks_per_request.reserve(trace_.requests.size());
   run.admission = options.admission;
   run.tiers.resize(options.tiers.size());
-  const size_t block_bytes = scale_.BlockBytes();
-  BlockBuffers buf;
-  std::vector<std::byte> expect(block_bytes);
-  std::vector<size_t> served_by;
+  run.hit_blocks_per_request.reserve(trace_.requests.size());
+  RequestBuffers buf;
+  buf.expect.resize(scale_.BlockBytes());
   const auto start = std::chrono::steady_clock::now();
-
   for (size_t i = 0; i < trace_.requests.size(); ++i) {
-    const TraceRequest& req = trace_.requests[i];
-    const std::span<const ChunkKey> keys = KeysOf(i);
-    buf.Resize(keys.size(), block_bytes);
-
-    // Which tier will serve each leading block: the fastest holding it, as the Store reads.
-    const size_t found = store->Lookup(ns_, keys);
-    served_by.assign(found, options.tiers.size());
-    for (size_t j = 0; j < found; ++j) {
-      const ChunkId id = ChunkId::Of(ns_, keys[j]);
-      for (size_t t = 0; t < store->tier_count(); ++t) {
-        if (store->tier(t).Contains(id)) {
-          served_by[j] = t;
-          break;
-        }
-      }
-    }
-    KVTIER_ASSIGN_OR_RETURN(const size_t loaded,
-                            store->Load(ns_, keys.first(found),
-                                        std::span<const ScatterList>(buf.dsts).first(found)));
-    for (size_t j = 0; j < loaded; ++j) {
-      FillBlock(req.hash_ids[j], expect);
-      if (std::memcmp(expect.data(), buf.pieces[j].data(), block_bytes) != 0) ++run.wrong_blocks;
-      if (served_by[j] < run.tiers.size()) {
-        TierReplayResult& tr = run.tiers[served_by[j]];
-        ++tr.hit_blocks;
-        tr.hit_tokens += HitTokens(req, j + 1, trace_.block_tokens) -
-                         HitTokens(req, j, trace_.block_tokens);
-      }
-    }
-    const uint64_t hit = HitTokens(req, loaded, trace_.block_tokens);
-    run.hit_blocks += loaded;
-    run.hit_tokens += hit;
-    run.hit_blocks_per_request.push_back(static_cast<uint32_t>(loaded));
-
-    for (size_t j = loaded; j < keys.size(); ++j) FillBlock(req.hash_ids[j], buf.pieces[j]);
-    KVTIER_RETURN_IF_ERROR(store->Save(ns_, keys.subspan(loaded),
-                                       std::span<const GatherList>(buf.srcs).subspan(loaded)));
-    run.saved_blocks += keys.size() - loaded;
-    if (store->tier_count() > 1) KVTIER_RETURN_IF_ERROR(store->Flush());
-    run.requests++;
-    run.input_tokens += req.input_length;
-    run.block_refs += keys.size();
+    KVTIER_RETURN_IF_ERROR(ReplayRequest(i, *store, buf, &run));
   }
   KVTIER_RETURN_IF_ERROR(store->Flush());
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -61,6 +61,9 @@ struct ReplayRun {
   }
 };
 
+class RunDirs;
+struct RequestBuffers;
+
 class Replayer {
  public:
   // Derives the chained chunk keys of every request: a namespace for `model_id` over the scaled
@@ -79,6 +82,10 @@ class Replayer {
  private:
   Replayer(const Trace& trace, const ReplayScale& scale, Namespace ns)
       : trace_(trace), scale_(scale), ns_(std::move(ns)) {}
+
+  Result<std::unique_ptr<Store>> OpenStore(const ReplayOptions& options, RunDirs* dirs) const;
+  // Lookup, Load and check the leading hits of request `i`, then Save the rest; adds to `run`.
+  Status ReplayRequest(size_t i, Store& store, RequestBuffers& buf, ReplayRun* run) const;
 
   const Trace& trace_;  // not owned; must outlive the Replayer
   ReplayScale scale_;

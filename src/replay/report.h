@@ -29,6 +29,13 @@ struct SweepPoint {
   ReplayRun run;
 };
 
+// Wall times of the steps before the replay, measured in the same run as a reference for its rate.
+struct ReplayTimings {
+  double load_trace_s = 0;
+  double derive_keys_s = 0;  // SHA-256 chained keys of every block reference
+  double summarize_s = 0;    // the hash-set pass that gives the unlimited-capacity figures
+};
+
 struct ReplayReport {
   std::string trace_path;
   const Trace* trace = nullptr;  // not owned
@@ -39,6 +46,7 @@ struct ReplayReport {
   std::vector<ReplayRun> runs;  // the configured tiers, one run per admission policy compared
   std::string sweep_tier;       // URL of the tier whose capacity the sweep varies
   std::vector<SweepPoint> sweep;
+  ReplayTimings timings;
 };
 
 std::string_view AdmissionName(Admission a);  // "always" (plain LRU) or "second-use"

@@ -1,6 +1,7 @@
 // Store::Open and the read side of StoreImpl (Lookup, Load, promotion, stats).
 // The write side (Save, Prefetch, background jobs) is in store_save.cc.
 #include <string>
+#include <thread>
 
 #include "store/store_impl.h"
 
@@ -51,6 +52,7 @@ StoreImpl::StoreImpl(std::vector<std::unique_ptr<Tier>> tiers, const StoreOption
     if (!caps_[t].in_memory) background_mask_ |= uint64_t{1} << t;
   }
   if (options_.admission == Admission::kSecondUse) seen_ = std::make_unique<SeenTable>();
+  tier_dropped_ = std::make_unique<std::atomic<uint64_t>[]>(tiers_.size());
   queue_ = std::make_unique<SaveQueue>(options_.save_queue_bytes, options_.save_queue_chunks,
                                        options_.background_threads,
                                        [this](SaveJob& job) { RunJob(job); });
@@ -77,20 +79,29 @@ size_t StoreImpl::Lookup(const Namespace& ns, std::span<const ChunkKey> keys) {
 size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
                               std::vector<int>& from) {
   const size_t n = ids.size();
-  std::vector<bool> ok(n, false);
-  std::vector<ReadOp> batch;
-  std::vector<size_t> index;
+  std::vector<std::vector<ReadOp>> batches(tiers_.size());
+  std::vector<std::vector<size_t>> index(tiers_.size());
+  for (size_t i = 0; i < n; ++i) {
+    batches[from[i]].push_back(ReadOp{ids[i], dsts[i], Status::OK()});
+    index[from[i]].push_back(i);
+  }
+  // Tiers read their batches at the same time: a slow tier's reads overlap the fast tier's copies.
+  // The fastest tier with work runs on the caller's thread.
+  std::vector<std::thread> helpers;
+  int first = -1;
   for (size_t t = 0; t < tiers_.size(); ++t) {
-    batch.clear();
-    index.clear();
-    for (size_t i = 0; i < n; ++i) {
-      if (from[i] != static_cast<int>(t)) continue;
-      batch.push_back(ReadOp{ids[i], dsts[i], Status::OK()});
-      index.push_back(i);
+    if (batches[t].empty()) continue;
+    if (first < 0) {
+      first = static_cast<int>(t);
+    } else {
+      helpers.emplace_back([this, t, &batches] { tiers_[t]->GetMany(batches[t]); });
     }
-    if (batch.empty()) continue;
-    tiers_[t]->GetMany(batch);
-    for (size_t b = 0; b < batch.size(); ++b) ok[index[b]] = batch[b].status.ok();
+  }
+  if (first >= 0) tiers_[first]->GetMany(batches[first]);
+  for (auto& h : helpers) h.join();
+  std::vector<bool> ok(n, false);
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    for (size_t b = 0; b < batches[t].size(); ++b) ok[index[t][b]] = batches[t][b].status.ok();
   }
   // A bad or vanished copy is a miss in that tier, not the end: slower tiers may hold a good one.
   for (size_t i = 0; i < n; ++i) {
@@ -175,7 +186,10 @@ Status StoreImpl::Flush() {
 
 StoreStats StoreImpl::Stats() const {
   StoreStats s;
-  for (const auto& t : tiers_) s.tiers.push_back(t->Stats());
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    s.tiers.push_back(tiers_[t]->Stats());
+    s.tiers.back().dropped_saves = tier_dropped_[t].load(std::memory_order_relaxed);
+  }
   s.lookups = lookups_.load(std::memory_order_relaxed);
   s.lookup_chunks_hit = lookup_hit_.load(std::memory_order_relaxed);
   s.lookup_chunks_missed = lookup_missed_.load(std::memory_order_relaxed);

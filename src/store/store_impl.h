@@ -43,6 +43,7 @@ class StoreImpl final : public Store {
   // Queues a copy of a chunk to the slower tiers; counts a drop when the queue is full.
   void EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, int source_tier);
   void RunJob(SaveJob& job);  // on a queue worker
+  void CountDropped(uint64_t tier_mask);  // one dropped chunk for each tier in the mask
 
   std::vector<std::unique_ptr<Tier>> tiers_;
   std::vector<TierCapabilities> caps_;
@@ -53,6 +54,7 @@ class StoreImpl final : public Store {
   std::atomic<uint64_t> lookups_{0}, lookup_hit_{0}, lookup_missed_{0}, loads_{0}, load_chunks_{0},
       load_bytes_{0}, saves_{0}, save_chunks_{0}, promotions_{0}, queued_saves_{0},
       dropped_saves_{0};
+  std::unique_ptr<std::atomic<uint64_t>[]> tier_dropped_;  // per tier: TierStats::dropped_saves
   LatencyHistogram load_latency_;
   // Last member: destroyed (drained, workers joined) before the tiers it writes to.
   std::unique_ptr<SaveQueue> queue_;

@@ -1,8 +1,9 @@
 // The write side of StoreImpl: Save, Prefetch and the background jobs of the SaveQueue.
 //
 // Counting: a background save job covers one chunk for every slower tier. It counts once in
-// queued_saves when all its writes succeed (or the tiers already held the chunk), and once in
-// dropped_saves when the queue refused it, its source copy was evicted before it ran, or a write failed.
+// queued_saves when it wrote the chunk to every tier that lacked it, and once in dropped_saves when the
+// queue refused it, its source copy was evicted before it ran, or a write failed (a job that finds
+// every tier already holding the chunk counts in neither). TierStats::dropped_saves counts per tier.
 #include <string>
 
 #include "store/store_impl.h"
@@ -37,6 +38,7 @@ Status StoreImpl::Save(const Namespace& ns, std::span<const ChunkKey> keys,
         if (!s.ok() && first_error.ok()) first_error = s;
       } else if (!s.ok()) {
         dropped_saves_.fetch_add(1, std::memory_order_relaxed);
+        tier_dropped_[t].fetch_add(1, std::memory_order_relaxed);
       }
     }
     if (background_mask_ == 0) continue;
@@ -59,15 +61,33 @@ void StoreImpl::EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, i
     // overloaded queue does not cost the caller a copy it will throw away.
     if (!queue_->HasRoom(bytes)) {
       dropped_saves_.fetch_add(1, std::memory_order_relaxed);
+      CountDropped(job.target_tiers);
       return;
     }
     job.staged.reserve(bytes);
     for (const auto& piece : src) job.staged.insert(job.staged.end(), piece.begin(), piece.end());
   }
-  if (!queue_->TryPush(std::move(job))) dropped_saves_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t targets = job.target_tiers;
+  if (!queue_->TryPush(std::move(job))) {
+    dropped_saves_.fetch_add(1, std::memory_order_relaxed);
+    CountDropped(targets);
+  }
+}
+
+void StoreImpl::CountDropped(uint64_t tier_mask) {
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (tier_mask >> t & 1) tier_dropped_[t].fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 void StoreImpl::RunJob(SaveJob& job) {
+  // Tiers that already hold the chunk are skipped before anything is read back.
+  uint64_t targets = 0;
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    const bool wanted = (job.target_tiers >> t & 1) && static_cast<int>(t) != job.source_tier;
+    if (wanted && !tiers_[t]->Contains(job.id)) targets |= uint64_t{1} << t;
+  }
+  if (targets == 0) return;
   // One buffer per worker, reused: reading a chunk back from its source does not allocate per job.
   thread_local std::vector<std::byte> buffer;
   std::span<const std::byte> payload = job.staged;
@@ -76,7 +96,10 @@ void StoreImpl::RunJob(SaveJob& job) {
     const std::span<std::byte> dst[] = {std::span<std::byte>(buffer.data(), job.bytes)};
     const Status s = tiers_[job.source_tier]->Get(job.id, dst);
     if (!s.ok()) {  // evicted (or damaged) before the worker got to it
-      if (job.is_save) dropped_saves_.fetch_add(1, std::memory_order_relaxed);
+      if (job.is_save) {
+        dropped_saves_.fetch_add(1, std::memory_order_relaxed);
+        CountDropped(targets);
+      }
       return;
     }
     payload = std::span<const std::byte>(buffer.data(), job.bytes);
@@ -84,10 +107,14 @@ void StoreImpl::RunJob(SaveJob& job) {
   const std::span<const std::byte> pieces[] = {payload};
   bool failed = false;
   for (size_t t = 0; t < tiers_.size(); ++t) {
-    if (!(job.target_tiers >> t & 1) || tiers_[t]->Contains(job.id)) continue;
+    if (!(targets >> t & 1)) continue;
     const Status s = tiers_[t]->Put(job.id, pieces);
-    failed = failed || !s.ok();
-    if (s.ok() && !job.is_save) promotions_.fetch_add(1, std::memory_order_relaxed);
+    if (!s.ok()) {
+      failed = true;
+      if (job.is_save) tier_dropped_[t].fetch_add(1, std::memory_order_relaxed);
+    } else if (!job.is_save) {
+      promotions_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   if (!job.is_save) return;
   (failed ? dropped_saves_ : queued_saves_).fetch_add(1, std::memory_order_relaxed);

@@ -2,6 +2,7 @@
 // output_length, hash_ids) through the real Store and reports the prefix hit ratio, bytes per tier,
 // the bandwidth the hits need and an estimate of the prefill compute saved; `--sweep` draws hit ratio
 // against capacity. The work is in src/replay; this file only parses options.
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -35,18 +36,36 @@ struct ReplayArgs {
   std::string reference_label = "reference";
 };
 
+class Stopwatch {
+ public:
+  // Seconds since construction or the previous Lap.
+  double Lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    return s;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
 int Fail(const Status& s) {
   std::cerr << "kvtier replay: " << s.ToString() << "\n";
   return 1;
 }
 
-Result<std::vector<Admission>> Policies(const std::string& name, size_t tier_count) {
+Result<std::vector<Admission>> Policies(const std::string& name,
+                                        const std::vector<ReplayTier>& tiers) {
   if (name == "always") return std::vector<Admission>{Admission::kAlways};
   if (name == "second-use") return std::vector<Admission>{Admission::kSecondUse};
   if (name == "both") return std::vector<Admission>{Admission::kAlways, Admission::kSecondUse};
   if (name == "auto") {
-    // Admission only decides what reaches the lower tiers: with one tier there is nothing to compare.
-    if (tier_count > 1) return std::vector<Admission>{Admission::kAlways, Admission::kSecondUse};
+    // Admission decides what the Store writes to tiers outside memory (in the background); without
+    // such a lower tier both policies behave alike.
+    for (size_t i = 1; i < tiers.size(); ++i) {
+      if (tiers[i].UsesPath()) return std::vector<Admission>{Admission::kAlways, Admission::kSecondUse};
+    }
     return std::vector<Admission>{Admission::kAlways};
   }
   return Status::InvalidArgument("--admission must be always, second-use, both or auto");
@@ -89,7 +108,6 @@ Status RunSweep(const ReplayArgs& a, const Replayer& replayer, const std::vector
     ReplayOptions opt = base;
     KVTIER_ASSIGN_OR_RETURN(opt.tiers.back(), WithCapacityTokens(tiers.back(), tokens, report->scale));
     KVTIER_ASSIGN_OR_RETURN(ReplayRun run, replayer.Run(opt));
-    std::cerr << "sweep " << tokens << " tokens: token hit ratio " << run.TokenHitRatio() << "\n";
     report->sweep.push_back(SweepPoint{tokens, std::move(run)});
   }
   return Status::OK();
@@ -134,14 +152,18 @@ int Run(const ReplayArgs& a) {
   report.gpus = *gpus;
   auto tiers = Tiers(a, report.scale);
   if (!tiers.ok()) return Fail(tiers.status());
-  auto policies = Policies(a.admission, tiers->size());
+  auto policies = Policies(a.admission, *tiers);
   if (!policies.ok()) return Fail(policies.status());
+  Stopwatch watch;
   auto trace = LoadTrace(a.trace, a.block_tokens, a.max_requests);
   if (!trace.ok()) return Fail(trace.status());
+  report.timings.load_trace_s = watch.Lap();
   report.trace = &*trace;
   report.summary = SummarizeTrace(*trace);
+  report.timings.summarize_s = watch.Lap();
   auto replayer = Replayer::Make(*trace, report.scale, model->model_id);
   if (!replayer.ok()) return Fail(replayer.status());
+  report.timings.derive_keys_s = watch.Lap();
 
   ReplayOptions opt;
   opt.tiers = *tiers;
@@ -188,7 +210,7 @@ KVTIER_COMMAND(
           ->delimiter(',');
       cmd.add_option("--plot", a->plot_path, "SVG of the sweep (default: the --json path, .svg)");
       cmd.add_option("--admission", a->admission,
-                     "always (LRU), second-use, both, or auto (both when there are lower tiers)");
+                     "always (LRU), second-use, both, or auto (both when a lower tier is not in memory)");
       cmd.add_option("--gpu", a->gpus, "GPU profiles for the prefill estimate (default: all)")
           ->delimiter(',');
       cmd.add_option("--replay-bytes-per-token", a->bytes_per_token,

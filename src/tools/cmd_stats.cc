@@ -16,7 +16,7 @@ struct StatsArgs {
   bool json = false;
 };
 
-nlohmann::json ToJson(const TierStats& s) {
+nlohmann::ordered_json ToJson(const TierStats& s) {
   const LatencySummary& l = s.get_latency;
   return {{"url", s.url},
           {"hits", s.hits},
@@ -41,7 +41,7 @@ int RunStats(const StatsArgs& a) {
               << "\n";
     return 2;
   }
-  nlohmann::json j = ToJson((*tier)->Stats());
+  nlohmann::ordered_json j = ToJson((*tier)->Stats());
   const TierCapabilities caps = (*tier)->capabilities();
   j["capabilities"] = {{"in_memory", caps.in_memory},
                        {"persistent", caps.persistent},

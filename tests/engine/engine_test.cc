@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "engine/kernels.h"
 #include "engine/kv_convert.h"
 #include "engine_test_util.h"
 
@@ -30,6 +31,16 @@ TEST(KvConvert, Fp16RoundTripsAndSaturates) {
   EXPECT_EQ(Fp16ToFloat(FloatToFp16(1.00048828125f)), 1.f);  // half an ulp: to even
   EXPECT_TRUE(std::isinf(Fp16ToFloat(FloatToFp16(1e6f))));
   EXPECT_NEAR(Fp16ToFloat(FloatToFp16(0.1f)), 0.1f, 1e-4f);
+}
+
+TEST(Kernels, MaskedSoftmaxMatchesTheExactFormulaAndZeroesTheMaskedTail) {
+  std::vector<float> row = {0.5f, -3.f, 2.f, -80.f, 10.f, 1.f, 7.f, 99.f};
+  std::vector<double> want(5);
+  double sum = 0;
+  for (size_t i = 0; i < 5; ++i) sum += want[i] = std::exp(double{row[i]} - 10.0);
+  MaskedSoftmax(row.data(), 5, row.size());
+  for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(row[i], want[i] / sum, 1e-6 * (want[i] / sum) + 1e-30);
+  for (size_t i = 5; i < row.size(); ++i) EXPECT_EQ(row[i], 0.f);
 }
 
 TEST(KvPool, BlocksAreChunksAndPiecesCoverOneChunk) {

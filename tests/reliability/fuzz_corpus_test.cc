@@ -13,6 +13,12 @@
 namespace kvtier::fuzz {
 int FuzzChunkHeader(const uint8_t* data, size_t size);
 int FuzzTierUrl(const uint8_t* data, size_t size);
+int FuzzChunkFile(const uint8_t* data, size_t size);
+int FuzzTierOptions(const uint8_t* data, size_t size);
+int FuzzPoolFiles(const uint8_t* data, size_t size);
+#ifdef KVTIER_HAVE_REPLAY
+int FuzzTraceLine(const uint8_t* data, size_t size);
+#endif
 }  // namespace kvtier::fuzz
 
 namespace {
@@ -38,5 +44,17 @@ size_t Replay(const std::string& target, FuzzFn fn) {
 TEST(FuzzCorpus, ChunkHeaderInputsHold) { EXPECT_GT(Replay("chunk_header", kvtier::fuzz::FuzzChunkHeader), 0u); }
 
 TEST(FuzzCorpus, TierUrlInputsHold) { EXPECT_GT(Replay("tier_url", kvtier::fuzz::FuzzTierUrl), 0u); }
+
+TEST(FuzzCorpus, ChunkFileInputsHold) { EXPECT_GT(Replay("chunk_file", kvtier::fuzz::FuzzChunkFile), 0u); }
+
+TEST(FuzzCorpus, TierOptionsInputsHold) {
+  EXPECT_GT(Replay("tier_options", kvtier::fuzz::FuzzTierOptions), 0u);
+}
+
+TEST(FuzzCorpus, PoolFilesInputsHold) { EXPECT_GT(Replay("pool_files", kvtier::fuzz::FuzzPoolFiles), 0u); }
+
+#ifdef KVTIER_HAVE_REPLAY
+TEST(FuzzCorpus, TraceLineInputsHold) { EXPECT_GT(Replay("trace_line", kvtier::fuzz::FuzzTraceLine), 0u); }
+#endif
 
 }  // namespace

@@ -128,13 +128,14 @@ TEST(ReplayerTest, UnlimitedReplayOfTheWholeSharedTraceMatchesTheHandComputation
 
 // Two tiers: every hit is credited to exactly one tier. Admission governs the tiers written in the
 // background (not in memory): there second-use must write less than admitting everything.
-// A top tier of 100 blocks, far below the working set, so the lower tier serves hits.
+// A top tier of 300 blocks: far below the working set, so the lower tier serves hits, yet above the
+// largest request (264 blocks), so no background save loses its source before it runs.
 void CheckTwoTiers(const std::string& lower_url, bool lower_is_slow, size_t requests) {
   auto trace = LoadTrace(testing::First500Path(), kBlock, requests);
   ASSERT_TRUE(trace.ok());
   auto replayer = Replayer::Make(*trace, Scale(), "test/model");
   ASSERT_TRUE(replayer.ok());
-  const std::string top = "mem://?capacity=51200tokens";
+  const std::string top = "mem://?capacity=153600tokens";
   ReplayOptions opt = OneTier(top, 0);
   auto lower = ParseReplayTier(lower_url, Scale());
   ASSERT_TRUE(lower.ok()) << lower.status().ToString();
@@ -172,7 +173,7 @@ TEST(ReplayerTest, FileTierBehindMemoryWritesLessWithSecondUseAndCleansUp) {
   testing::TempDir dir;
   ASSERT_FALSE(dir.path().empty());
   // Fewer requests: every file write costs a file creation and a rename.
-  CheckTwoTiers("file://" + dir.path() + "?capacity=4096000tokens", true, 200);
+  CheckTwoTiers("file://" + dir.path() + "?capacity=4096000tokens", true, 100);
   // Each run's directory is removed when the run ends.
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }

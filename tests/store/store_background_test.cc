@@ -32,10 +32,13 @@ TEST_F(StoreBackgroundTest, SavesReachTheLowerTierAfterFlush) {
   EXPECT_EQ(s.queued_saves, 4u);
   EXPECT_EQ(s.dropped_saves, 0u);
   EXPECT_EQ(s.queue_bytes_now, 0u);
-  // Saving again finds them present and writes nothing new.
+  // Saving again finds them present: nothing is read back or written, nothing counted.
+  const uint64_t top_hits = store->Stats().tiers[0].hits;
   ASSERT_TRUE(Save(*store, keys).ok());
   ASSERT_TRUE(store->Flush().ok());
   EXPECT_EQ(lower->Stats().puts, 4u);
+  EXPECT_EQ(store->Stats().tiers[0].hits, top_hits);
+  EXPECT_EQ(store->Stats().queued_saves, 4u);
 }
 
 TEST_F(StoreBackgroundTest, OverloadDropsAndNeverBlocksTheCaller) {
@@ -61,6 +64,8 @@ TEST_F(StoreBackgroundTest, OverloadDropsAndNeverBlocksTheCaller) {
   const StoreStats s = store->Stats();
   EXPECT_EQ(s.queued_saves + s.dropped_saves, 10u);
   EXPECT_EQ(lower->Stats().chunks, s.queued_saves);
+  EXPECT_EQ(s.tiers[1].dropped_saves, s.dropped_saves);  // one slow tier: per-tier count agrees
+  EXPECT_EQ(s.tiers[0].dropped_saves, 0u);
 }
 
 TEST_F(StoreBackgroundTest, ByteBoundDropsToo) {
@@ -104,6 +109,7 @@ TEST_F(StoreBackgroundTest, LowerWriteFailuresCountAsDropped) {
   ASSERT_TRUE(store->Flush().ok());
   EXPECT_EQ(store->Stats().dropped_saves, 3u);
   EXPECT_EQ(store->Stats().queued_saves, 0u);
+  EXPECT_EQ(store->Stats().tiers[1].dropped_saves, 3u);
 }
 
 TEST_F(StoreBackgroundTest, TopTierFailureIsReturnedButLowerTierStillGetsTheChunk) {
