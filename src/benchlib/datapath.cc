@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -55,6 +56,7 @@ DatapathResult Header(const DatapathConfig& c, const DatapathPlan& plan) {
   r.bytes_per_token = c.model.layout.BytesPerToken();
   r.context_tokens = c.context_tokens;
   r.gpu = c.gpu;
+  r.repeat = std::max<uint32_t>(c.repeat, 1);
   return r;
 }
 
@@ -85,34 +87,67 @@ void RunFioPoint(const DatapathConfig& c, const DatapathPlan& plan, SweepPoint* 
   Progress(c, "  fio unavailable: " + *note);
 }
 
+// One cold kvtier read (bandwidth, then per-chunk latency) and, after it, one fio run.
+Result<SweepPoint> MeasurePoint(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
+                                uint64_t inflight, ReadArea* area, DatapathResult* r, bool* swept,
+                                std::string* fio_engine) {
+  KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, swept));
+  const TierCapabilities caps = tier->capabilities();
+  r->target.shared = caps.shared;
+  r->target.persistent = caps.persistent;
+  r->target.direct_io = caps.direct_io;
+  r->target.cold = true;
+  r->target.cold_method = caps.direct_io ? "O_DIRECT" : "posix_fadvise(DONTNEED)";
+  SweepPoint point;
+  point.inflight_bytes = inflight;
+  point.kvtier = ReadPass(*tier, area);
+  KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
+  const uint32_t depth = IodepthFor(inflight, plan.chunk_bytes);
+  LatencyPass(*tier, area, depth, std::max<uint64_t>(16, 4ull * depth), &point.kvtier);
+  tier.reset();
+  Progress(c, "  read, " + FormatBytes(inflight) + " in flight: " +
+                  GbpsText(point.kvtier.BytesPerSecond()) + ", " +
+                  std::to_string(point.kvtier.errors) + " errors");
+  if (c.run_fio) RunFioPoint(c, plan, &point, fio_engine, &r->fio_note);
+  return point;
+}
+
+// The run with the median bandwidth, for kvtier and for fio independently; errors of every run count.
+SweepPoint MedianPoint(std::vector<SweepPoint> runs) {
+  uint64_t errors = 0;
+  for (const SweepPoint& p : runs) errors += p.kvtier.errors;
+  std::vector<FioResult> fio;
+  for (const SweepPoint& p : runs) {
+    if (p.fio) fio.push_back(*p.fio);
+  }
+  std::sort(runs.begin(), runs.end(), [](const SweepPoint& a, const SweepPoint& b) {
+    return a.kvtier.BytesPerSecond() < b.kvtier.BytesPerSecond();
+  });
+  std::sort(fio.begin(), fio.end(), [](const FioResult& a, const FioResult& b) {
+    return a.bytes_per_second < b.bytes_per_second;
+  });
+  SweepPoint out = runs[(runs.size() - 1) / 2];
+  out.kvtier.errors = errors;
+  out.fio.reset();
+  if (!fio.empty()) out.fio = fio[(fio.size() - 1) / 2];
+  return out;
+}
+
 Status RunDirectorySweep(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
                          ReadArea* area, DatapathResult* r) {
   std::string fio_engine = "io_uring";
   if (c.run_fio && !FioAvailable()) r->fio_note = "fio was not found on PATH";
   if (!c.run_fio) r->fio_note = "fio disabled with --no-fio";
   for (uint64_t inflight : plan.inflight) {
-    KVTIER_ASSIGN_OR_RETURN(uint64_t dropped, DropPageCache(plan.tier_dir));
-    (void)dropped;
+    std::vector<SweepPoint> runs;
     bool swept = true;
-    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, &swept));
-    const TierCapabilities caps = tier->capabilities();
-    r->target.shared = caps.shared;
-    r->target.persistent = caps.persistent;
-    r->target.direct_io = caps.direct_io;
-    r->target.cold = true;
-    r->target.cold_method = caps.direct_io ? "O_DIRECT" : "posix_fadvise(DONTNEED)";
-    SweepPoint point;
-    point.inflight_bytes = inflight;
-    point.kvtier = ReadPass(*tier, area);
-    KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
-    const uint32_t depth = IodepthFor(inflight, plan.chunk_bytes);
-    LatencyPass(*tier, area, depth, std::max<uint64_t>(16, 4ull * depth), &point.kvtier);
-    tier.reset();
-    Progress(c, "  read, " + FormatBytes(inflight) + " in flight: " +
-                    GbpsText(point.kvtier.BytesPerSecond()) + ", " +
-                    std::to_string(point.kvtier.errors) + " errors");
-    if (c.run_fio) RunFioPoint(c, plan, &point, &fio_engine, &r->fio_note);
-    r->sweep.push_back(std::move(point));
+    for (uint32_t i = 0; i < std::max<uint32_t>(c.repeat, 1); ++i) {
+      KVTIER_ASSIGN_OR_RETURN(SweepPoint point,
+                              MeasurePoint(c, plan, url, inflight, area, r, &swept, &fio_engine));
+      runs.push_back(std::move(point));
+    }
+    r->sweep.push_back(MedianPoint(std::move(runs)));
     if (!swept) {
       r->fio_note += (r->fio_note.empty() ? "" : "; ") +
                      std::string("the tier takes no inflight= option: one read pass only");

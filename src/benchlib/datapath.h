@@ -34,6 +34,7 @@ struct DatapathConfig {
   ModelPreset model;                   // model.layout.tokens_per_chunk fixes the chunk size
   uint64_t total_bytes = 4ull << 30;   // payload written and read back (rounded down to chunks, >= 1)
   std::vector<uint64_t> inflight;      // bytes in flight to sweep; empty: 1, 2, 4, 8, 16 chunks
+  uint32_t repeat = 1;                 // runs per sweep point; the median is kept (noisy hosts)
   bool run_fio = true;
   bool run_serial = true;
   bool keep_files = false;

@@ -66,7 +66,8 @@ void SweepTables(const ReportInputs& in, std::ostringstream& md) {
   for (const auto& [file, d] : in.datapath) {
     md << "\n**" << Get(Get(d, "target"), "url").get<std::string>() << ", "
        << Get(Get(d, "model"), "layout").get<std::string>() << "** (`" << file << "`, "
-       << Get(d, "started_at").get<std::string>() << ")\n\n";
+       << Get(d, "started_at").get<std::string>() << ", median of " << Get(d, "repeat").dump()
+       << " run(s) per row)\n\n";
     md << "| In flight | kvtier GB/s | p50 ms | p99 ms | fio GB/s | fio p50 ms | fio p99 ms | kvtier / fio "
           "| errors |\n|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& p : Get(d, "sweep")) {

@@ -124,6 +124,7 @@ nlohmann::json ToJson(const DatapathResult& r) {
         {"chunk_tokens", r.chunk_tokens}, {"chunk_bytes", r.chunk_bytes},
         {"bytes_per_token", r.bytes_per_token}}},
       {"write", PhaseJson(r.write)},
+      {"repeat", r.repeat},
       {"sweep", sweep},
       {"serial_pread", OptionalPhase(r.serial_pread)},
       {"memcpy", OptionalPhase(r.memcpy_ref)},
@@ -147,6 +148,7 @@ std::string FormatSummary(const DatapathResult& r) {
          " per chunk; " + std::to_string(r.write.chunks) + " chunks, " + FormatBytes(r.write.bytes) +
          "\n";
   out += "write: " + Fmt("%.2f GB/s", Gbps(r.write.BytesPerSecond())) + "\n";
+  if (r.repeat > 1) out += "each row is the median of " + std::to_string(r.repeat) + " runs\n";
   out += "  in flight   kvtier GB/s  p50 ms  p99 ms |  fio GB/s  p50 ms  p99 ms | kvtier/fio\n";
   for (const SweepPoint& p : r.sweep) {
     std::snprintf(line, sizeof(line), "%11s  %11.2f %7.1f %7.1f |", FormatBytes(p.inflight_bytes).c_str(),

@@ -57,6 +57,7 @@ struct DatapathResult {
   uint32_t chunk_tokens = 0;
   uint64_t chunk_bytes = 0, bytes_per_token = 0;
   PhaseResult write;
+  uint32_t repeat = 1;  // runs per sweep point; each point is the median run
   std::vector<SweepPoint> sweep;
   std::optional<PhaseResult> serial_pread;  // one chunk at a time, buffered pread, cold
   std::optional<PhaseResult> memcpy_ref;    // mem:// only

@@ -26,7 +26,7 @@ ModelConfig Small() {
   c.name = "small";
   c.vocab = 32000;
   c.hidden = 512;
-  c.layers = 6;
+  c.layers = 4;
   c.q_heads = 8;
   c.kv_heads = 2;
   c.head_dim = 64;

@@ -2,7 +2,7 @@
 //
 // Presets:
 //   tiny          2 layers, hidden 64, 16 tokens per chunk: the oracle tests (milliseconds per prompt)
-//   small         a ~21M-parameter decoder whose 8,192-token prefill takes seconds on two CPU cores:
+//   small         a 29M-parameter decoder (4 layers, hidden 512, 8 query / 2 KV heads) whose 8,192-token prefill takes seconds on two CPU cores:
 //                 the demo and `kvtier bench e2e` (it is not a trained model, only its cost and KV are real)
 //   qwen2.5-0.5b  the published Qwen2.5-0.5B shape (24 layers, 14 query / 2 KV heads of 64, SwiGLU 4864,
 //                 151,936-token vocabulary, tied embeddings); QKV biases are left out

@@ -8,12 +8,12 @@
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <unordered_set>
 #include <vector>
 
 #include "core/latency.h"
+#include "file/file_dir.h"
 #include "file/file_index.h"
 #include "file/file_layout.h"
 #include "file/file_scan.h"
@@ -25,39 +25,6 @@ int64_t NowSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Whether this filesystem accepts O_DIRECT: some (tmpfs, some FUSE) refuse it at open with EINVAL.
-bool ProbeDirectIo(const std::string& dir) {
-  const std::string probe = TempPathFor(dir + "/.direct-probe");
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0644);
-  if (fd < 0) return false;
-  ::close(fd);
-  ::unlink(probe.c_str());
-  return true;
-}
-
-// The capacity to enforce: `given` (then recorded in DIR for later opens), else the recorded one,
-// else the default.
-Result<uint64_t> SettleCapacity(const std::string& dir, uint64_t given) {
-  const std::string path = dir + "/" + std::string(kCapacityFileName);
-  uint64_t recorded = 0;
-  if (std::ifstream in(path); in) in >> recorded;
-  if (given == 0) return recorded != 0 ? recorded : kDefaultFileCapacity;
-  if (given != recorded) {
-    const std::string tmp = TempPathFor(path);
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << given << "\n";
-      if (!out.flush()) return Status::IOError("cannot write " + tmp);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      const int err = errno;
-      ::unlink(tmp.c_str());
-      return Status::FromErrno(err, "rename " + tmp);
-    }
-  }
-  return given;
 }
 
 class FileTier final : public Tier {
@@ -381,22 +348,6 @@ Result<std::unique_ptr<Tier>> OpenFileTier(const TierUrl& url) {
 FileTierReport GetFileTierReport(const Tier& tier) {
   const auto* f = dynamic_cast<const FileTier*>(&tier);
   return f == nullptr ? FileTierReport{} : f->report();
-}
-
-Status CorruptFileChunkForTesting(const std::string& dir, const ChunkId& id) {
-  const std::string path = ChunkFilePath(dir, id.ns, id.key);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, "open " + path);
-  unsigned char b = 0;
-  Status s;
-  if (::pread(fd, &b, 1, kChunkHeaderSize) != 1) {
-    s = Status::IOError("read " + path);
-  } else {
-    b ^= 0x01;
-    if (::pwrite(fd, &b, 1, kChunkHeaderSize) != 1) s = Status::IOError("write " + path);
-  }
-  ::close(fd);
-  return s;
 }
 
 }  // namespace kvtier::internal

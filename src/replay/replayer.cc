@@ -78,8 +78,6 @@ struct RequestBuffers {
   }
 };
 
-}  // namespace
-
 Result<std::unique_ptr<Replayer>> Replayer::Make(const Trace& trace, const ReplayScale& scale,
                                                  std::string_view model_id) {
   KVTIER_RETURN_IF_ERROR(scale.Validate());

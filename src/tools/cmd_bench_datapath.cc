@@ -23,6 +23,7 @@ struct Args {
   std::string gpu = "h100";
   std::optional<double> mfu, peak_tflops;
   uint64_t context_tokens = 32768;
+  uint32_t repeat = 1;
   bool no_fio = false, no_serial = false, keep = false;
 };
 
@@ -46,6 +47,7 @@ Result<internal::DatapathConfig> MakeConfig(const Args& a) {
   KVTIER_ASSIGN_OR_RETURN(c.inflight, ParseSizeList(a.inflight));
   KVTIER_ASSIGN_OR_RETURN(c.gpu, internal::FindGpuProfile(a.gpu, a.mfu, a.peak_tflops));
   c.context_tokens = a.context_tokens;
+  c.repeat = a.repeat;
   c.run_fio = !a.no_fio;
   c.run_serial = !a.no_serial;
   c.keep_files = a.keep;
@@ -107,6 +109,9 @@ KVTIER_COMMAND(
       cmd.add_option("--peak-tflops", a->peak_tflops, "override the profile's dense bf16 TFLOP/s");
       cmd.add_option("--context-tokens", a->context_tokens, "context length of the verdict")
           ->capture_default_str();
+      cmd.add_option("--repeat", a->repeat, "runs per sweep point, the median is kept")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 100));
       cmd.add_flag("--no-fio", a->no_fio, "skip the fio reference");
       cmd.add_flag("--no-serial", a->no_serial, "skip the serial pread baseline");
       cmd.add_flag("--keep", a->keep, "keep the bench's files at the target");

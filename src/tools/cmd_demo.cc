@@ -11,11 +11,11 @@ namespace {
 int RunDemo() {
   internal::E2eOptions o;
   o.model = "small";
-  o.workload.context_tokens = 8192;
+  o.workload.context_tokens = 4096;
   o.workload.turn_tokens = 128;
   o.workload.output_tokens = 16;
   o.concurrency = {1, 4};
-  o.min_sessions = 4;
+  o.min_sessions = 2;
   std::cerr << "kvtier demo: returning sessions of " << o.workload.context_tokens
             << "-token contexts on the reference engine (`small`); recompute vs tiers\n";
   auto report = internal::RunE2e(o, &std::cerr);

@@ -103,6 +103,7 @@ TEST(DatapathTest, FileTargetSweepsColdReadsWithoutErrors) {
   ASSERT_FALSE(dir.path().empty());
   DatapathConfig c = SmallConfig("file://" + dir.path() + "?direct=false");
   c.inflight = {196608, 4 * 196608};
+  c.repeat = 2;
   auto r = RunDatapath(c);
   if (!r.ok() && r.status().message().find("scheme") != std::string::npos) {
     GTEST_SKIP() << "file:// is not built in: " << r.status().ToString();
@@ -116,6 +117,7 @@ TEST(DatapathTest, FileTargetSweepsColdReadsWithoutErrors) {
   ASSERT_TRUE(r->serial_pread.has_value());
   EXPECT_EQ(r->serial_pread->chunks, r->write.chunks);
   EXPECT_TRUE(r->target.cold);
+  EXPECT_EQ(r->repeat, 2u);
   EXPECT_FALSE(std::filesystem::exists(r->target.directory)) << "bench files left behind";
 }
 

@@ -107,6 +107,23 @@ TEST_F(StoreTest, LoadFromLowerTierPromotes) {
   EXPECT_EQ(store->Stats().tiers[1].hits, 3u);
 }
 
+TEST_F(StoreTest, LoadMixesTiersChunkByChunk) {
+  auto lower = OpenSharedMem();
+  auto store = OpenStore(MemOverSlow(lower));
+  const auto keys = Keys(6);
+  for (size_t i = 0; i < keys.size(); ++i) {  // even chunks on top, odd ones only below
+    const auto p = PayloadOf(keys[i]);
+    const std::span<const std::byte> pieces[] = {p};
+    Tier& t = i % 2 == 0 ? store->tier(0) : *lower;
+    ASSERT_TRUE(t.Put(ChunkId::Of(ns_, keys[i]), pieces).ok());
+  }
+  EXPECT_EQ(*Load(*store, keys), 6u);  // bytes of each chunk checked against its key
+  const StoreStats s = store->Stats();
+  EXPECT_EQ(s.tiers[0].hits, 3u);
+  EXPECT_EQ(s.tiers[1].hits, 3u);
+  EXPECT_EQ(s.promotions, 3u);
+}
+
 TEST_F(StoreTest, PromotionCanBeTurnedOff) {
   auto lower = OpenSharedMem();
   StoreOptions opt;
