@@ -2,8 +2,9 @@
 //
 // Presets:
 //   tiny          2 layers, hidden 64, 16 tokens per chunk: the oracle tests (milliseconds per prompt)
-//   small         a 29M-parameter decoder (4 layers, hidden 512, 8 query / 2 KV heads) whose 8,192-token prefill takes seconds on two CPU cores:
-//                 the demo and `kvtier bench e2e` (it is not a trained model, only its cost and KV are real)
+//   small         29M parameters (4 layers, hidden 512, 8 query / 2 KV heads of 64, SwiGLU 1536, 32,000
+//                 tokens, 256 tokens per chunk): an 8,192-token prefill takes seconds on two CPU cores;
+//                 the demo and `kvtier bench e2e` (not a trained model: only its cost and its KV are real)
 //   qwen2.5-0.5b  the published Qwen2.5-0.5B shape (24 layers, 14 query / 2 KV heads of 64, SwiGLU 4864,
 //                 151,936-token vocabulary, tied embeddings); QKV biases are left out
 // Weights are never loaded from disk: they are drawn deterministically from `seed`, so two processes

@@ -81,6 +81,10 @@ struct ReaderOptions {
   uint64_t max_inflight_bytes = 256ull << 20;  // bound on bytes read but not yet verified and copied
   bool direct_io = true;          // O_DIRECT where the filesystem accepts it
   bool use_io_uring = true;       // else (or if the kernel refuses io_uring) a pool of preadv threads
+  // io_uring engine: read the payload straight into the destination when its pieces allow (with
+  // O_DIRECT: 4 KiB aligned), verifying it there; saves a copy. The destination's bytes are then
+  // unspecified when the read fails, as Tier::Get allows.
+  bool read_into_destination = true;
   unsigned fallback_threads = 4;
 };
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace kvtier::internal {
 namespace {
@@ -125,6 +126,24 @@ Status ReadSyncVerified(ChunkRead& read, bool direct, ByteBudget& budget, Buffer
 void ReadChunkSync(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers) {
   read.stored_bytes = 0;
   read.status = ReadSyncVerified(read, direct, budget, buffers);
+}
+
+Status VerifyInPlace(std::span<const std::byte> header_bytes, uint64_t file_size, uint64_t valid_bytes,
+                     const ChunkId& expected, ScatterList dst) {
+  KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, DecodeChunkHeader(header_bytes));
+  KVTIER_RETURN_IF_ERROR(CheckChunkHeader(header, expected, file_size));
+  const uint64_t want = ListBytes(dst);
+  if (header.payload_bytes != want) {
+    return Status::InvalidArgument("destination holds " + std::to_string(want) +
+                                   " bytes but the stored chunk has " +
+                                   std::to_string(header.payload_bytes));
+  }
+  if (valid_bytes < kChunkHeaderSize + want) return Status::Corruption("chunk truncated while being read");
+  std::vector<std::span<const std::byte>> pieces(dst.begin(), dst.end());
+  if (PayloadChecksum(GatherList(pieces)) != header.payload_checksum) {
+    return Status::Corruption("chunk payload checksum mismatch");
+  }
+  return Status::OK();
 }
 
 AlignedBuffer BufferPool::Get(uint64_t size) {

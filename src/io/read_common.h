@@ -41,6 +41,11 @@ Result<uint64_t> PreadAt(int fd, std::byte* buf, uint64_t len, uint64_t offset, 
 Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, const ChunkId& expected,
                         ScatterList dst);
 
+// The same for a chunk whose payload was read straight into `dst`: checks `header` (the file's first
+// kChunkHeaderSize bytes), that `valid_bytes` of the file were read, and the checksum of `dst` in place.
+Status VerifyInPlace(std::span<const std::byte> header, uint64_t file_size, uint64_t valid_bytes,
+                     const ChunkId& expected, ScatterList dst);
+
 // A cache of freed aligned buffers, so steady reads do not fault fresh pages in for every chunk.
 // Holds at most `max_cached_bytes`. Thread-safe.
 class BufferPool {

@@ -1,7 +1,12 @@
 // The io_uring reader. Each ReadMany call borrows a ring from a small pool (one per concurrent caller),
 // opens chunk files, splits each read into pieces of at most kPieceBytes, keeps the ring full while the
-// shared ByteBudget allows, resubmits short reads, and verifies and copies out each chunk as soon as its
-// last piece lands. A file unlinked after open is still read whole: the descriptor keeps it alive.
+// shared ByteBudget allows, resubmits short reads, and verifies each chunk as soon as its last piece
+// lands. A file unlinked after open is still read whole: the descriptor keeps it alive.
+//
+// Where the caller's pieces allow it (ReaderOptions::read_into_destination; with O_DIRECT, pieces
+// aligned to 4 KiB), the payload is read straight into them and verified there, saving a copy of every
+// byte; the Tier contract leaves a destination unspecified on failure, and the chunk is reported only
+// once verified. Otherwise it goes through an aligned bounce buffer and is copied out after verification.
 #include <liburing.h>
 
 #include <algorithm>
@@ -78,6 +83,7 @@ struct Job {
   OpenedChunk chunk;
   AlignedBuffer buf;
   uint64_t eof_at = UINT64_MAX;  // lowest offset where a read found end of file
+  bool into_dst = false;         // payload read straight into read->dst; buf holds the header only
   unsigned pieces_left = 0;
   bool retry_buffered = false;  // O_DIRECT refused at read time
   Status error;
@@ -85,9 +91,24 @@ struct Job {
 
 struct Piece {
   Job* job = nullptr;
-  uint64_t offset = 0;
+  uint64_t offset = 0;  // in the file
   uint64_t len = 0;
+  std::byte* dest = nullptr;
 };
+
+// Whether chunk `c` can be read straight into `dst`: the file has the size a chunk of that payload has,
+// and for O_DIRECT every piece starts and ends on a 4 KiB boundary.
+bool CanReadIntoDestination(const OpenedChunk& c, ScatterList dst) {
+  const uint64_t payload = ListBytes(dst);
+  if (payload == 0 || c.file_size != StoredChunkBytes(payload)) return false;
+  if (!c.direct) return true;
+  for (const auto& piece : dst) {
+    if (reinterpret_cast<uintptr_t>(piece.data()) % kChunkAlign != 0 || piece.size() % kChunkAlign != 0) {
+      return false;
+    }
+  }
+  return true;
+}
 
 // The state of one ReadMany call on one ring.
 class Batch {
@@ -103,10 +124,14 @@ class Batch {
  private:
   void StartJobs();
   bool Start(ChunkRead& read, OpenedChunk opened);
+  // Queues reads of [offset, offset + len) of the file into `dest`, in pieces of at most kPieceBytes.
+  void Queue(Job* job, uint64_t offset, uint64_t len, std::byte* dest);
   void Submit();
   void Reap();
   void OnCompletion(uint64_t slot, int res);
   void Finish(Job* job);
+  Status RereadBuffered(Job* job);
+  void Done(Job* job);
   void FailEverything();
 
   UringReader& r_;
@@ -169,19 +194,33 @@ bool Batch::Start(ChunkRead& read, OpenedChunk opened) {
   auto job = std::make_unique<Job>();
   job->read = &read;
   job->chunk = std::move(opened);
-  job->buf = r_.buffers_.Get(job->chunk.read_len);
+  job->into_dst = r_.options_.read_into_destination && CanReadIntoDestination(job->chunk, read.dst);
+  const uint64_t buf_len = job->into_dst ? kChunkHeaderSize : job->chunk.read_len;
+  job->buf = r_.buffers_.Get(buf_len);
   if (job->buf.data() == nullptr) {
-    read.status = Status::IOError("out of memory for a " + std::to_string(job->chunk.read_len) +
-                                  " byte read", true);
+    read.status = Status::IOError("out of memory for a " + std::to_string(buf_len) + " byte read", true);
     return false;
   }
-  for (uint64_t off = 0; off < job->chunk.read_len; off += kPieceBytes) {
-    queued_.push_back({job.get(), off, std::min(kPieceBytes, job->chunk.read_len - off)});
-    ++job->pieces_left;
+  if (job->into_dst) {
+    Queue(job.get(), 0, kChunkHeaderSize, job->buf.data());
+    uint64_t off = kChunkHeaderSize;
+    for (const auto& piece : read.dst) {
+      Queue(job.get(), off, piece.size(), piece.data());
+      off += piece.size();
+    }
+  } else {
+    Queue(job.get(), 0, buf_len, job->buf.data());
   }
   ++active_;
   jobs_.push_back(std::move(job));
   return true;
+}
+
+void Batch::Queue(Job* job, uint64_t offset, uint64_t len, std::byte* dest) {
+  for (uint64_t done = 0; done < len; done += kPieceBytes) {
+    queued_.push_back({job, offset + done, std::min(kPieceBytes, len - done), dest + done});
+    ++job->pieces_left;
+  }
 }
 
 void Batch::Submit() {
@@ -193,8 +232,7 @@ void Batch::Submit() {
     const Piece p = queued_.front();
     queued_.pop_front();
     slots_[slot] = p;
-    io_uring_prep_read(sqe, p.job->chunk.fd.get(), p.job->buf.data() + p.offset,
-                       static_cast<unsigned>(p.len), p.offset);
+    io_uring_prep_read(sqe, p.job->chunk.fd.get(), p.dest, static_cast<unsigned>(p.len), p.offset);
     io_uring_sqe_set_data64(sqe, slot);
     ++prepared_;
   }
@@ -238,7 +276,7 @@ void Batch::OnCompletion(uint64_t slot, int res) {
     return;
   }
   if (res > 0 && static_cast<uint64_t>(res) < p.len) {
-    queued_.push_front({job, p.offset + res, p.len - res});  // short read: ask for the rest
+    queued_.push_front({job, p.offset + res, p.len - res, p.dest + res});  // short read: the rest
     return;
   }
   if (res == 0) {
@@ -254,19 +292,47 @@ void Batch::OnCompletion(uint64_t slot, int res) {
 void Batch::Finish(Job* job) {
   ChunkRead& read = *job->read;
   Status s = job->error;
-  uint64_t valid = std::min({job->chunk.read_len, job->eof_at, job->chunk.file_size});
+  const uint64_t valid = std::min({job->chunk.read_len, job->eof_at, job->chunk.file_size});
   if (s.ok() && job->retry_buffered) {
-    s = ReopenBuffered(read.path, &job->chunk);
-    if (s.ok()) {
-      auto got = PreadAll(job->chunk.fd.get(), job->buf.data(), job->chunk.read_len, read.path);
-      s = got.status();
-      if (s.ok()) valid = std::min(*got, job->chunk.file_size);
-    }
+    // O_DIRECT refused at read time: read again, buffered, into a whole-file bounce buffer. The job's
+    // budget is still held, so this takes none (waiting on it here could wait on ourselves).
+    s = RereadBuffered(job);
+    read.status = std::move(s);
+    r_.budget_.Release(job->chunk.read_len);
+    Done(job);
+    return;
   }
-  if (s.ok()) s = VerifyAndScatter({job->buf.data(), valid}, job->chunk.file_size, read.expected, read.dst);
+  if (s.ok() && job->into_dst) {
+    s = VerifyInPlace({job->buf.data(), kChunkHeaderSize}, job->chunk.file_size, valid, read.expected,
+                      read.dst);
+  } else if (s.ok()) {
+    s = VerifyAndScatter({job->buf.data(), valid}, job->chunk.file_size, read.expected, read.dst);
+  }
   read.status = std::move(s);
   r_.buffers_.Put(std::move(job->buf));
   r_.budget_.Release(job->chunk.read_len);
+  Done(job);
+}
+
+Status Batch::RereadBuffered(Job* job) {
+  ChunkRead& read = *job->read;
+  r_.buffers_.Put(std::move(job->buf));
+  job->buf = r_.buffers_.Get(job->chunk.read_len);
+  if (job->buf.data() == nullptr) return Status::IOError("out of memory for a buffered re-read", true);
+  Status s = ReopenBuffered(read.path, &job->chunk);
+  if (s.ok()) {
+    auto got = PreadAll(job->chunk.fd.get(), job->buf.data(), job->chunk.read_len, read.path);
+    s = got.status();
+    if (s.ok()) {
+      const uint64_t valid = std::min(*got, job->chunk.file_size);
+      s = VerifyAndScatter({job->buf.data(), valid}, job->chunk.file_size, read.expected, read.dst);
+    }
+  }
+  r_.buffers_.Put(std::move(job->buf));
+  return s;
+}
+
+void Batch::Done(Job* job) {
   job->chunk.fd.Reset();
   --active_;
   std::erase_if(jobs_, [job](const std::unique_ptr<Job>& j) { return j.get() == job; });

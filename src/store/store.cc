@@ -147,8 +147,7 @@ Result<size_t> StoreImpl::Load(const Namespace& ns, std::span<const ChunkKey> ke
   for (size_t i = 0; i < n; ++i) {
     if (from[i] > 0 && options_.promote_on_load) Promote(ids[i], dsts[i], bytes);
     if (seen_ && background_mask_ != 0 && seen_->NoteUse(keys[i])) {
-      auto src = AsGather(dsts[i]);
-      EnqueueSave(ids[i], src, bytes, from[i]);
+      EnqueueSave(ids[i], {}, bytes, from[i]);  // read back from the tier that served it: no copy here
     }
   }
   load_chunks_.fetch_add(n, std::memory_order_relaxed);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,8 @@ struct TierCase {
 
 // Every registered case. Restart tests run only where capabilities().persistent.
 const std::vector<TierCase>& TierCases();
+
+// Names the case in test output (instead of a byte dump of the struct).
+inline void PrintTo(const TierCase& c, std::ostream* os) { *os << c.name; }
 
 }  // namespace kvtier::testing
