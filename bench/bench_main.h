@@ -2,6 +2,7 @@
 // from the same run (e.g. Load throughput as a share of a plain memcpy of the same bytes) and whether
 // it meets its target. Pass --benchmark_out=FILE.json for machine-readable results.
 //
+// With --benchmark_repetitions=N the summary uses medians.
 // Figures compare CPU time of the benchmark thread: on a shared build machine wall time mostly measures
 // other processes. Wall-time ratios are printed beside them; on an idle machine the two agree.
 #pragma once
@@ -29,10 +30,14 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
-      if (r.error_occurred || r.iterations == 0 || r.run_type != Run::RT_Iteration) continue;
+      if (r.error_occurred || r.iterations == 0) continue;
+      // With --benchmark_repetitions the median stands for the benchmark; otherwise its single run.
+      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
+      if (r.run_type != Run::RT_Iteration && !median) continue;
+      if (!median && r.repetitions > 1) continue;
       const double n = static_cast<double>(r.iterations);
-      cpu_[r.benchmark_name()] = r.cpu_accumulated_time / n;
-      real_[r.benchmark_name()] = r.real_accumulated_time / n;
+      cpu_[r.run_name.str()] = r.cpu_accumulated_time / n;
+      real_[r.run_name.str()] = r.real_accumulated_time / n;
     }
   }
 

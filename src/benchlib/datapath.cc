@@ -261,6 +261,14 @@ Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
       s = RunMemory(c, *tier, &area, &r);
     }
   }
+  if (s.ok()) {
+    // At most 1 GiB: a CPU rate needs no more, and it keeps the run short.
+    const uint64_t n =
+        std::min<uint64_t>(plan.chunks, std::max<uint64_t>(1, (1ull << 30) / plan.chunk_bytes));
+    r.verify_copy = MemcpyReference(area.Span().first(n * plan.chunk_bytes), area.Source(),
+                                    plan.chunk_bytes, /*checksum=*/true);
+    Progress(c, "  verify + copy (CPU only): " + GbpsText(r.verify_copy->BytesPerSecond()));
+  }
   if (plan.directory_target && !c.keep_files) fs::remove_all(plan.bench_dir, ec);
   if (!s.ok()) return s;
   return r;

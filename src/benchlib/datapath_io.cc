@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/chunk_format.h"
 #include "core/latency.h"
 #include "kvtier/tier.h"
 
@@ -132,13 +133,16 @@ Result<PhaseResult> SerialPread(const std::vector<std::string>& files, uint64_t 
 }
 
 PhaseResult MemcpyReference(std::span<std::byte> dst, std::span<const std::byte> src,
-                            uint64_t chunk_bytes) {
+                            uint64_t chunk_bytes, bool checksum) {
   LatencyHistogram latency;
   PhaseResult r;
+  volatile uint64_t sink = 0;  // the checksum must not be optimised away
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t at = 0; at + chunk_bytes <= dst.size(); at += chunk_bytes) {
     const auto c0 = std::chrono::steady_clock::now();
-    std::memcpy(dst.data() + at, src.data(), std::min<size_t>(chunk_bytes, src.size()));
+    const size_t n = std::min<size_t>(chunk_bytes, src.size());
+    if (checksum) sink = sink ^ PayloadChecksum(src.first(n));
+    std::memcpy(dst.data() + at, src.data(), n);
     latency.Record(SecondsSince(c0) * 1e6);
     ++r.chunks;
     r.bytes += chunk_bytes;

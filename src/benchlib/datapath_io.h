@@ -38,8 +38,10 @@ std::vector<std::string> FilesOfSize(const std::string& dir, uint64_t size);
 Result<PhaseResult> SerialPread(const std::vector<std::string>& files, uint64_t payload_bytes);
 
 // Copies `src` into consecutive `chunk_bytes` pieces of `dst` on one thread (dst.size() bytes).
+// With `checksum`, also computes the payload checksum of each piece first: the CPU work a verified
+// load does per chunk on top of the I/O.
 PhaseResult MemcpyReference(std::span<std::byte> dst, std::span<const std::byte> src,
-                            uint64_t chunk_bytes);
+                            uint64_t chunk_bytes, bool checksum = false);
 
 // "2026-11-29T11:32:57Z".
 std::string UtcNow();

@@ -128,6 +128,7 @@ nlohmann::json ToJson(const DatapathResult& r) {
       {"sweep", sweep},
       {"serial_pread", OptionalPhase(r.serial_pread)},
       {"memcpy", OptionalPhase(r.memcpy_ref)},
+      {"verify_copy", OptionalPhase(r.verify_copy)},
       {"summary", SummaryJson(r)},
       {"context",
        {{"tokens", r.context_tokens}, {"bytes", context_bytes},
@@ -176,6 +177,10 @@ std::string FormatSummary(const DatapathResult& r) {
   if (r.memcpy_ref) {
     out += "memcpy reference (one thread): " + Fmt("%.2f GB/s", Gbps(r.memcpy_ref->BytesPerSecond())) +
            "\n";
+  }
+  if (r.verify_copy) {
+    out += "verify + copy, no I/O (one thread, the CPU work of a verified load): " +
+           Fmt("%.2f GB/s", Gbps(r.verify_copy->BytesPerSecond())) + "\n";
   }
   const nlohmann::json j = ToJson(r);
   const auto& s = j["summary"];

@@ -61,6 +61,7 @@ struct DatapathResult {
   std::vector<SweepPoint> sweep;
   std::optional<PhaseResult> serial_pread;  // one chunk at a time, buffered pread, cold
   std::optional<PhaseResult> memcpy_ref;    // mem:// only
+  std::optional<PhaseResult> verify_copy;   // one thread: checksum + copy per chunk, no I/O
   uint64_t context_tokens = 0;
   std::optional<GpuProfile> gpu;
   std::string fio_note;  // why fio is missing, when it is

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -11,9 +12,6 @@
 #include "kvtier/store.h"
 
 namespace kvtier::internal {
-
-// Defined in report.cc.
-RowSummary Summarize(const RoundResult& round);
 
 namespace {
 

@@ -64,6 +64,8 @@ struct E2eReport {
 // Progress and phase lines go to `log` (may be null).
 Result<E2eReport> RunE2e(const E2eOptions& options, std::ostream* log);
 
+// The row of one round (speedup and output checks are filled in by RunE2e).
+RowSummary Summarize(const RoundResult& round);
 std::string FormatTable(const E2eReport& report);
 nlohmann::json ToJson(const E2eReport& report);
 // "reloaded output matched recompute: yes (N of N requests)" or says which did not.

@@ -23,7 +23,10 @@ std::string Fmt(const char* f, double v) {
   return buf;
 }
 
-std::string Ms(double ms) { return ms >= 10000 ? Fmt("%.1f s", ms / 1000) : Fmt("%.0f ms", ms); }
+std::string Ms(double ms) {
+  if (ms >= 10000) return Fmt("%.1f s", ms / 1000);
+  return ms >= 10 ? Fmt("%.0f ms", ms) : Fmt("%.2f ms", ms);
+}
 
 std::string Pad(const std::string& s, size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; }
 

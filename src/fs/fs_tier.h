@@ -14,7 +14,8 @@
 //                        other hosts' chunks only at those passes, so the bound is per-process
 //                        accurate; for a hard pool-wide bound run `kvtier gc` on a timer (see
 //                        docs/shared-pool.md). Without capacity, open reads no directory tree and
-//                        usage is the last gc's figure plus this process's own puts.
+//                        usage is the last gc's figure plus this process's own puts. A Put that
+//                        needs a pass while `kvtier gc` holds the pool returns Busy (retryable).
 //   neg_ttl_ms=1000      how long a miss is remembered (0 disables the negative cache)
 //   neg_entries=65536    bound on remembered misses
 //   touch_s=60           a hit refreshes the chunk's mtime (gc's recency) at most this often per process
@@ -26,11 +27,13 @@
 //
 // Open fails with VersionMismatch for a pool written by a newer format, NotFound for a missing pool
 // when create=false, InvalidArgument for bad options.
+// Thread-safety: every method may be called from many threads at once.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kvtier/tier.h"
 

@@ -192,6 +192,7 @@ Result<ReplayRun> Replayer::Run(const ReplayOptions& options) const {
     run.tiers[t].url = options.tiers[t].url;
     run.tiers[t].unlimited = options.tiers[t].unlimited;
     run.tiers[t].capacity_blocks = options.tiers[t].capacity_blocks;
+    run.tiers[t].stored_block_bytes = options.tiers[t].stored_block_bytes;
     if (t < run.store.tiers.size()) run.tiers[t].stats = run.store.tiers[t];
   }
   return run;

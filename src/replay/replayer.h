@@ -37,6 +37,7 @@ struct TierReplayResult {
   std::string url;  // as the user wrote it
   bool unlimited = true;
   uint64_t capacity_blocks = 0;
+  uint64_t stored_block_bytes = 0;  // what the capacity scaling assumed one block occupies
   uint64_t hit_blocks = 0;  // loaded blocks this tier served (the fastest tier holding each)
   uint64_t hit_tokens = 0;
   TierStats stats;  // the tier's own counters, in scaled bytes

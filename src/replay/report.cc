@@ -44,7 +44,11 @@ json TierJson(const ReplayReport& r, const ReplayRun& run, const TierReplayResul
        {{"bytes_read", t.stats.bytes_read},
         {"bytes_written", t.stats.bytes_written},
         {"usage_bytes", t.stats.usage_bytes},
-        {"capacity_bytes", t.stats.capacity_bytes}}},
+        {"capacity_bytes", t.stats.capacity_bytes},
+        // The capacity scaling is exact when each block occupies what it assumed.
+        {"assumed_bytes_per_block", t.stored_block_bytes},
+        {"measured_bytes_per_block",
+         t.stats.chunks ? nlohmann::json(t.stats.usage_bytes / t.stats.chunks) : nlohmann::json()}}},
   };
 }
 

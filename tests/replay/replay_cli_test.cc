@@ -56,7 +56,7 @@ TEST(ReplayCliTest, ComparesAdmissionPoliciesWithAFileTier) {
   ASSERT_FALSE(dir.path().empty());
   const std::string json_path = dir.path() + "/out.json";
   const std::string log = dir.path() + "/log.txt";
-  const int rc = RunCli("--trace " + testing::First500Path() + " --model qwen2.5-0.5b --max-requests 60" +
+  const int rc = RunCli("--trace " + testing::First500Path() + " --model qwen2.5-0.5b --max-requests 20" +
                             " --tiers 'mem://?capacity=100ktokens,file://" + dir.path() +
                             "/cache?capacity=2Mtokens' --json " + json_path,
                         log);
@@ -71,6 +71,12 @@ TEST(ReplayCliTest, ComparesAdmissionPoliciesWithAFileTier) {
   EXPECT_LE(j["policies"][1]["tiers"][1]["bytes_written"].get<uint64_t>(),
             j["policies"][0]["tiers"][1]["bytes_written"].get<uint64_t>());
   EXPECT_TRUE(std::filesystem::is_empty(dir.path() + "/cache")) << "run directories are removed";
+  // Each tier holds exactly as many blocks as the capacity scaling assumed.
+  for (const auto& t : j["tiers"]) {
+    EXPECT_EQ(t["scaled_counters"]["measured_bytes_per_block"],
+              t["scaled_counters"]["assumed_bytes_per_block"])
+        << t.dump();
+  }
 }
 
 TEST(ReplayCliTest, RefusesBadInputWithAMessage) {
