@@ -174,7 +174,8 @@ Status RunMemory(const DatapathConfig& c, Tier& tier, ReadArea* area, DatapathRe
   r->target.cold_method = "in-memory";
   SweepPoint point;
   point.kvtier = ReadPass(tier, area);
-  point.inflight_bytes = r->write.bytes;
+  LatencyPass(tier, area, /*depth=*/1, /*sample=*/16, &point.kvtier);
+  point.inflight_bytes = r->write.bytes;  // a memory tier has no bound: everything is in flight
   r->sweep.push_back(point);
   r->memcpy_ref = MemcpyReference(area->Span(), area->Source(), r->chunk_bytes);
   r->fio_note = "not applicable to an in-memory tier";

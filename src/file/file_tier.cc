@@ -113,7 +113,7 @@ bool FileTier::Contains(const ChunkId& id) {
 }
 
 Status FileTier::Put(const ChunkId& id, GatherList payload) {
-  const uint64_t stored = StoredChunkBytes(ListBytes(payload));
+  const uint64_t stored = StoredChunkBytes(TotalBytes(payload));
   if (stored > options_.capacity_bytes) {
     ++put_errors_;
     return Status(Code::kNoSpace, "chunk of " + FormatBytes(stored) + " exceeds the capacity of " + url_,
@@ -179,7 +179,7 @@ Status FileTier::AfterRead(const ChunkId& id, uint64_t generation, const ChunkRe
   const Status& s = read.status;
   if (s.ok()) {
     ++hits_;
-    bytes_read_ += ListBytes(read.dst);
+    bytes_read_ += TotalBytes(read.dst);
     RefreshMtime(id, generation, read.path);
     return s;
   }

@@ -33,15 +33,6 @@ bool ProbeDirectIo(const PoolLayout& layout) {
   return ::pread(fd.get(), buf.data(), buf.size(), 0) >= 0;
 }
 
-// Temporary names must be unique across hosts as well as processes (pids repeat between hosts), and
-// keep TempPathFor's ".tmp.<pid>" shape so gc recognises them.
-std::string PoolTempPath(const std::string& final_path) {
-  static const uint64_t nonce = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  static std::atomic<uint64_t> counter{0};
-  return final_path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(nonce) + "." +
-         std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
-}
-
 // Another process may have changed the pool since the last measurement: never wrap below zero.
 void SubClamped(std::atomic<uint64_t>& a, uint64_t d) {
   uint64_t cur = a.load(std::memory_order_relaxed);
@@ -197,7 +188,7 @@ Status FsTier::Put(const ChunkId& id, GatherList payload) {
   }
   Status s = Reserve(stored);
   if (s.ok()) {
-    auto written = WriteChunkFileAtomic(path, PoolTempPath(path), id, payload, WriteOptions{.sync = options_.sync});
+    auto written = WriteChunkFileAtomic(path, TempPathFor(path), id, payload, WriteOptions{.sync = options_.sync});
     if (written.ok()) {
       missing_.Erase(id);
       puts_.fetch_add(1, std::memory_order_relaxed);

@@ -1,4 +1,5 @@
 #include "fs/pool_layout.h"
+#include "io/chunk_io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -41,14 +42,6 @@ bool ParseU64(std::string_view s, uint64_t* out) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
-// Unique across processes and hosts sharing a directory: pid alone repeats between hosts.
-std::string UniqueSuffix() {
-  static const uint64_t process_nonce = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
-  static std::atomic<uint64_t> counter{0};
-  return ".tmp." + std::to_string(::getpid()) + "." + std::to_string(process_nonce % 1000000007ull) +
-         "." + std::to_string(counter.fetch_add(1));
-}
-
 Status MakeDirs(const std::string& path) {
   if (path.empty()) return Status::OK();
   std::string prefix;
@@ -77,7 +70,7 @@ Status WriteAll(int fd, std::string_view text, const std::string& path) {
 
 // Writes `text` into a new temporary file beside `path`; returns the temporary's name.
 Result<std::string> WriteTemp(const std::string& path, std::string_view text) {
-  std::string tmp = path + UniqueSuffix();
+  std::string tmp = TempPathFor(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
   Status s = WriteAll(fd, text, tmp);

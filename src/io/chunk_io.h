@@ -15,18 +15,6 @@
 
 namespace kvtier::internal {
 
-// Bytes in a scatter or gather list. (kvtier::TotalBytes lives in the tier library, above this layer.)
-inline uint64_t ListBytes(ScatterList pieces) {
-  uint64_t n = 0;
-  for (const auto& p : pieces) n += p.size();
-  return n;
-}
-inline uint64_t ListBytes(GatherList pieces) {
-  uint64_t n = 0;
-  for (const auto& p : pieces) n += p.size();
-  return n;
-}
-
 // Heap memory aligned for O_DIRECT. Move-only; frees on destruction.
 class AlignedBuffer {
  public:
@@ -57,8 +45,9 @@ struct WriteOptions {
 Result<uint64_t> WriteChunkFileAtomic(const std::string& final_path, const std::string& tmp_path,
                                       const ChunkId& id, GatherList payload, const WriteOptions& options);
 
-// A unique temporary name beside `final_path` (same directory, so rename is atomic): contains ".tmp."
-// and the pid, so leftovers of a killed writer are recognisable.
+// A unique temporary name beside `final_path` (same directory, so rename is atomic):
+// "<final>.tmp.<pid>.<random process nonce>.<counter>", unique across processes and hosts sharing a
+// directory; the pid lets a scan recognise leftovers of a writer that is gone.
 std::string TempPathFor(const std::string& final_path);
 
 // Reads and verifies a whole chunk file without a destination, streaming it through the checksum (for

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <climits>
 #include <filesystem>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "io/chunk_io.h"
@@ -63,7 +65,7 @@ Status WriteTemp(const std::string& tmp_path, const ChunkId& id, GatherList payl
   if (!fd.valid()) return Status::FromErrno(errno, "create " + tmp_path);
   ChunkHeader header;
   header.id = id;
-  header.payload_bytes = ListBytes(payload);
+  header.payload_bytes = TotalBytes(payload);
   header.payload_checksum = PayloadChecksum(payload);
   std::array<std::byte, kChunkHeaderSize> head;
   EncodeChunkHeader(header, head);
@@ -85,15 +87,17 @@ Status WriteTemp(const std::string& tmp_path, const ChunkId& id, GatherList payl
 }  // namespace
 
 std::string TempPathFor(const std::string& final_path) {
+  // pid alone repeats between hosts sharing a pool: a random per-process nonce keeps names unique.
+  static const uint64_t nonce = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
   static std::atomic<uint64_t> counter{0};
-  return final_path + ".tmp." + std::to_string(::getpid()) + "." +
+  return final_path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(nonce) + "." +
          std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
 }
 
 Result<uint64_t> WriteChunkFileAtomic(const std::string& final_path, const std::string& tmp_path,
                                       const ChunkId& id, GatherList payload,
                                       const WriteOptions& options) {
-  if (ListBytes(payload) > (4ull << 30)) return Status::InvalidArgument("chunk payload over 4 GiB");
+  if (TotalBytes(payload) > (4ull << 30)) return Status::InvalidArgument("chunk payload over 4 GiB");
   KVTIER_RETURN_IF_ERROR(EnsureParentDir(final_path));
   KVTIER_RETURN_IF_ERROR(EnsureParentDir(tmp_path));
   Status s = WriteTemp(tmp_path, id, payload, options);
@@ -105,7 +109,7 @@ Result<uint64_t> WriteChunkFileAtomic(const std::string& final_path, const std::
     return s;
   }
   if (options.sync) KVTIER_RETURN_IF_ERROR(SyncDir(final_path));
-  return StoredChunkBytes(ListBytes(payload));
+  return StoredChunkBytes(TotalBytes(payload));
 }
 
 }  // namespace kvtier::internal

@@ -75,7 +75,7 @@ Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, co
                         ScatterList dst) {
   KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, DecodeChunkHeader(image));
   KVTIER_RETURN_IF_ERROR(CheckChunkHeader(header, expected, file_size));
-  const uint64_t want = ListBytes(dst);
+  const uint64_t want = TotalBytes(dst);
   if (header.payload_bytes != want) {
     return Status::InvalidArgument("destination holds " + std::to_string(want) +
                                    " bytes but the stored chunk has " +
@@ -97,7 +97,7 @@ Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, co
 namespace {
 
 Status ReadSyncVerified(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers) {
-  KVTIER_ASSIGN_OR_RETURN(OpenedChunk chunk, OpenChunk(read.path, ListBytes(read.dst), direct));
+  KVTIER_ASSIGN_OR_RETURN(OpenedChunk chunk, OpenChunk(read.path, TotalBytes(read.dst), direct));
   read.stored_bytes = chunk.file_size;
   budget.Acquire(chunk.read_len);
   AlignedBuffer buf = buffers.Get(chunk.read_len);
@@ -132,7 +132,7 @@ Status VerifyInPlace(std::span<const std::byte> header_bytes, uint64_t file_size
                      const ChunkId& expected, ScatterList dst) {
   KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, DecodeChunkHeader(header_bytes));
   KVTIER_RETURN_IF_ERROR(CheckChunkHeader(header, expected, file_size));
-  const uint64_t want = ListBytes(dst);
+  const uint64_t want = TotalBytes(dst);
   if (header.payload_bytes != want) {
     return Status::InvalidArgument("destination holds " + std::to_string(want) +
                                    " bytes but the stored chunk has " +

@@ -99,7 +99,7 @@ struct Piece {
 // Whether chunk `c` can be read straight into `dst`: the file has the size a chunk of that payload has,
 // and for O_DIRECT every piece starts and ends on a 4 KiB boundary.
 bool CanReadIntoDestination(const OpenedChunk& c, ScatterList dst) {
-  const uint64_t payload = ListBytes(dst);
+  const uint64_t payload = TotalBytes(dst);
   if (payload == 0 || c.file_size != StoredChunkBytes(payload)) return false;
   if (!c.direct) return true;
   for (const auto& piece : dst) {
@@ -168,7 +168,7 @@ void Batch::StartJobs() {
     ChunkRead& read = reads_[next_];
     if (!opened_next_) {
       read.stored_bytes = 0;
-      auto opened = OpenChunk(read.path, ListBytes(read.dst), r_.options_.direct_io);
+      auto opened = OpenChunk(read.path, TotalBytes(read.dst), r_.options_.direct_io);
       if (!opened.ok()) {
         read.status = opened.status();
         ++next_;

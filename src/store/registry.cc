@@ -50,20 +50,4 @@ Result<std::unique_ptr<Tier>> OpenTier(std::string_view url) {
   return factory(parsed);
 }
 
-size_t TotalBytes(ScatterList pieces) {
-  size_t n = 0;
-  for (const auto& p : pieces) n += p.size();
-  return n;
-}
-
-size_t TotalBytes(GatherList pieces) {
-  size_t n = 0;
-  for (const auto& p : pieces) n += p.size();
-  return n;
-}
-
-void Tier::GetMany(std::span<ReadOp> ops) {
-  for (ReadOp& op : ops) op.status = Get(op.id, op.dst);
-}
-
 }  // namespace kvtier

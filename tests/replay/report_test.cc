@@ -61,7 +61,7 @@ struct Fixture {
   }
 };
 
-TEST(ReportTest, JsonCarriesThePlannersFigures) {
+TEST(ReplayReportTest, JsonCarriesThePlannersFigures) {
   Fixture f;
   const nlohmann::json j = ReportJson(f.report);
   // Hits: request 3 reuses blocks 1,2 (8 tokens); request 4 reuses all three (12 tokens).
@@ -94,7 +94,7 @@ TEST(ReportTest, JsonCarriesThePlannersFigures) {
   EXPECT_NE(ReportText(f.report).find("token hit ratio"), std::string::npos);
 }
 
-TEST(ReportTest, PlotScriptHoldsTheSweepAndGnuplotDrawsIt) {
+TEST(ReplayReportTest, PlotScriptHoldsTheSweepAndGnuplotDrawsIt) {
   Fixture f;
   testing::TempDir dir;
   ASSERT_FALSE(dir.path().empty());

@@ -10,7 +10,7 @@
 namespace kvtier::internal {
 namespace {
 
-TEST(TraceTest, ParsesOneLine) {
+TEST(ReplayTraceTest, ParsesOneLine) {
   auto r = ParseTraceLine(
       R"({"timestamp": 40, "input_length": 1025, "output_length": 3, "hash_ids": [7, 8, 9]})", 512);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -20,7 +20,7 @@ TEST(TraceTest, ParsesOneLine) {
   EXPECT_EQ(r->hash_ids, (std::vector<uint32_t>{7, 8, 9}));
 }
 
-TEST(TraceTest, RejectsMalformedLines) {
+TEST(ReplayTraceTest, RejectsMalformedLines) {
   const char* bad[] = {
       "not json",
       R"([1, 2])",
@@ -41,7 +41,7 @@ TEST(TraceTest, RejectsMalformedLines) {
   }
 }
 
-TEST(TraceTest, LoadsTheCommittedPrefixOfTheSharedTrace) {
+TEST(ReplayTraceTest, LoadsTheCommittedPrefixOfTheSharedTrace) {
   auto t = LoadTrace(testing::First500Path(), 512);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   ASSERT_EQ(t->requests.size(), 500u);
@@ -56,7 +56,7 @@ TEST(TraceTest, LoadsTheCommittedPrefixOfTheSharedTrace) {
   EXPECT_EQ(first10->requests.size(), 10u);
 }
 
-TEST(TraceTest, ReportsTheLineOfABadRecordAndMissingFiles) {
+TEST(ReplayTraceTest, ReportsTheLineOfABadRecordAndMissingFiles) {
   testing::TempDir dir;
   ASSERT_FALSE(dir.path().empty());
   const std::string path = dir.path() + "/t.jsonl";
@@ -71,7 +71,7 @@ TEST(TraceTest, ReportsTheLineOfABadRecordAndMissingFiles) {
   EXPECT_FALSE(LoadTrace(dir.path() + "/missing.jsonl", 512).ok());
 }
 
-TEST(TraceStatsTest, CountsOnlyLeadingCachedBlocks) {
+TEST(ReplayTraceStatsTest, CountsOnlyLeadingCachedBlocks) {
   Trace t;
   t.block_tokens = 4;
   // Request 2 shares block 1 but not block 0: no prefix, no hit. Request 3 repeats request 1 whole

@@ -1,0 +1,23 @@
+// The non-virtual parts of the Tier interface. They live in kvtier_core so every tier library (and the
+// io layer under them) can use them without depending on the store above.
+#include "kvtier/tier.h"
+
+namespace kvtier {
+
+size_t TotalBytes(ScatterList pieces) {
+  size_t n = 0;
+  for (const auto& p : pieces) n += p.size();
+  return n;
+}
+
+size_t TotalBytes(GatherList pieces) {
+  size_t n = 0;
+  for (const auto& p : pieces) n += p.size();
+  return n;
+}
+
+void Tier::GetMany(std::span<ReadOp> ops) {
+  for (ReadOp& op : ops) op.status = Get(op.id, op.dst);
+}
+
+}  // namespace kvtier
