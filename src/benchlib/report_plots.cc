@@ -41,6 +41,8 @@ PlotSpec InflightPlot(const ReportInputs& in) {
              "bytes in flight (MiB)", "GB/s (1e9 bytes/s)", true, {}};
   int color = 1;
   for (const auto& [name, d] : in.datapath) {
+    // A memory tier has no bound on bytes in flight: it appears on the chunk-size chart only.
+    if (Str(d.value("target", nlohmann::json::object()), "scheme") == "mem") continue;
     PlotSeries kv{"kvtier: " + RunLabel(d), {}, color, false};
     PlotSeries fio{"fio (same depth): " + RunLabel(d), {}, color, true};
     for (const auto& point : d.value("sweep", nlohmann::json::array())) {

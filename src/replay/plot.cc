@@ -34,7 +34,8 @@ std::string Fixed4(double v) {
 }  // namespace
 
 std::string SweepPlotScript(const ReplayReport& r, const PlotOptions& o) {
-  const double gib_per_mtoken = 1e6 * static_cast<double>(r.scale.model_bytes_per_token) / (1ull << 30);
+  const double gib_per_mtoken =
+      1e6 * static_cast<double>(r.scale.model_bytes_per_token) / (1ull << 30);
   std::string s;
   s += "$sweep << EOD\n";
   for (const SweepPoint& p : r.sweep) {
@@ -43,10 +44,13 @@ std::string SweepPlotScript(const ReplayReport& r, const PlotOptions& o) {
   s += "EOD\n";
   s += "set terminal svg size 900,560 dynamic enhanced font 'sans,13' background rgb 'white'\n";
   s += "set output " + Quote(o.svg_path) + "\n";
-  s += "set title " + Quote("kvtier replay: " + std::filesystem::path(r.trace_path).filename().string() +
-                            " (" + std::to_string(r.summary.requests) + " requests)") + " noenhanced\n";
+  s += "set title " +
+       Quote("kvtier replay: " + std::filesystem::path(r.trace_path).filename().string() + " (" +
+             std::to_string(r.summary.requests) + " requests)") +
+       " noenhanced\n";
   s += "set xlabel 'capacity (million tokens)'\n";
-  s += "set x2label " + Quote("capacity (GiB of " + std::string(r.model.name) + " KV)") + " noenhanced\n";
+  s += "set x2label " + Quote("capacity (GiB of " + std::string(r.model.name) + " KV)") +
+       " noenhanced\n";
   s += "set ylabel 'token hit ratio (prefix reuse)'\n";
   // Both axes are logarithmic, so the GiB axis is the token axis with its range scaled (gnuplot
   // cannot link nonlinear axes).
@@ -62,8 +66,9 @@ std::string SweepPlotScript(const ReplayReport& r, const PlotOptions& o) {
   s += "set x2range [" + Num(lo * gib_per_mtoken) + ":" + Num(hi * gib_per_mtoken) + "]\n";
   s += "set yrange [0:1]\nset ytics 0.1\nset grid\nset key bottom right\n";
   s += "plot $sweep using 1:2 with linespoints lw 2 pt 7 title " +
-       Quote("replayed through the Store (" + std::string(AdmissionName(
-                 r.sweep.front().run.admission)) + ")") + " noenhanced";
+       Quote("replayed through the Store (" +
+             std::string(AdmissionName(r.sweep.front().run.admission)) + ")") +
+       " noenhanced";
   s += ", " + Num(r.summary.UnlimitedHitRatio()) + " with lines dt 2 lw 2 title " +
        Quote("unlimited capacity " + Fixed4(r.summary.UnlimitedHitRatio()));
   if (o.reference_ratio) {

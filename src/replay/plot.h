@@ -21,8 +21,8 @@ struct PlotOptions {
 // The gnuplot script that draws `report.sweep` (data inline), so it can be checked without gnuplot.
 std::string SweepPlotScript(const ReplayReport& report, const PlotOptions& options);
 
-// Runs gnuplot on the script. InvalidArgument when the report has no sweep; NotSupported when gnuplot
-// is not installed; IOError when gnuplot fails or writes no file.
+// Runs gnuplot on the script. InvalidArgument when the report has no sweep; NotSupported when
+// gnuplot is not installed; IOError when gnuplot fails or writes no file.
 Status WriteSweepPlot(const ReplayReport& report, const PlotOptions& options);
 
 }  // namespace kvtier::internal

@@ -100,7 +100,8 @@ Result<ReplayTier> ParseReplayTier(std::string_view url, const ReplayScale& scal
   tier.parsed.params.erase(it);
   uint64_t tokens = 0;
   if (EndsWith(cap, kTokensSuffix)) {
-    KVTIER_ASSIGN_OR_RETURN(tokens, ParseTokenCount(cap.substr(0, cap.size() - kTokensSuffix.size())));
+    KVTIER_ASSIGN_OR_RETURN(tokens,
+                            ParseTokenCount(cap.substr(0, cap.size() - kTokensSuffix.size())));
   } else {
     auto bytes = ParseSize(cap);
     if (!bytes.ok()) {

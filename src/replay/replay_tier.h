@@ -1,9 +1,9 @@
 // Tier URLs of a replay, and the scaling that lets a small replay behave like the real store.
 //
-// A replay stores each trace block as a chunk of `block_tokens x bytes_per_token` bytes (a few bytes
-// per token instead of the model's hundreds of KiB), so the whole trace fits in memory. For the
-// capacities to mean what they would mean at full size, every capacity is first turned into a number of
-// blocks, then into the bytes that many scaled blocks occupy in that tier:
+// A replay stores each trace block as a chunk of `block_tokens x bytes_per_token` bytes (a few
+// bytes per token instead of the model's hundreds of KiB), so the whole trace fits in memory. For
+// the capacities to mean what they would mean at full size, every capacity is first turned into a
+// number of blocks, then into the bytes that many scaled blocks occupy in that tier:
 //   capacity=1000000tokens   -> floor(1000000 / block_tokens) blocks
 //   capacity=500GiB          -> bytes of the chosen model -> tokens -> blocks
 //   no capacity              -> unlimited (sized to hold every distinct block of the trace)
@@ -23,7 +23,7 @@ namespace kvtier::internal {
 
 struct ReplayScale {
   uint32_t block_tokens = 512;
-  uint32_t bytes_per_token = 2;      // replay payload bytes per token; even (K and V), >= 2
+  uint32_t bytes_per_token = 2;        // replay payload bytes per token; even (K and V), >= 2
   uint64_t model_bytes_per_token = 0;  // KV bytes per token of the model the figures are scaled to
 
   uint64_t BlockBytes() const { return uint64_t{block_tokens} * bytes_per_token; }
@@ -35,24 +35,25 @@ struct ReplayScale {
 };
 
 struct ReplayTier {
-  std::string url;               // as the user wrote it
-  TierUrl parsed;                // capacity removed; the rest is passed to the tier
+  std::string url;  // as the user wrote it
+  TierUrl parsed;   // capacity removed; the rest is passed to the tier
   bool unlimited = true;
   uint64_t capacity_blocks = 0;     // when !unlimited; at least 1
   uint64_t stored_block_bytes = 0;  // bytes one scaled block occupies in this tier
 
-  // The URL to open: capacity in bytes for `capacity_blocks` (or `unlimited_blocks` when unlimited),
-  // the path replaced by `path` when not empty.
+  // The URL to open: capacity in bytes for `capacity_blocks` (or `unlimited_blocks` when
+  // unlimited), the path replaced by `path` when not empty.
   std::string OpenUrl(uint64_t unlimited_blocks, const std::string& path) const;
   // True for tiers that keep chunks in files: each run gets a fresh directory under the given path.
-  bool UsesPath() const { return parsed.scheme != "mem"; }
+  bool UsesPath() const { return parsed.scheme == "file" || parsed.scheme == "fs"; }
 };
 
 // Parses "mem://?capacity=1000000tokens", "file:///nvme/x?capacity=2TiB", ... InvalidArgument for a
 // malformed URL or capacity, or a capacity below one block.
 Result<ReplayTier> ParseReplayTier(std::string_view url, const ReplayScale& scale);
 
-// Parses a token count: "1000000", "1.5M", "250k", "2G" (decimal multipliers). InvalidArgument otherwise.
+// Parses a token count: "1000000", "1.5M", "250k", "2G" (decimal multipliers). InvalidArgument
+// otherwise.
 Result<uint64_t> ParseTokenCount(std::string_view text);
 
 // A copy of `tier` with its capacity set to `capacity_tokens` (0: unlimited). InvalidArgument when

@@ -84,8 +84,7 @@ Result<std::unique_ptr<Replayer>> Replayer::Make(const Trace& trace, const Repla
   if (trace.block_tokens != scale.block_tokens) {
     return Status::InvalidArgument("trace and replay disagree on block tokens");
   }
-  KVTIER_ASSIGN_OR_RETURN(Namespace ns,
-                          Namespace::Make(model_id, scale.ReplayLayout(), "replay"));
+  KVTIER_ASSIGN_OR_RETURN(Namespace ns, Namespace::Make(model_id, scale.ReplayLayout(), "replay"));
   std::unique_ptr<Replayer> r(new Replayer(trace, scale, std::move(ns)));
   r->keys_.reserve(trace.block_refs);
   r->offsets_.reserve(trace.requests.size() + 1);
@@ -94,7 +93,8 @@ Result<std::unique_ptr<Replayer>> Replayer::Make(const Trace& trace, const Repla
     const size_t first = r->keys_.size();
     for (size_t j = 0; j < req.hash_ids.size(); ++j) {
       const ChunkKey* prev = j ? &r->keys_[first + j - 1] : nullptr;
-      r->keys_.push_back(NextChunkKey(r->ns_, prev, std::span<const uint32_t>(&req.hash_ids[j], 1)));
+      r->keys_.push_back(
+          NextChunkKey(r->ns_, prev, std::span<const uint32_t>(&req.hash_ids[j], 1)));
     }
     r->offsets_.push_back(r->keys_.size());
   }
@@ -103,7 +103,7 @@ Result<std::unique_ptr<Replayer>> Replayer::Make(const Trace& trace, const Repla
 
 std::span<const ChunkKey> Replayer::KeysOf(size_t request) const {
   return std::span<const ChunkKey>(keys_).subspan(offsets_[request],
-                                                 offsets_[request + 1] - offsets_[request]);
+                                                  offsets_[request + 1] - offsets_[request]);
 }
 
 Result<std::unique_ptr<Store>> Replayer::OpenStore(const ReplayOptions& options,
@@ -142,9 +142,9 @@ Status Replayer::ReplayRequest(size_t i, Store& store, RequestBuffers& buf, Repl
       }
     }
   }
-  KVTIER_ASSIGN_OR_RETURN(const size_t loaded,
-                          store.Load(ns_, keys.first(found),
-                                     std::span<const ScatterList>(buf.dsts).first(found)));
+  KVTIER_ASSIGN_OR_RETURN(
+      const size_t loaded,
+      store.Load(ns_, keys.first(found), std::span<const ScatterList>(buf.dsts).first(found)));
   for (size_t j = 0; j < loaded; ++j) {
     FillBlock(req.hash_ids[j], buf.expect);
     if (std::memcmp(buf.expect.data(), buf.pieces[j].data(), block_bytes) != 0) ++run->wrong_blocks;
@@ -161,8 +161,8 @@ Status Replayer::ReplayRequest(size_t i, Store& store, RequestBuffers& buf, Repl
 
   // The engine recomputed every block after the loaded prefix and saves them all.
   for (size_t j = loaded; j < keys.size(); ++j) FillBlock(req.hash_ids[j], buf.pieces[j]);
-  KVTIER_RETURN_IF_ERROR(store.Save(ns_, keys.subspan(loaded),
-                                    std::span<const GatherList>(buf.srcs).subspan(loaded)));
+  KVTIER_RETURN_IF_ERROR(
+      store.Save(ns_, keys.subspan(loaded), std::span<const GatherList>(buf.srcs).subspan(loaded)));
   run->saved_blocks += keys.size() - loaded;
   if (store.tier_count() > 1) KVTIER_RETURN_IF_ERROR(store.Flush());  // background writes done
   run->requests++;

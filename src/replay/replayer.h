@@ -1,11 +1,12 @@
-// Replays a request trace through the real Store: same keys, same tiers, same eviction and admission
-// code as an engine would drive, with payloads scaled down (replay_tier.h) so a whole trace fits.
+// Replays a request trace through the real Store: same keys, same tiers, same eviction and
+// admission code as an engine would drive, with payloads scaled down (replay_tier.h) so a whole
+// trace fits.
 //
-// For each request, in arrival order, the replayer does what an engine does: Lookup the chained keys of
-// its blocks, Load the leading hits, then Save every block after the loaded prefix (the engine has just
-// recomputed them). It then waits for the Store's background writes (Flush) so lower tiers see the
-// same state at every request whatever the speed of the machine: the replay models a store whose
-// background work keeps up, and its results are deterministic.
+// For each request, in arrival order, the replayer does what an engine does: Lookup the chained
+// keys of its blocks, Load the leading hits, then Save every block after the loaded prefix (the
+// engine has just recomputed them). It then waits for the Store's background writes (Flush) so
+// lower tiers see the same state at every request whatever the speed of the machine: the replay
+// models a store whose background work keeps up, and its results are deterministic.
 //
 // Each loaded block's bytes are compared with what was saved; a mismatch is counted, never ignored.
 //
@@ -29,7 +30,8 @@ namespace kvtier::internal {
 struct ReplayOptions {
   std::vector<ReplayTier> tiers;  // fastest first
   Admission admission = Admission::kAlways;
-  // Capacity handed to unlimited tiers, in blocks: the trace's distinct blocks, so nothing is evicted.
+  // Capacity handed to unlimited tiers, in blocks: the trace's distinct blocks, so nothing is
+  // evicted.
   uint64_t unlimited_blocks = 0;
 };
 
@@ -50,8 +52,8 @@ struct ReplayRun {
   uint64_t block_refs = 0;
   uint64_t hit_blocks = 0;
   uint64_t hit_tokens = 0;
-  uint64_t saved_blocks = 0;   // blocks handed to Save (recomputed by the engine)
-  uint64_t wrong_blocks = 0;   // loaded blocks whose bytes differ from those saved: must stay 0
+  uint64_t saved_blocks = 0;  // blocks handed to Save (recomputed by the engine)
+  uint64_t wrong_blocks = 0;  // loaded blocks whose bytes differ from those saved: must stay 0
   std::vector<TierReplayResult> tiers;
   std::vector<uint32_t> hit_blocks_per_request;  // in trace order
   StoreStats store;
@@ -68,13 +70,14 @@ struct RequestBuffers;
 class Replayer {
  public:
   // Derives the chained chunk keys of every request: a namespace for `model_id` over the scaled
-  // layout, and key[j] = NextChunkKey(ns, key[j-1], {hash_ids[j]}). InvalidArgument for a bad scale.
+  // layout, and key[j] = NextChunkKey(ns, key[j-1], {hash_ids[j]}). InvalidArgument for a bad
+  // scale.
   static Result<std::unique_ptr<Replayer>> Make(const Trace& trace, const ReplayScale& scale,
                                                 std::string_view model_id);
 
-  // Replays the whole trace through a fresh Store over `options.tiers`. Tiers kept in files get a new
-  // directory under their path, removed afterwards. Errors from opening the store, or from a Load or
-  // Save that fails outright (a miss is not an error).
+  // Replays the whole trace through a fresh Store over `options.tiers`. Tiers kept in files get a
+  // new directory under their path, removed afterwards. Errors from opening the store, or from a
+  // Load or Save that fails outright (a miss is not an error).
   Result<ReplayRun> Run(const ReplayOptions& options) const;
 
   const Namespace& ns() const { return ns_; }
@@ -91,8 +94,8 @@ class Replayer {
   const Trace& trace_;  // not owned; must outlive the Replayer
   ReplayScale scale_;
   Namespace ns_;
-  std::vector<ChunkKey> keys_;    // every request's keys, back to back
-  std::vector<size_t> offsets_;   // request i owns keys_[offsets_[i], offsets_[i + 1])
+  std::vector<ChunkKey> keys_;   // every request's keys, back to back
+  std::vector<size_t> offsets_;  // request i owns keys_[offsets_[i], offsets_[i + 1])
 };
 
 }  // namespace kvtier::internal

@@ -47,8 +47,9 @@ json TierJson(const ReplayReport& r, const ReplayRun& run, const TierReplayResul
         {"capacity_bytes", t.stats.capacity_bytes},
         // The capacity scaling is exact when each block occupies what it assumed.
         {"assumed_bytes_per_block", t.stored_block_bytes},
-        {"measured_bytes_per_block",
-         t.stats.chunks ? nlohmann::json(t.stats.usage_bytes / t.stats.chunks) : nlohmann::json()}}},
+        {"measured_bytes_per_block", t.stats.chunks
+                                         ? nlohmann::json(t.stats.usage_bytes / t.stats.chunks)
+                                         : nlohmann::json()}}},
   };
 }
 
@@ -61,7 +62,8 @@ json BandwidthJson(const ReplayReport& r, const ReplayRun& run) {
     if (per_second.size() <= s) per_second.resize(s + 1, 0);
     per_second[s] += run.hit_blocks_per_request[i];
   }
-  const uint64_t peak = per_second.empty() ? 0 : *std::max_element(per_second.begin(), per_second.end());
+  const uint64_t peak =
+      per_second.empty() ? 0 : *std::max_element(per_second.begin(), per_second.end());
   return json{
       {"arrival_rate_requests_per_s", r.summary.requests / DurationS(r)},
       {"hit_read_bytes_per_s_mean", ModelBytes(r, run.hit_blocks) / DurationS(r)},
@@ -93,8 +95,9 @@ json PrefillJson(const ReplayReport& r, const ReplayRun& run) {
                         {"gpus_freed_at_arrival_rate", saved / DurationS(r)}});
   }
   return json{{"estimate", true},
-              {"model", "forward-pass FLOPs (linear + causal attention) / (peak x MFU); see "
-                        "src/benchlib/gpu_profile.h"},
+              {"model",
+               "forward-pass FLOPs (linear + causal attention) / (peak x MFU); see "
+               "src/benchlib/gpu_profile.h"},
               {"gpus", gpus}};
 }
 
@@ -130,20 +133,17 @@ std::string_view AdmissionName(Admission a) {
 nlohmann::json ReportJson(const ReplayReport& r) {
   const TraceSummary& s = r.summary;
   json out;
-  out["trace"] = json{{"path", r.trace_path},
-                      {"requests", s.requests},
-                      {"input_tokens", s.input_tokens},
-                      {"output_tokens", s.output_tokens},
-                      {"block_refs", s.block_refs},
-                      {"unique_blocks", s.unique_blocks},
+  out["trace"] = json{{"path", r.trace_path},           {"requests", s.requests},
+                      {"input_tokens", s.input_tokens}, {"output_tokens", s.output_tokens},
+                      {"block_refs", s.block_refs},     {"unique_blocks", s.unique_blocks},
                       {"duration_s", DurationS(r)}};
   out["block_tokens"] = r.scale.block_tokens;
   out["model"] = json{{"preset", r.model.name},
                       {"model_id", r.model.model_id},
                       {"kv_bytes_per_token", r.scale.model_bytes_per_token},
                       {"kv_bytes_per_block", r.scale.ModelBlockBytes()}};
-  out["replay_scale"] = json{{"bytes_per_token", r.scale.bytes_per_token},
-                             {"block_bytes", r.scale.BlockBytes()}};
+  out["replay_scale"] =
+      json{{"bytes_per_token", r.scale.bytes_per_token}, {"block_bytes", r.scale.BlockBytes()}};
   out["unique_blocks"] = s.unique_blocks;
   out["footprint_bytes"] = ModelBytes(r, s.unique_blocks);
   out["unlimited_token_hit_ratio"] = s.UnlimitedHitRatio();
@@ -171,12 +171,13 @@ nlohmann::json ReportJson(const ReplayReport& r) {
     for (const SweepPoint& p : r.sweep) {
       json written = json::array();
       for (const TierReplayResult& t : p.run.tiers) written.push_back(ModelBytes(r, t.stats.puts));
-      points.push_back(json{{"capacity_tokens", p.capacity_tokens},
-                            {"capacity_bytes", ModelBytes(r, p.capacity_tokens / r.scale.block_tokens)},
-                            {"token_hit_ratio", p.run.TokenHitRatio()},
-                            {"hit_tokens", p.run.hit_tokens},
-                            {"bytes_written_per_tier", written},
-                            {"wrong_blocks", p.run.wrong_blocks}});
+      points.push_back(
+          json{{"capacity_tokens", p.capacity_tokens},
+               {"capacity_bytes", ModelBytes(r, p.capacity_tokens / r.scale.block_tokens)},
+               {"token_hit_ratio", p.run.TokenHitRatio()},
+               {"hit_tokens", p.run.hit_tokens},
+               {"bytes_written_per_tier", written},
+               {"wrong_blocks", p.run.wrong_blocks}});
     }
     out["sweep"] = json{{"tier", r.sweep_tier}, {"points", points}};
   }
@@ -186,29 +187,37 @@ nlohmann::json ReportJson(const ReplayReport& r) {
 std::string ReportText(const ReplayReport& r) {
   const TraceSummary& s = r.summary;
   std::string out;
-  out += Line("trace %s: %llu requests, %llu input tokens, %llu block refs, %llu distinct blocks, "
-              "%.1f s\n",
-              r.trace_path.c_str(), (unsigned long long)s.requests, (unsigned long long)s.input_tokens,
-              (unsigned long long)s.block_refs, (unsigned long long)s.unique_blocks, DurationS(r));
+  out += Line(
+      "trace %s: %llu requests, %llu input tokens, %llu block refs, %llu distinct blocks, "
+      "%.1f s\n",
+      r.trace_path.c_str(), (unsigned long long)s.requests, (unsigned long long)s.input_tokens,
+      (unsigned long long)s.block_refs, (unsigned long long)s.unique_blocks, DurationS(r));
   out += Line("model %s: %llu KV bytes/token; footprint of every distinct block %.2f GiB\n",
               std::string(r.model.name).c_str(), (unsigned long long)r.scale.model_bytes_per_token,
               GiB(ModelBytes(r, s.unique_blocks)));
   out += Line("token hit ratio with unlimited capacity: %.4f\n", s.UnlimitedHitRatio());
   for (const ReplayRun& run : r.runs) {
-    out += Line("admission %s: token hit ratio %.4f (replay %.2f s, %.0f requests/s, %.0f block "
-                "refs/s, wrong blocks %llu)\n",
-                std::string(AdmissionName(run.admission)).c_str(), run.TokenHitRatio(), run.seconds,
-                run.requests / std::max(run.seconds, 1e-9), run.block_refs / std::max(run.seconds, 1e-9),
-                (unsigned long long)run.wrong_blocks);
+    out += Line(
+        "admission %s: token hit ratio %.4f (replay %.2f s, %.0f requests/s, %.0f block "
+        "refs/s, wrong blocks %llu)\n",
+        std::string(AdmissionName(run.admission)).c_str(), run.TokenHitRatio(), run.seconds,
+        run.requests / std::max(run.seconds, 1e-9), run.block_refs / std::max(run.seconds, 1e-9),
+        (unsigned long long)run.wrong_blocks);
+    if (run.store.dropped_saves > 0) {
+      out += Line("  note: %llu background saves were dropped (a source evicted before its copy)\n",
+                  (unsigned long long)run.store.dropped_saves);
+    }
     for (const TierReplayResult& t : run.tiers) {
       out += Line("  %-40s hit ratio %.4f  read %.2f GiB  written %.2f GiB  evictions %llu\n",
-                  t.url.c_str(), Ratio(t.hit_tokens, run.input_tokens), GiB(ModelBytes(r, t.hit_blocks)),
-                  GiB(ModelBytes(r, t.stats.puts)), (unsigned long long)t.stats.evictions);
+                  t.url.c_str(), Ratio(t.hit_tokens, run.input_tokens),
+                  GiB(ModelBytes(r, t.hit_blocks)), GiB(ModelBytes(r, t.stats.puts)),
+                  (unsigned long long)t.stats.evictions);
     }
   }
-  out += Line("reference, same run: trace parsed in %.3f s, keys derived in %.3f s, hash-set pass "
-              "(no Store) in %.3f s\n",
-              r.timings.load_trace_s, r.timings.derive_keys_s, r.timings.summarize_s);
+  out += Line(
+      "reference, same run: trace parsed in %.3f s, keys derived in %.3f s, hash-set pass "
+      "(no Store) in %.3f s\n",
+      r.timings.load_trace_s, r.timings.derive_keys_s, r.timings.summarize_s);
   if (!r.runs.empty()) {
     const ReplayRun& main = r.runs.front();
     out += Line("hits need %.2f GB/s on average at the trace's arrival rate\n",
@@ -223,8 +232,8 @@ std::string ReportText(const ReplayReport& r) {
     }
   }
   for (const SweepPoint& p : r.sweep) {
-    out += Line("sweep %12llu tokens: token hit ratio %.4f\n", (unsigned long long)p.capacity_tokens,
-                p.run.TokenHitRatio());
+    out += Line("sweep %12llu tokens: token hit ratio %.4f\n",
+                (unsigned long long)p.capacity_tokens, p.run.TokenHitRatio());
   }
   return out;
 }

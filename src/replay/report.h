@@ -1,19 +1,20 @@
-// The capacity planner's answers, computed from replay runs: hit ratios, bytes per tier at the size of
-// the chosen model, the bandwidth the hits need at the trace's arrival rate, and an ESTIMATE of the
-// prefill compute the hits save on each GPU profile. Written as JSON and as a short text summary.
+// The capacity planner's answers, computed from replay runs: hit ratios, bytes per tier at the size
+// of the chosen model, the bandwidth the hits need at the trace's arrival rate, and an ESTIMATE of
+// the prefill compute the hits save on each GPU profile. Written as JSON and as a short text
+// summary.
 //
-// Byte figures are at model size: a replayed block stands for block_tokens x the model's KV bytes per
-// token, whatever the scaled payload was. Storage moves whole chunks, so bytes count whole blocks (a
-// request's partial last block as a full one); hit ratios count tokens (min(k x block, input)).
+// Byte figures are at model size: a replayed block stands for block_tokens x the model's KV bytes
+// per token, whatever the scaled payload was. Storage moves whole chunks, so bytes count whole
+// blocks (a request's partial last block as a full one); hit ratios count tokens (min(k x block,
+// input)).
 //
 // Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "benchlib/gpu_profile.h"
 #include "kvtier/layout.h"

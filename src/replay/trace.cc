@@ -11,7 +11,8 @@ Result<uint64_t> NonNegative(const nlohmann::json& obj, const char* field) {
   auto it = obj.find(field);
   if (it == obj.end()) return Status::InvalidArgument(std::string("missing field '") + field + "'");
   if (!it->is_number_integer() || it->get<int64_t>() < 0) {
-    return Status::InvalidArgument(std::string("field '") + field + "' must be a non-negative integer");
+    return Status::InvalidArgument(std::string("field '") + field +
+                                   "' must be a non-negative integer");
   }
   return it->get<uint64_t>();
 }
@@ -45,11 +46,10 @@ Result<TraceRequest> ParseTraceLine(std::string_view line, uint32_t block_tokens
   }
   const uint64_t want = (r.input_length + block_tokens - 1) / block_tokens;
   if (r.hash_ids.size() != want) {
-    return Status::InvalidArgument("input_length " + std::to_string(r.input_length) + " needs " +
-                                   std::to_string(want) + " blocks of " +
-                                   std::to_string(block_tokens) + " tokens, hash_ids has " +
-                                   std::to_string(r.hash_ids.size()) +
-                                   " (is --block-tokens right?)");
+    return Status::InvalidArgument(
+        "input_length " + std::to_string(r.input_length) + " needs " + std::to_string(want) +
+        " blocks of " + std::to_string(block_tokens) + " tokens, hash_ids has " +
+        std::to_string(r.hash_ids.size()) + " (is --block-tokens right?)");
   }
   return r;
 }

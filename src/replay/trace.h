@@ -1,8 +1,9 @@
 // Request traces: the JSONL format of public production traces, one request per line:
 //   {"timestamp": <ms from start>, "input_length": <tokens>, "output_length": <tokens>,
 //    "hash_ids": [<int>, ...]}
-// Each hash id names one block of `block_tokens` prompt tokens, hashed together with everything before
-// it, so two requests that share their first k ids share a k-block prefix. The last block may be partial.
+// Each hash id names one block of `block_tokens` prompt tokens, hashed together with everything
+// before it, so two requests that share their first k ids share a k-block prefix. The last block
+// may be partial.
 //
 // Loading is a pure function of the file; the returned Trace is a plain value.
 #pragma once
@@ -32,13 +33,13 @@ struct Trace {
   uint64_t DurationMs() const;
 };
 
-// Parses one line. InvalidArgument for malformed JSON, missing or negative fields, or a hash id count
-// that does not match ceil(input_length / block_tokens).
+// Parses one line. InvalidArgument for malformed JSON, missing or negative fields, or a hash id
+// count that does not match ceil(input_length / block_tokens).
 Result<TraceRequest> ParseTraceLine(std::string_view line, uint32_t block_tokens);
 
 // Reads a whole trace (blank lines are skipped); `max_requests` > 0 keeps only the first ones.
-// NotFound/IOError when the file cannot be read; InvalidArgument naming the line number of a bad record
-// or when timestamps go backwards.
+// NotFound/IOError when the file cannot be read; InvalidArgument naming the line number of a bad
+// record or when timestamps go backwards.
 Result<Trace> LoadTrace(const std::string& path, uint32_t block_tokens, size_t max_requests = 0);
 
 }  // namespace kvtier::internal

@@ -1,5 +1,5 @@
-// Figures of a trace that need no store: distinct blocks, and the prefix hit ratio a cache of unlimited
-// capacity would reach (every block seen before is still there).
+// Figures of a trace that need no store: distinct blocks, and the prefix hit ratio a cache of
+// unlimited capacity would reach (every block seen before is still there).
 //
 // Pure functions over a Trace; thread-safe.
 #pragma once

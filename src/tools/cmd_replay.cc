@@ -1,7 +1,7 @@
 // `kvtier replay`: the capacity planner. Replays a request trace (JSONL: timestamp, input_length,
 // output_length, hash_ids) through the real Store and reports the prefix hit ratio, bytes per tier,
-// the bandwidth the hits need and an estimate of the prefill compute saved; `--sweep` draws hit ratio
-// against capacity. The work is in src/replay; this file only parses options.
+// the bandwidth the hits need and an estimate of the prefill compute saved; `--sweep` draws hit
+// ratio against capacity. The work is in src/replay; this file only parses options.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -64,7 +64,9 @@ Result<std::vector<Admission>> Policies(const std::string& name,
     // Admission decides what the Store writes to tiers outside memory (in the background); without
     // such a lower tier both policies behave alike.
     for (size_t i = 1; i < tiers.size(); ++i) {
-      if (tiers[i].UsesPath()) return std::vector<Admission>{Admission::kAlways, Admission::kSecondUse};
+      if (tiers[i].UsesPath()) {
+        return std::vector<Admission>{Admission::kAlways, Admission::kSecondUse};
+      }
     }
     return std::vector<Admission>{Admission::kAlways};
   }
@@ -74,7 +76,9 @@ Result<std::vector<Admission>> Policies(const std::string& name,
 Result<std::vector<ReplayTier>> Tiers(const ReplayArgs& a, const ReplayScale& scale) {
   std::vector<std::string> urls = a.tiers;
   if (!a.capacity_tokens.empty()) {
-    if (!urls.empty()) return Status::InvalidArgument("give --capacity-tokens or --tiers, not both");
+    if (!urls.empty()) {
+      return Status::InvalidArgument("give --capacity-tokens or --tiers, not both");
+    }
     urls.push_back("mem://?capacity=" + a.capacity_tokens + "tokens");
   }
   if (urls.empty()) urls.push_back("mem://");  // unlimited
@@ -106,7 +110,8 @@ Status RunSweep(const ReplayArgs& a, const Replayer& replayer, const std::vector
     KVTIER_ASSIGN_OR_RETURN(const uint64_t tokens, ParseTokenCount(text));
     if (tokens == 0) return Status::InvalidArgument("--sweep capacities must be positive");
     ReplayOptions opt = base;
-    KVTIER_ASSIGN_OR_RETURN(opt.tiers.back(), WithCapacityTokens(tiers.back(), tokens, report->scale));
+    KVTIER_ASSIGN_OR_RETURN(opt.tiers.back(),
+                            WithCapacityTokens(tiers.back(), tokens, report->scale));
     KVTIER_ASSIGN_OR_RETURN(ReplayRun run, replayer.Run(opt));
     report->sweep.push_back(SweepPoint{tokens, std::move(run)});
   }
@@ -119,8 +124,9 @@ Status WriteOutputs(const ReplayArgs& a, const ReplayReport& report) {
   if (!report.sweep.empty()) {
     PlotOptions po;
     po.svg_path = !a.plot_path.empty() ? a.plot_path
-                  : !a.json_path.empty() ? std::filesystem::path(a.json_path).replace_extension(".svg").string()
-                                         : "kvtier-replay-sweep.svg";
+                  : !a.json_path.empty()
+                      ? std::filesystem::path(a.json_path).replace_extension(".svg").string()
+                      : "kvtier-replay-sweep.svg";
     po.reference_ratio = a.reference_ratio;
     po.reference_label = a.reference_label;
     Status s = WriteSweepPlot(report, po);
@@ -192,25 +198,29 @@ int Run(const ReplayArgs& a) {
 }
 
 KVTIER_COMMAND(
-    "", "replay", "Replay a request trace through the Store: hit ratio, bytes and bandwidth per tier",
+    "", "replay",
+    "Replay a request trace through the Store: hit ratio, bytes and bandwidth per tier",
     [](CLI::App& cmd) -> std::function<int()> {
       auto a = std::make_shared<ReplayArgs>();
       cmd.add_option("--trace", a->trace, "JSONL trace: timestamp, input_length, hash_ids per line")
           ->required();
       cmd.add_option("--block-tokens", a->block_tokens, "tokens per hash id block")
           ->default_val(512);
-      cmd.add_option("--model", a->model, "model preset the byte figures are scaled to")->required();
+      cmd.add_option("--model", a->model, "model preset the byte figures are scaled to")
+          ->required();
       cmd.add_option("--tiers", a->tiers,
                      "tier URLs, fastest first; capacity=<N>tokens or a size of model KV bytes; no "
                      "capacity means unlimited (default: one unlimited mem://)")
           ->delimiter(',');
       cmd.add_option("--capacity-tokens", a->capacity_tokens, "capacity of a single mem:// tier");
       cmd.add_option("--json", a->json_path, "write the results as JSON");
-      cmd.add_option("--sweep", a->sweep, "capacities (tokens) of the last tier to replay, e.g. 1M,4M")
+      cmd.add_option("--sweep", a->sweep,
+                     "capacities (tokens) of the last tier to replay, e.g. 1M,4M")
           ->delimiter(',');
       cmd.add_option("--plot", a->plot_path, "SVG of the sweep (default: the --json path, .svg)");
-      cmd.add_option("--admission", a->admission,
-                     "always (LRU), second-use, both, or auto (both when a lower tier is not in memory)");
+      cmd.add_option(
+          "--admission", a->admission,
+          "always (LRU), second-use, both, or auto (both when a lower tier is not in memory)");
       cmd.add_option("--gpu", a->gpus, "GPU profiles for the prefill estimate (default: all)")
           ->delimiter(',');
       cmd.add_option("--replay-bytes-per-token", a->bytes_per_token,

@@ -1,11 +1,11 @@
 // Runs the `kvtier replay` command as a user would and checks what it writes.
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <string>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "replay/replay_test_util.h"
 
@@ -29,10 +29,10 @@ TEST(ReplayCliTest, WritesJsonAndPlotForASweep) {
   ASSERT_FALSE(dir.path().empty());
   const std::string json_path = dir.path() + "/out.json";
   const std::string log = dir.path() + "/log.txt";
-  const int rc = RunCli("--trace " + testing::First500Path() +
-                            " --block-tokens 512 --model qwen2.5-0.5b --sweep 100k,1M,10M --json " +
-                            json_path,
-                        log);
+  const int rc =
+      RunCli("--trace " + testing::First500Path() +
+                 " --block-tokens 512 --model qwen2.5-0.5b --sweep 100k,1M,10M --json " + json_path,
+             log);
   ASSERT_EQ(rc, 0) << ReadFile(log);
   const nlohmann::json j = nlohmann::json::parse(ReadFile(json_path), nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << ReadFile(json_path);
@@ -56,10 +56,11 @@ TEST(ReplayCliTest, ComparesAdmissionPoliciesWithAFileTier) {
   ASSERT_FALSE(dir.path().empty());
   const std::string json_path = dir.path() + "/out.json";
   const std::string log = dir.path() + "/log.txt";
-  const int rc = RunCli("--trace " + testing::First500Path() + " --model qwen2.5-0.5b --max-requests 20" +
-                            " --tiers 'mem://?capacity=100ktokens,file://" + dir.path() +
-                            "/cache?capacity=2Mtokens' --json " + json_path,
-                        log);
+  const int rc =
+      RunCli("--trace " + testing::First500Path() + " --model qwen2.5-0.5b --max-requests 20" +
+                 " --tiers 'mem://?capacity=100ktokens,file://" + dir.path() +
+                 "/cache?capacity=2Mtokens' --json " + json_path,
+             log);
   ASSERT_EQ(rc, 0) << ReadFile(log);
   const nlohmann::json j = nlohmann::json::parse(ReadFile(json_path), nullptr, false);
   ASSERT_FALSE(j.is_discarded());
@@ -91,9 +92,10 @@ TEST(ReplayCliTest, RefusesBadInputWithAMessage) {
                        " --model llama-3.1-8b --capacity-tokens 1M --tiers mem://",
                    log),
             0);
-  EXPECT_NE(RunCli("--trace " + testing::First500Path() + " --model llama-3.1-8b --block-tokens 256",
-                   log),
-            0);
+  EXPECT_NE(
+      RunCli("--trace " + testing::First500Path() + " --model llama-3.1-8b --block-tokens 256",
+             log),
+      0);
   EXPECT_NE(ReadFile(log).find("block"), std::string::npos) << ReadFile(log);
 }
 

@@ -1,12 +1,11 @@
 // Shared helpers of the replay tests: where the traces are, and a temporary directory.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace kvtier::internal::testing {
 
@@ -22,7 +21,8 @@ inline std::string SharedTracePath() {
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kvtier-replay-test-XXXXXX").string();
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "kvtier-replay-test-XXXXXX").string();
     if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
   }
   ~TempDir() {

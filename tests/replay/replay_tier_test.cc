@@ -28,7 +28,7 @@ TEST(ReplayTierTest, TokenCapacityBecomesScaledBytesOfWholeBlocks) {
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_FALSE(t->unlimited);
   EXPECT_EQ(t->capacity_blocks, 1000000u / 512);  // 1953 whole blocks
-  EXPECT_EQ(t->stored_block_bytes, 1024u);         // one page per block
+  EXPECT_EQ(t->stored_block_bytes, 1024u);        // one page per block
   auto url = TierUrl::Parse(t->OpenUrl(0, ""));
   ASSERT_TRUE(url.ok());
   EXPECT_EQ(url->params.at("capacity"), std::to_string(1953 * 1024));

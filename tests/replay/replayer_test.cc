@@ -1,9 +1,9 @@
 #include "replay/replayer.h"
 
+#include <gtest/gtest.h>
+
 #include <list>
 #include <unordered_map>
-
-#include <gtest/gtest.h>
 
 #include "replay/replay_test_util.h"
 #include "replay/trace_stats.h"
@@ -15,9 +15,10 @@ constexpr uint32_t kBlock = 512;
 
 ReplayScale Scale() { return ReplayScale{kBlock, 2, 131072}; }
 
-// The reference: an LRU over hash ids, written from the replay's contract alone. A request loads its
-// leading cached blocks (each becomes most recent, in order), then saves every later block (inserted
-// as most recent, or made most recent when already held), evicting the least recent when full.
+// The reference: an LRU over hash ids, written from the replay's contract alone. A request loads
+// its leading cached blocks (each becomes most recent, in order), then saves every later block
+// (inserted as most recent, or made most recent when already held), evicting the least recent when
+// full.
 struct ReferenceLru {
   explicit ReferenceLru(size_t capacity) : capacity(capacity) {}
 

@@ -1,9 +1,9 @@
 #include "replay/report.h"
 
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "replay/plot.h"
 #include "replay/replay_test_util.h"
@@ -15,7 +15,9 @@ namespace {
 Trace SmallTrace() {
   Trace t;
   t.block_tokens = 4;
-  t.requests = {{0, 12, 1, {1, 2, 3}}, {500, 8, 1, {7, 8}}, {1500, 10, 1, {1, 2, 9}},
+  t.requests = {{0, 12, 1, {1, 2, 3}},
+                {500, 8, 1, {7, 8}},
+                {1500, 10, 1, {1, 2, 9}},
                 {2000, 12, 1, {1, 2, 3}}};
   for (const auto& r : t.requests) {
     t.input_tokens += r.input_length;
@@ -77,7 +79,8 @@ TEST(ReplayReportTest, JsonCarriesThePlannersFigures) {
   EXPECT_EQ(j["tiers"][0]["bytes_written"].get<uint64_t>(), 6 * block_bytes);
   EXPECT_TRUE(j["tiers"][0]["capacity"]["unlimited"].get<bool>());
   // 5 hit blocks over 2 s of arrivals; the busiest second ([2 s, 3 s)) pulls request 4's 3 blocks.
-  EXPECT_DOUBLE_EQ(j["bandwidth"]["hit_read_bytes_per_s_mean"].get<double>(), 5.0 * block_bytes / 2);
+  EXPECT_DOUBLE_EQ(j["bandwidth"]["hit_read_bytes_per_s_mean"].get<double>(),
+                   5.0 * block_bytes / 2);
   EXPECT_DOUBLE_EQ(j["bandwidth"]["hit_read_bytes_per_s_peak_1s"].get<double>(), 3.0 * block_bytes);
   const auto& est = j["prefill_saved_estimate"];
   EXPECT_TRUE(est["estimate"].get<bool>());

@@ -1,8 +1,8 @@
 #include "replay/trace.h"
 
-#include <fstream>
-
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 #include "replay/replay_test_util.h"
 #include "replay/trace_stats.h"
@@ -62,8 +62,10 @@ TEST(ReplayTraceTest, ReportsTheLineOfABadRecordAndMissingFiles) {
   const std::string path = dir.path() + "/t.jsonl";
   {
     std::ofstream out(path);
-    out << R"({"timestamp": 5, "input_length": 1, "output_length": 1, "hash_ids": [1]})" << "\n\n";
-    out << R"({"timestamp": 4, "input_length": 1, "output_length": 1, "hash_ids": [2]})" << "\n";
+    out << R"({"timestamp": 5, "input_length": 1, "output_length": 1, "hash_ids": [1]})"
+        << "\n\n";
+    out << R"({"timestamp": 4, "input_length": 1, "output_length": 1, "hash_ids": [2]})"
+        << "\n";
   }
   auto t = LoadTrace(path, 512);
   ASSERT_FALSE(t.ok());
