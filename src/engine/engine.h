@@ -61,6 +61,8 @@ struct PrefillStats {
 class Engine;
 
 // One prompt of one session, from Begin to End. Owned by the caller; not thread-safe.
+// REQUIRES: every request that Begin returned is passed to End before it is destroyed (until then its
+// session's pool blocks stay pinned).
 class Request {
  public:
   const std::vector<uint32_t>& prompt() const { return prompt_; }

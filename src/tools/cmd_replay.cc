@@ -64,7 +64,7 @@ Result<std::vector<Admission>> Policies(const std::string& name,
     // Admission decides what the Store writes to tiers outside memory (in the background); without
     // such a lower tier both policies behave alike.
     for (size_t i = 1; i < tiers.size(); ++i) {
-      if (tiers[i].UsesPath()) {
+      if (tiers[i].parsed.scheme != "mem") {
         return std::vector<Admission>{Admission::kAlways, Admission::kSecondUse};
       }
     }

@@ -35,6 +35,8 @@ struct TierCase {
   std::string scheme;  // "mem", "file" or "fs"
 };
 
+void PrintTo(const TierCase& c, std::ostream* os) { *os << c.name; }
+
 class OracleTest : public ::testing::TestWithParam<TierCase> {
  protected:
   void SetUp() override {
