@@ -39,12 +39,18 @@ void Repair(std::vector<std::byte>& f, bool payload_too) {
   std::memcpy(f.data() + kFieldsEnd, &sum, 8);
 }
 
+// One scratch file per process, removed at exit.
+struct ScratchFile {
+  std::string path;
+  ~ScratchFile() { ::unlink(path.c_str()); }
+};
+
 const std::string& ScratchPath() {
-  static const std::string path = [] {
+  static const ScratchFile file{[] {
     const char* dir = std::getenv("TMPDIR");
     return std::string(dir != nullptr ? dir : "/tmp") + "/kvtier-fuzz-chunk-" + std::to_string(getpid());
-  }();
-  return path;
+  }()};
+  return file.path;
 }
 
 internal::ChunkReader& Reader() {

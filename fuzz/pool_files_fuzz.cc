@@ -32,13 +32,22 @@ void CheckMeta(std::string_view text) {
 }
 
 void CheckUsage(std::string_view text) {
-  static const std::string root = [] {
+  // One scratch pool directory per process, removed at exit.
+  struct ScratchDir {
+    std::string path;
+    ~ScratchDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const ScratchDir root{[] {
     const char* dir = std::getenv("TMPDIR");
     std::string r = std::string(dir != nullptr ? dir : "/tmp") + "/kvtier-fuzz-pool-" + std::to_string(getpid());
-    std::filesystem::create_directories(r);
+    std::error_code ec;
+    std::filesystem::create_directories(r, ec);
     return r;
-  }();
-  const internal::PoolLayout layout(root);
+  }()};
+  const internal::PoolLayout layout(root.path);
   FILE* f = std::fopen(layout.UsagePath().c_str(), "wb");
   if (f == nullptr) return;
   std::fwrite(text.data(), 1, text.size(), f);
