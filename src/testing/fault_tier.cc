@@ -40,38 +40,38 @@ uint64_t FaultControls::InjectedTotal() const {
 }
 
 FaultTier::FaultTier(std::unique_ptr<Tier> base, std::shared_ptr<FaultControls> controls)
-    : base_(std::move(base)), controls_(std::move(controls)), url_(base_->url()) {}
+    : ForwardingTier(std::move(base)), controls_(std::move(controls)) {}
 
 bool FaultTier::Contains(const ChunkId& id) {
   // A failing device cannot even answer presence; the store must then treat the chunk as a miss.
   if (controls_->read_error) return false;
-  return base_->Contains(id);
+  return inner_->Contains(id);
 }
 
 Status FaultTier::Put(const ChunkId& id, GatherList payload) {
   Delay(controls_->write_delay_us);
   if (controls_->no_space) {
     ++controls_->injected_no_space;
-    return Status::FromErrno(ENOSPC, "injected write " + url_);
+    return Status::FromErrno(ENOSPC, "injected write " + url());
   }
   if (controls_->write_error) {
     ++controls_->injected_write_errors;
-    return Status::FromErrno(EIO, "injected write " + url_);
+    return Status::FromErrno(EIO, "injected write " + url());
   }
-  return base_->Put(id, payload);
+  return inner_->Put(id, payload);
 }
 
 Status FaultTier::ReadFault(const ChunkId& id, ScatterList dst) {
   if (controls_->read_error) {
     ++controls_->injected_read_errors;
-    return Status::FromErrno(EIO, "injected read " + url_);
+    return Status::FromErrno(EIO, "injected read " + url());
   }
   if (controls_->short_read) {
     ++controls_->injected_short_reads;
-    Status s = base_->Get(id, dst);  // the device delivered something...
+    Status s = inner_->Get(id, dst);  // the device delivered something...
     SmearTail(dst, TotalBytes(dst) / 2);  // ...but only the first half of it
     if (!s.ok()) return s;
-    return Status::IOError("injected short read " + url_ + ": got half of the chunk");
+    return Status::IOError("injected short read " + url() + ": got half of the chunk");
   }
   return Status::OK();
 }
@@ -79,7 +79,7 @@ Status FaultTier::ReadFault(const ChunkId& id, ScatterList dst) {
 Status FaultTier::GetNoDelay(const ChunkId& id, ScatterList dst) {
   Status fault = ReadFault(id, dst);
   if (!fault.ok()) return fault;
-  return base_->Get(id, dst);
+  return inner_->Get(id, dst);
 }
 
 Status FaultTier::Get(const ChunkId& id, ScatterList dst) {
@@ -89,11 +89,9 @@ Status FaultTier::Get(const ChunkId& id, ScatterList dst) {
 
 void FaultTier::GetMany(std::span<ReadOp> ops) {
   Delay(controls_->read_delay_us);
-  if (!controls_->read_error && !controls_->short_read) return base_->GetMany(ops);
+  if (!controls_->read_error && !controls_->short_read) return inner_->GetMany(ops);
   for (ReadOp& op : ops) op.status = GetNoDelay(op.id, op.dst);
 }
-
-TierStats FaultTier::Stats() const { return base_->Stats(); }
 
 std::unique_ptr<FaultTier> WrapWithFaults(std::unique_ptr<Tier> base,
                                           std::shared_ptr<FaultControls>* controls) {

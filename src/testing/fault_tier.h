@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "kvtier/forwarding_tier.h"
 #include "kvtier/tier.h"
 
 namespace kvtier::internal {
@@ -43,32 +44,23 @@ struct FaultControls {
   uint64_t InjectedTotal() const;
 };
 
-class FaultTier final : public Tier {
+class FaultTier final : public ForwardingTier {
  public:
   FaultTier(std::unique_ptr<Tier> base, std::shared_ptr<FaultControls> controls);
 
-  const std::string& url() const override { return url_; }
-  TierCapabilities capabilities() const override { return base_->capabilities(); }
   bool Contains(const ChunkId& id) override;
   Status Put(const ChunkId& id, GatherList payload) override;
   Status Get(const ChunkId& id, ScatterList dst) override;
   void GetMany(std::span<ReadOp> ops) override;
-  Status Remove(const ChunkId& id) override { return base_->Remove(id); }
-  Status List(const std::function<bool(const ChunkInfo&)>& fn) override { return base_->List(fn); }
-  Status Check(const ChunkInfo& info) override { return base_->Check(info); }
-  Status Flush() override { return base_->Flush(); }
-  TierStats Stats() const override;
 
-  Tier& base() { return *base_; }
+  Tier& base() { return inner(); }
 
  private:
   // A read fault's status, or OK to forward.
   Status ReadFault(const ChunkId& id, ScatterList dst);
   Status GetNoDelay(const ChunkId& id, ScatterList dst);
 
-  std::unique_ptr<Tier> base_;
   std::shared_ptr<FaultControls> controls_;
-  std::string url_;
 };
 
 // Wraps `base`; returns the wrapper and fills `*controls` with its switches.

@@ -2,6 +2,8 @@
 // bytes follow from their key, so any misplaced byte is detected.
 #pragma once
 
+#include "support/temp_dir.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -15,23 +17,6 @@
 
 namespace kvtier::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kvtier-file-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // 2 layers x 2 heads x 16 dims fp16 x 10 tokens = 2560 bytes: not a multiple of 4096, so padding is
 // exercised.

@@ -2,6 +2,8 @@
 // and payloads derived from their key so any process can check what it loaded.
 #pragma once
 
+#include "support/temp_dir.h"
+
 #include <stdlib.h>
 
 #include <cstdint>
@@ -15,27 +17,7 @@
 #include "kvtier/tier.h"
 
 namespace kvtier::fstest {
-
-// A unique directory under $TMPDIR (or /tmp), removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/kvtier-fs-test-XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  bool ok() const { return !path_.empty(); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using kvtier::testing::TempDir;
 
 // 2 layers x 2 heads x 64 dims x bf16 x 16 tokens: 16 KiB chunks keep multi-process tests quick.
 inline Layout SmallLayout() {

@@ -13,21 +13,11 @@
 #include "kvtier/keys.h"
 #include "kvtier/layout.h"
 #include "kvtier/tier.h"
+#include "support/temp_dir.h"
 
 namespace kvtier::reltest {
 
-// A unique directory from mkdtemp under $TMPDIR (or /tmp), removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using kvtier::testing::TempDir;
 
 // 2 layers x 1 head x 16 dims, fp16, 16 tokens per chunk: 2 KiB chunks, so tests stay fast.
 Layout SmallLayout();

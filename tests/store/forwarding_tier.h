@@ -8,34 +8,25 @@
 #include <mutex>
 #include <string>
 
+#include "kvtier/forwarding_tier.h"
 #include "kvtier/tier.h"
 
 namespace kvtier::testing {
 
-class ForwardingTier : public Tier {
+// A forwarding tier that reports itself as slow (not in memory) by default, so the Store writes it
+// through its background queue.
+class ForwardingTier : public kvtier::ForwardingTier {
  public:
   explicit ForwardingTier(std::shared_ptr<Tier> inner, bool in_memory = false)
-      : inner_(std::move(inner)), in_memory_(in_memory) {}
+      : kvtier::ForwardingTier(std::move(inner)), in_memory_(in_memory) {}
 
-  const std::string& url() const override { return inner_->url(); }
-  // Reported as a slow tier by default, so the Store writes it through its background queue.
   TierCapabilities capabilities() const override {
     TierCapabilities c = inner_->capabilities();
     c.in_memory = in_memory_;
     return c;
   }
-  bool Contains(const ChunkId& id) override { return inner_->Contains(id); }
-  Status Put(const ChunkId& id, GatherList payload) override { return inner_->Put(id, payload); }
-  Status Get(const ChunkId& id, ScatterList dst) override { return inner_->Get(id, dst); }
-  void GetMany(std::span<ReadOp> ops) override { inner_->GetMany(ops); }
-  Status Remove(const ChunkId& id) override { return inner_->Remove(id); }
-  Status List(const std::function<bool(const ChunkInfo&)>& fn) override { return inner_->List(fn); }
-  Status Check(const ChunkInfo& info) override { return inner_->Check(info); }
-  Status Flush() override { return inner_->Flush(); }
-  TierStats Stats() const override { return inner_->Stats(); }
 
  protected:
-  std::shared_ptr<Tier> inner_;
   bool in_memory_;
 };
 
