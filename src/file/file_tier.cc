@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/latency.h"
+#include "core/tier_counters.h"
 #include "file/file_dir.h"
 #include "file/file_index.h"
 #include "file/file_layout.h"
@@ -71,9 +72,7 @@ class FileTier final : public Tier {
   std::unique_ptr<FileIndex> index_;                         // guarded by mu_; set by Init
   std::unordered_set<IndexKey, IndexKeyHash> writing_;       // guarded by mu_
 
-  std::atomic<uint64_t> hits_{0}, misses_{0}, bytes_read_{0}, bytes_written_{0};
-  std::atomic<uint64_t> puts_{0}, put_errors_{0}, evictions_{0}, corrupt_{0};
-  LatencyHistogram get_latency_;
+  TierCounters counters_;
 };
 
 Status FileTier::Init() {
@@ -99,7 +98,7 @@ Status FileTier::Init() {
   }
   UnlinkVictims(victims);
   report_.open_evictions = victims.size();
-  evictions_ += victims.size();
+  counters_.evictions += victims.size();
   return Status::OK();
 }
 
@@ -115,7 +114,7 @@ bool FileTier::Contains(const ChunkId& id) {
 Status FileTier::Put(const ChunkId& id, GatherList payload) {
   const uint64_t stored = StoredChunkBytes(TotalBytes(payload));
   if (stored > options_.capacity_bytes) {
-    ++put_errors_;
+    ++counters_.put_errors;
     return Status(Code::kNoSpace, "chunk of " + FormatBytes(stored) + " exceeds the capacity of " + url_,
                   false);
   }
@@ -125,12 +124,12 @@ Status FileTier::Put(const ChunkId& id, GatherList payload) {
     if (index_->Find(key) != nullptr || writing_.count(key) != 0) return Status::OK();
     std::vector<IndexKey> victims;
     if (!index_->MakeRoom(stored, &victims)) {
-      ++put_errors_;
+      ++counters_.put_errors;
       return Status::NoSpace("file tier " + url_ + " is full of chunks being written");
     }
     // Unlinked under the lock: a concurrent Put of a victim's key must not be unlinked by us.
     UnlinkVictims(victims);
-    evictions_ += victims.size();
+    counters_.evictions += victims.size();
     index_->Reserve(stored);
     writing_.insert(key);
   }
@@ -140,12 +139,12 @@ Status FileTier::Put(const ChunkId& id, GatherList payload) {
   index_->Unreserve(stored);
   writing_.erase(key);
   if (!written.ok()) {
-    ++put_errors_;
+    ++counters_.put_errors;
     return written.status();
   }
   index_->Insert(key, IndexEntry{stored, id.layout_fingerprint, 0, NowSeconds()});
-  ++puts_;
-  bytes_written_ += stored;
+  ++counters_.puts;
+  counters_.bytes_written += stored;
   return Status::OK();
 }
 
@@ -178,14 +177,14 @@ void FileTier::RefreshMtime(const ChunkId& id, uint64_t generation, const std::s
 Status FileTier::AfterRead(const ChunkId& id, uint64_t generation, const ChunkRead& read) {
   const Status& s = read.status;
   if (s.ok()) {
-    ++hits_;
-    bytes_read_ += TotalBytes(read.dst);
+    ++counters_.hits;
+    counters_.bytes_read += TotalBytes(read.dst);
     RefreshMtime(id, generation, read.path);
     return s;
   }
-  ++misses_;
+  ++counters_.misses;
   if (s.IsCorruption()) {
-    ++corrupt_;
+    ++counters_.corrupt;
     DropIfSameGeneration(id, generation, /*unlink_file=*/true);
   } else if (s.IsNotFound()) {
     DropIfSameGeneration(id, generation, /*unlink_file=*/false);  // removed behind our back
@@ -196,11 +195,11 @@ Status FileTier::AfterRead(const ChunkId& id, uint64_t generation, const ChunkRe
 }
 
 Status FileTier::Get(const ChunkId& id, ScatterList dst) {
-  ScopedLatency timer(&get_latency_);
+  ScopedLatency timer(&counters_.get_latency);
   ChunkRead read;
   const uint64_t generation = Lookup(id, &read.path);
   if (generation == 0) {
-    ++misses_;
+    ++counters_.misses;
     return Status::NotFound("chunk " + id.key.Hex() + " not in " + url_);
   }
   read.expected = id;
@@ -219,7 +218,7 @@ void FileTier::GetMany(std::span<ReadOp> ops) {
     ChunkRead read;
     const uint64_t generation = Lookup(ops[i].id, &read.path);
     if (generation == 0) {
-      ++misses_;
+      ++counters_.misses;
       ops[i].status = Status::NotFound("chunk " + ops[i].id.key.Hex() + " not in " + url_);
       continue;
     }
@@ -236,7 +235,7 @@ void FileTier::GetMany(std::span<ReadOp> ops) {
   // Each chunk waited for the whole batch: that is the latency its caller saw.
   const double us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  for (size_t i = 0; i < ops.size(); ++i) get_latency_.Record(us);
+  for (size_t i = 0; i < ops.size(); ++i) counters_.get_latency.Record(us);
 }
 
 Status FileTier::Remove(const ChunkId& id) {
@@ -271,7 +270,7 @@ Status FileTier::Check(const ChunkInfo& info) {
   if (header.ok()) return Status::OK();
   const Status s = header.status();
   if (s.IsCorruption()) {
-    ++corrupt_;
+    ++counters_.corrupt;
     DropIfSameGeneration(info.id, generation, /*unlink_file=*/true);
   } else if (s.IsNotFound()) {
     DropIfSameGeneration(info.id, generation, /*unlink_file=*/false);
@@ -292,15 +291,7 @@ Status FileTier::Flush() {
 TierStats FileTier::Stats() const {
   TierStats s;
   s.url = url_;
-  s.hits = hits_;
-  s.misses = misses_;
-  s.bytes_read = bytes_read_;
-  s.bytes_written = bytes_written_;
-  s.puts = puts_;
-  s.put_errors = put_errors_;
-  s.evictions = evictions_;
-  s.corrupt = corrupt_;
-  s.get_latency = get_latency_.Summary();
+  counters_.FillInto(s);
   std::lock_guard<std::mutex> lock(mu_);
   s.chunks = index_->size();
   s.usage_bytes = index_->usage();

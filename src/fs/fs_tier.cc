@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/latency.h"
+#include "core/tier_counters.h"
 #include "fs/pool_gc.h"
 #include "fs/pool_layout.h"
 #include "fs/pool_walk.h"
@@ -75,7 +76,7 @@ class FsTier final : public Tier {
   Status Put(const ChunkId& id, GatherList payload) override;
 
   Status Get(const ChunkId& id, ScatterList dst) override {
-    ScopedLatency timer(&get_latency_);
+    ScopedLatency timer(&counters_.get_latency);
     ReadOp op{id, dst, Status::OK()};
     ReadBatch(std::span<ReadOp>(&op, 1));
     return op.status;
@@ -86,7 +87,7 @@ class FsTier final : public Tier {
     ReadBatch(ops);
     // Each chunk of a parallel batch is ready by the end of the batch: record that, per chunk.
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    for (size_t i = 0; i < ops.size(); ++i) get_latency_.Record(us);
+    for (size_t i = 0; i < ops.size(); ++i) counters_.get_latency.Record(us);
   }
 
   Status Remove(const ChunkId& id) override {
@@ -153,9 +154,7 @@ class FsTier final : public Tier {
   std::atomic<uint64_t> usage_{0}, chunks_{0};
   std::mutex evict_mu_;  // one eviction pass at a time in this process (gc's flock is per open file)
 
-  std::atomic<uint64_t> hits_{0}, misses_{0}, bytes_read_{0}, bytes_written_{0};
-  std::atomic<uint64_t> puts_{0}, put_errors_{0}, corrupt_{0}, evictions_{0};
-  LatencyHistogram get_latency_;
+  TierCounters counters_;
 };
 
 Status FsTier::Init() {
@@ -191,14 +190,14 @@ Status FsTier::Put(const ChunkId& id, GatherList payload) {
     auto written = WriteChunkFileAtomic(path, TempPathFor(path), id, payload, WriteOptions{.sync = options_.sync});
     if (written.ok()) {
       missing_.Erase(id);
-      puts_.fetch_add(1, std::memory_order_relaxed);
-      bytes_written_.fetch_add(*written, std::memory_order_relaxed);
+      counters_.puts.fetch_add(1, std::memory_order_relaxed);
+      counters_.bytes_written.fetch_add(*written, std::memory_order_relaxed);
       return Status::OK();
     }
     Forget(stored);
     s = written.status();
   }
-  put_errors_.fetch_add(1, std::memory_order_relaxed);
+  counters_.put_errors.fetch_add(1, std::memory_order_relaxed);
   return s;
 }
 
@@ -231,13 +230,13 @@ Status FsTier::EvictTo(uint64_t max_bytes) {
   if (!r.ok()) return r.status();
   usage_ = r->bytes_after;
   chunks_ = r->chunks_after;
-  evictions_.fetch_add(r->chunks_evicted, std::memory_order_relaxed);
+  counters_.evictions.fetch_add(r->chunks_evicted, std::memory_order_relaxed);
   return Status::OK();
 }
 
 void FsTier::RemoveCorrupt(const std::string& path) {
   // A writer may have renamed a good copy over it since; removing that one costs only a miss.
-  corrupt_.fetch_add(1, std::memory_order_relaxed);
+  counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
   struct stat st;
   const bool present = ::stat(path.c_str(), &st) == 0;
   if (::unlink(path.c_str()) == 0 && present) Forget(static_cast<uint64_t>(st.st_size));
@@ -250,7 +249,7 @@ void FsTier::ReadBatch(std::span<ReadOp> ops) {
   for (ReadOp& op : ops) {
     if (missing_.Contains(op.id)) {
       op.status = Status::NotFound("chunk not in pool " + layout_.root() + " (recently missing)");
-      misses_.fetch_add(1, std::memory_order_relaxed);
+      counters_.misses.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     reads.push_back(ChunkRead{layout_.ChunkPath(op.id), op.id, op.dst, Status::OK(), 0});
@@ -263,12 +262,12 @@ void FsTier::ReadBatch(std::span<ReadOp> ops) {
 void FsTier::Finish(ChunkRead& read, ReadOp* op) {
   op->status = std::move(read.status);
   if (op->status.ok()) {
-    hits_.fetch_add(1, std::memory_order_relaxed);
-    bytes_read_.fetch_add(TotalBytes(op->dst), std::memory_order_relaxed);
+    counters_.hits.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes_read.fetch_add(TotalBytes(op->dst), std::memory_order_relaxed);
     Touch(op->id, read.path);
     return;
   }
-  misses_.fetch_add(1, std::memory_order_relaxed);
+  counters_.misses.fetch_add(1, std::memory_order_relaxed);
   if (op->status.IsNotFound()) {
     missing_.Insert(op->id);
   } else if (op->status.IsCorruption()) {
@@ -279,18 +278,10 @@ void FsTier::Finish(ChunkRead& read, ReadOp* op) {
 TierStats FsTier::Stats() const {
   TierStats st;
   st.url = url_;
-  st.hits = hits_.load(std::memory_order_relaxed);
-  st.misses = misses_.load(std::memory_order_relaxed);
-  st.bytes_read = bytes_read_.load(std::memory_order_relaxed);
-  st.bytes_written = bytes_written_.load(std::memory_order_relaxed);
-  st.puts = puts_.load(std::memory_order_relaxed);
-  st.put_errors = put_errors_.load(std::memory_order_relaxed);
-  st.corrupt = corrupt_.load(std::memory_order_relaxed);
-  st.evictions = evictions_.load(std::memory_order_relaxed);
+  counters_.FillInto(st);
   st.chunks = chunks_.load(std::memory_order_relaxed);
   st.usage_bytes = usage_.load(std::memory_order_relaxed);
   st.capacity_bytes = options_.capacity_bytes;
-  st.get_latency = get_latency_.Summary();
   return st;
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/chunk_format.h"
 #include "core/latency.h"
+#include "core/tier_counters.h"
 #include "mem/mem_index.h"
 #include "mem/page_arena.h"
 
@@ -68,9 +69,7 @@ class MemTier final : public Tier {
   mutable std::mutex mu_;
   ChunkIndex index_;  // guarded by mu_
 
-  std::atomic<uint64_t> hits_{0}, misses_{0}, bytes_read_{0}, bytes_written_{0}, puts_{0},
-      put_errors_{0}, evictions_{0}, corrupt_{0};
-  LatencyHistogram get_latency_;
+  TierCounters counters_;
 };
 
 Result<uint32_t> MemTier::ReserveLocked(uint32_t pages) {
@@ -95,7 +94,7 @@ bool MemTier::EvictOneLocked() {
   if (e == ChunkIndex::kNone) return false;
   index_.Erase(e);
   ReleaseLocked(e);
-  evictions_.fetch_add(1, std::memory_order_relaxed);
+  counters_.evictions.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -131,7 +130,7 @@ Status MemTier::Put(const ChunkId& id, GatherList payload) {
   const uint64_t bytes = TotalBytes(payload);
   const uint32_t pages = arena_->PagesFor(bytes);
   if (pages == PageArena::kNoPage) {
-    put_errors_.fetch_add(1, std::memory_order_relaxed);
+    counters_.put_errors.fetch_add(1, std::memory_order_relaxed);
     return Status(Code::kNoSpace, url_ + ": a chunk of " + FormatBytes(bytes) +
                                       " can never fit in capacity " +
                                       FormatBytes(uint64_t{arena_->total_pages()} * arena_->page_bytes()));
@@ -146,7 +145,7 @@ Status MemTier::Put(const ChunkId& id, GatherList payload) {
     }
     auto r = ReserveLocked(pages);
     if (!r.ok()) {
-      put_errors_.fetch_add(1, std::memory_order_relaxed);
+      counters_.put_errors.fetch_add(1, std::memory_order_relaxed);
       return r.status();
     }
     e = *r;
@@ -165,20 +164,20 @@ Status MemTier::Put(const ChunkId& id, GatherList payload) {
   x.bytes = bytes;
   x.checksum = checksum;
   index_.Insert(e);
-  puts_.fetch_add(1, std::memory_order_relaxed);
-  bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
+  counters_.puts.fetch_add(1, std::memory_order_relaxed);
+  counters_.bytes_written.fetch_add(bytes, std::memory_order_relaxed);
   return Status::OK();
 }
 
 Status MemTier::Get(const ChunkId& id, ScatterList dst) {
-  ScopedLatency timer(&get_latency_);
+  ScopedLatency timer(&counters_.get_latency);
   uint32_t e, first_page;
   uint64_t bytes, checksum;
   {
     std::lock_guard<std::mutex> lock(mu_);
     e = index_.Find(id);
     if (e == ChunkIndex::kNone) {
-      misses_.fetch_add(1, std::memory_order_relaxed);
+      counters_.misses.fetch_add(1, std::memory_order_relaxed);
       return Status::NotFound(url_ + ": no chunk " + id.key.Hex());
     }
     MemEntry& x = index_.at(e);
@@ -189,8 +188,8 @@ Status MemTier::Get(const ChunkId& id, ScatterList dst) {
     if (id.layout_fingerprint != 0 && x.id.layout_fingerprint != 0 &&
         id.layout_fingerprint != x.id.layout_fingerprint) {
       RemoveLocked(e);
-      corrupt_.fetch_add(1, std::memory_order_relaxed);
-      misses_.fetch_add(1, std::memory_order_relaxed);
+      counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
+      counters_.misses.fetch_add(1, std::memory_order_relaxed);
       return Status::Corruption(url_ + ": chunk " + id.key.Hex() + " has another layout (removed)");
     }
     ++x.pins;  // its pages are not reused while we copy without the lock
@@ -216,12 +215,12 @@ Status MemTier::Get(const ChunkId& id, ScatterList dst) {
     UnpinLocked(e);
   }
   if (bad) {
-    corrupt_.fetch_add(1, std::memory_order_relaxed);
-    misses_.fetch_add(1, std::memory_order_relaxed);
+    counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
+    counters_.misses.fetch_add(1, std::memory_order_relaxed);
     return Status::Corruption(url_ + ": chunk " + id.key.Hex() + " failed its checksum (removed)");
   }
-  hits_.fetch_add(1, std::memory_order_relaxed);
-  bytes_read_.fetch_add(bytes, std::memory_order_relaxed);
+  counters_.hits.fetch_add(1, std::memory_order_relaxed);
+  counters_.bytes_read.fetch_add(bytes, std::memory_order_relaxed);
   return Status::OK();
 }
 
@@ -266,23 +265,15 @@ Status MemTier::Check(const ChunkInfo& info) {
   }
   UnpinLocked(e);
   if (!bad) return Status::OK();
-  corrupt_.fetch_add(1, std::memory_order_relaxed);
+  counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
   return Status::Corruption(url_ + ": chunk " + info.id.key.Hex() + " failed its checksum (removed)");
 }
 
 TierStats MemTier::Stats() const {
   TierStats s;
   s.url = url_;
-  s.hits = hits_.load(std::memory_order_relaxed);
-  s.misses = misses_.load(std::memory_order_relaxed);
-  s.bytes_read = bytes_read_.load(std::memory_order_relaxed);
-  s.bytes_written = bytes_written_.load(std::memory_order_relaxed);
-  s.puts = puts_.load(std::memory_order_relaxed);
-  s.put_errors = put_errors_.load(std::memory_order_relaxed);
-  s.evictions = evictions_.load(std::memory_order_relaxed);
-  s.corrupt = corrupt_.load(std::memory_order_relaxed);
+  counters_.FillInto(s);
   s.capacity_bytes = uint64_t{arena_->total_pages()} * arena_->page_bytes();
-  s.get_latency = get_latency_.Summary();
   std::lock_guard<std::mutex> lock(mu_);
   s.chunks = index_.live();
   s.usage_bytes = uint64_t{arena_->total_pages() - arena_->free_pages()} * arena_->page_bytes();
