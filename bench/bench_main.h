@@ -7,6 +7,10 @@
 // other processes. Wall-time ratios are printed beside them; on an idle machine the two agree.
 #pragma once
 
+#include "kvtier/keys.h"
+
+#include <numeric>
+
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -15,6 +19,13 @@
 #include <vector>
 
 namespace kvtier::bench {
+
+// The keys of `chunks` chunks of consecutive token ids starting at `first_token`.
+inline std::vector<ChunkKey> SequentialKeys(const Namespace& ns, uint32_t first_token, int64_t chunks) {
+  std::vector<uint32_t> tokens(static_cast<size_t>(chunks) * ns.layout().tokens_per_chunk);
+  std::iota(tokens.begin(), tokens.end(), first_token);
+  return ComputeChunkKeys(ns, tokens);
+}
 
 struct Comparison {
   enum Kind { kTimeAtMost, kRatioAtMost, kThroughputAtLeast };

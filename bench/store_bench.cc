@@ -29,9 +29,7 @@ const Namespace& Ns() {
 }
 
 std::vector<ChunkKey> KeysFrom(uint32_t first_token, int64_t chunks) {
-  std::vector<uint32_t> tokens(static_cast<size_t>(chunks) * kLayout.tokens_per_chunk);
-  std::iota(tokens.begin(), tokens.end(), first_token);
-  return ComputeChunkKeys(Ns(), tokens);
+  return SequentialKeys(Ns(), first_token, chunks);
 }
 
 // Caller buffers, one piece per layer per chunk, as an engine's paged pool would hand them over.

@@ -71,19 +71,30 @@ Result<uint64_t> PreadAt(int fd, std::byte* buf, uint64_t len, uint64_t offset, 
   return done;
 }
 
-Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, const ChunkId& expected,
-                        ScatterList dst) {
-  KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, DecodeChunkHeader(image));
+namespace {
+
+// Decodes the header and checks it against the requested chunk, the file's size, the destination's size
+// and the bytes actually read.
+Result<ChunkHeader> CheckReadHeader(std::span<const std::byte> header_bytes, uint64_t file_size,
+                                    uint64_t valid_bytes, const ChunkId& expected, uint64_t want) {
+  KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, DecodeChunkHeader(header_bytes));
   KVTIER_RETURN_IF_ERROR(CheckChunkHeader(header, expected, file_size));
-  const uint64_t want = TotalBytes(dst);
   if (header.payload_bytes != want) {
     return Status::InvalidArgument("destination holds " + std::to_string(want) +
                                    " bytes but the stored chunk has " +
                                    std::to_string(header.payload_bytes));
   }
-  if (image.size() < kChunkHeaderSize + want) {
-    return Status::Corruption("chunk truncated while being read");
-  }
+  if (valid_bytes < kChunkHeaderSize + want) return Status::Corruption("chunk truncated while being read");
+  return header;
+}
+
+}  // namespace
+
+Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, const ChunkId& expected,
+                        ScatterList dst) {
+  const uint64_t want = TotalBytes(dst);
+  KVTIER_ASSIGN_OR_RETURN(ChunkHeader header,
+                          CheckReadHeader(image, file_size, image.size(), expected, want));
   const std::span<const std::byte> payload = image.subspan(kChunkHeaderSize, want);
   KVTIER_RETURN_IF_ERROR(CheckPayload(header, payload));
   size_t at = 0;
@@ -130,15 +141,8 @@ void ReadChunkSync(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool&
 
 Status VerifyInPlace(std::span<const std::byte> header_bytes, uint64_t file_size, uint64_t valid_bytes,
                      const ChunkId& expected, ScatterList dst) {
-  KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, DecodeChunkHeader(header_bytes));
-  KVTIER_RETURN_IF_ERROR(CheckChunkHeader(header, expected, file_size));
-  const uint64_t want = TotalBytes(dst);
-  if (header.payload_bytes != want) {
-    return Status::InvalidArgument("destination holds " + std::to_string(want) +
-                                   " bytes but the stored chunk has " +
-                                   std::to_string(header.payload_bytes));
-  }
-  if (valid_bytes < kChunkHeaderSize + want) return Status::Corruption("chunk truncated while being read");
+  KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, CheckReadHeader(header_bytes, file_size, valid_bytes,
+                                                              expected, TotalBytes(dst)));
   std::vector<std::span<const std::byte>> pieces(dst.begin(), dst.end());
   if (PayloadChecksum(GatherList(pieces)) != header.payload_checksum) {
     return Status::Corruption("chunk payload checksum mismatch");
