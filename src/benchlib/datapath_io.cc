@@ -126,9 +126,7 @@ Result<PhaseResult> SerialPread(const std::vector<std::string>& files, uint64_t 
     r.bytes += payload_bytes;
   }
   r.seconds = SecondsSince(t0);
-  const LatencySummary s = latency.Summary();
-  r.p50_us = s.p50_us;
-  r.p99_us = s.p99_us;
+  r.SetLatency(latency.Summary());
   return r;
 }
 
@@ -148,9 +146,7 @@ PhaseResult MemcpyReference(std::span<std::byte> dst, std::span<const std::byte>
     r.bytes += chunk_bytes;
   }
   r.seconds = SecondsSince(t0);
-  const LatencySummary s = latency.Summary();
-  r.p50_us = s.p50_us;
-  r.p99_us = s.p99_us;
+  r.SetLatency(latency.Summary());
   return r;
 }
 

@@ -180,9 +180,7 @@ void LatencyPass(Tier& tier, ReadArea* area, uint32_t depth, uint64_t sample, Ph
     });
   }
   for (auto& t : threads) t.join();
-  const LatencySummary summary = latency.Summary();
-  into->p50_us = summary.p50_us;
-  into->p99_us = summary.p99_us;
+  into->SetLatency(latency.Summary());
   into->errors += errors.load();
 }
 

@@ -6,6 +6,8 @@
 // Plain values; thread-compatible.
 #pragma once
 
+#include "kvtier/tier.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,6 +30,10 @@ struct PhaseResult {
   uint64_t errors = 0;   // chunks that failed or came back with the wrong bytes
   double p50_us = 0, p99_us = 0;  // per chunk; 0 when the path does not measure it
   double BytesPerSecond() const { return seconds > 0 ? static_cast<double>(bytes) / seconds : 0; }
+  void SetLatency(const LatencySummary& s) {
+    p50_us = s.p50_us;
+    p99_us = s.p99_us;
+  }
 };
 
 // kvtier and fio at one bound on bytes in flight.
