@@ -117,18 +117,8 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
 
 Result<size_t> StoreImpl::Load(const Namespace& ns, std::span<const ChunkKey> keys,
                                std::span<const ScatterList> dsts) {
-  if (keys.size() != dsts.size()) {
-    return Status::InvalidArgument("Load: " + std::to_string(keys.size()) + " keys but " +
-                                   std::to_string(dsts.size()) + " destinations");
-  }
   const uint64_t bytes = ns.layout().BytesPerChunk();
-  for (size_t i = 0; i < dsts.size(); ++i) {
-    if (TotalBytes(dsts[i]) != bytes) {
-      return Status::InvalidArgument("Load: destination " + std::to_string(i) + " holds " +
-                                     std::to_string(TotalBytes(dsts[i])) + " bytes, a chunk has " +
-                                     std::to_string(bytes));
-    }
-  }
+  KVTIER_RETURN_IF_ERROR(CheckChunkBuffers("Load", "destination", keys.size(), dsts, bytes));
   ScopedLatency timer(&load_latency_);
   loads_.fetch_add(1, std::memory_order_relaxed);
   std::vector<ChunkId> ids;

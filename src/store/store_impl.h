@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/latency.h"
@@ -15,6 +17,25 @@
 #include "store/seen_table.h"
 
 namespace kvtier::internal {
+
+// InvalidArgument unless there is one buffer list per key and each holds exactly `chunk_bytes`.
+// `op` and `what` name the call and its lists in the message ("Load", "destination").
+template <typename BufferList>
+Status CheckChunkBuffers(std::string_view op, std::string_view what, size_t keys,
+                         std::span<const BufferList> lists, uint64_t chunk_bytes) {
+  if (keys != lists.size()) {
+    return Status::InvalidArgument(std::string(op) + ": " + std::to_string(keys) + " keys but " +
+                                   std::to_string(lists.size()) + " " + std::string(what) + "s");
+  }
+  for (size_t i = 0; i < lists.size(); ++i) {
+    if (TotalBytes(lists[i]) != chunk_bytes) {
+      return Status::InvalidArgument(std::string(op) + ": " + std::string(what) + " " +
+                                     std::to_string(i) + " holds " + std::to_string(TotalBytes(lists[i])) +
+                                     " bytes, a chunk has " + std::to_string(chunk_bytes));
+    }
+  }
+  return Status::OK();
+}
 
 class StoreImpl final : public Store {
  public:

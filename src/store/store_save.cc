@@ -12,18 +12,8 @@ namespace kvtier::internal {
 
 Status StoreImpl::Save(const Namespace& ns, std::span<const ChunkKey> keys,
                        std::span<const GatherList> srcs) {
-  if (keys.size() != srcs.size()) {
-    return Status::InvalidArgument("Save: " + std::to_string(keys.size()) + " keys but " +
-                                   std::to_string(srcs.size()) + " sources");
-  }
   const uint64_t bytes = ns.layout().BytesPerChunk();
-  for (size_t i = 0; i < srcs.size(); ++i) {
-    if (TotalBytes(srcs[i]) != bytes) {
-      return Status::InvalidArgument("Save: source " + std::to_string(i) + " holds " +
-                                     std::to_string(TotalBytes(srcs[i])) + " bytes, a chunk has " +
-                                     std::to_string(bytes));
-    }
-  }
+  KVTIER_RETURN_IF_ERROR(CheckChunkBuffers("Save", "source", keys.size(), srcs, bytes));
   saves_.fetch_add(1, std::memory_order_relaxed);
   save_chunks_.fetch_add(keys.size(), std::memory_order_relaxed);
   Status first_error;
