@@ -55,6 +55,16 @@ struct TierCapabilities {
   bool persistent = false;  // survives a restart of the process
   bool shared = false;      // other processes and hosts see the same chunks
   bool direct_io = false;   // reads bypass the page cache
+  bool read_only = false;   // opened only to look: Put and Remove fail, nothing on storage changes
+};
+
+// How a tier is opened.
+struct TierOpenOptions {
+  // Only to look (`kvtier inspect`, `stats`, `verify`): the tier must already exist; nothing on storage
+  // is created, written, evicted, touched or removed, whatever the URL says (a capacity= binds only
+  // a writer); Put and Remove fail with NotSupported; Check and Get report corrupt chunks and leave
+  // them in place.
+  bool read_only = false;
 };
 
 struct LatencySummary {
@@ -110,8 +120,8 @@ class Tier {
   // Calls `fn` for each stored chunk until it returns false. Chunks stored concurrently may be missed.
   virtual Status List(const std::function<bool(const ChunkInfo&)>& fn) = 0;
 
-  // Verifies one stored chunk against its own header; on failure counts it, removes it and returns
-  // Corruption. NotFound if it is gone.
+  // Verifies one stored chunk against its own header; on failure counts it, removes it (unless the
+  // tier is read-only) and returns Corruption. NotFound if it is gone.
   virtual Status Check(const ChunkInfo& info) = 0;
 
   // Makes completed Puts durable according to the tier's policy.
@@ -143,13 +153,13 @@ struct TierUrl {
 Result<uint64_t> ParseSize(std::string_view text);
 std::string FormatBytes(uint64_t bytes);  // "1.50 GiB"
 
-using TierFactory = std::function<Result<std::unique_ptr<Tier>>(const TierUrl&)>;
+using TierFactory = std::function<Result<std::unique_ptr<Tier>>(const TierUrl&, const TierOpenOptions&)>;
 
 // Registers a scheme; later registrations of the same scheme replace earlier ones. Thread-safe.
 void RegisterTierScheme(const std::string& scheme, TierFactory factory);
 
 // Opens a tier from its URL. InvalidArgument for a malformed URL or an unknown scheme (the message lists
 // the known ones); otherwise whatever the tier's factory returns.
-Result<std::unique_ptr<Tier>> OpenTier(std::string_view url);
+Result<std::unique_ptr<Tier>> OpenTier(std::string_view url, const TierOpenOptions& options = {});
 
 }  // namespace kvtier

@@ -1,22 +1,14 @@
 #include "file/file_tier.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <filesystem>
 #include <mutex>
 #include <unordered_set>
 #include <vector>
 
 #include "core/latency.h"
 #include "core/tier_counters.h"
-#include "file/file_dir.h"
 #include "file/file_index.h"
-#include "file/file_layout.h"
 #include "file/file_scan.h"
 
 namespace kvtier::internal {
@@ -39,6 +31,7 @@ class FileTier final : public Tier {
     TierCapabilities c;
     c.persistent = true;
     c.direct_io = options_.reader.direct_io;
+    c.read_only = options_.read_only;
     return c;
   }
   bool Contains(const ChunkId& id) override;
@@ -54,17 +47,22 @@ class FileTier final : public Tier {
   const FileTierReport& report() const { return report_; }
 
  private:
-  std::string PathOf(const IndexKey& k) const { return ChunkFilePath(options_.dir, k.ns, k.key); }
+  static ChunkId IdOf(const IndexKey& k) { return ChunkId{k.ns, k.key, 0}; }
+  std::string PathOf(const IndexKey& k) const { return dir_->ChunkPath(IdOf(k)); }
+  void RemoveFile(const IndexKey& k) {
+    if (!options_.read_only) (void)dir_->RemoveChunk(IdOf(k));
+  }
   void UnlinkVictims(const std::vector<IndexKey>& victims);
   // Looks `id` up, makes it most recently used, and returns its path and generation (0 = miss).
   uint64_t Lookup(const ChunkId& id, std::string* path);
   // Accounts for one finished read and removes what failed verification. Returns the Get status.
   Status AfterRead(const ChunkId& id, uint64_t generation, const ChunkRead& read);
   void DropIfSameGeneration(const ChunkId& id, uint64_t generation, bool unlink_file);
-  void RefreshMtime(const ChunkId& id, uint64_t generation, const std::string& path);
+  void RefreshMtime(const ChunkId& id, uint64_t generation);
 
   FileTierOptions options_;  // reader.direct_io settled by Init, then constant
   const std::string url_;
+  std::unique_ptr<ChunkDir> dir_;
   std::unique_ptr<ChunkReader> reader_;
   FileTierReport report_;
 
@@ -76,25 +74,31 @@ class FileTier final : public Tier {
 };
 
 Status FileTier::Init() {
-  std::error_code ec;
-  std::filesystem::create_directories(options_.dir, ec);
-  if (ec) return Status::FromErrno(ec.value(), "create directory " + options_.dir);
-  KVTIER_ASSIGN_OR_RETURN(options_.capacity_bytes, SettleCapacity(options_.dir, options_.capacity_bytes));
+  KVTIER_ASSIGN_OR_RETURN(dir_, ChunkDir::Open(options_.dir, FileDirSpec(),
+                                               ChunkDirOptions{.read_only = options_.read_only, .fs = options_.fs}));
+  if (options_.capacity_bytes == 0) options_.capacity_bytes = kDefaultFileCapacity;
   index_ = std::make_unique<FileIndex>(options_.capacity_bytes);
-  options_.reader.direct_io = options_.reader.direct_io && ProbeDirectIo(options_.dir);
+  options_.reader.direct_io = options_.reader.direct_io && dir_->ProbeDirectIo();
   reader_ = ChunkReader::Create(options_.reader);
   report_.io_engine = std::string(reader_->engine());
+  report_.read_only = options_.read_only;
 
-  KVTIER_ASSIGN_OR_RETURN(ScanResult scan, ScanChunkDir(options_.dir));
+  KVTIER_ASSIGN_OR_RETURN(ScanResult scan, ScanChunkDir(*dir_));
   report_.temp_removed = scan.temp_removed;
-  report_.bad_size_removed = scan.bad_size_removed;
+  report_.corrupt_found = scan.corrupt_found;
+  report_.corrupt_removed = scan.corrupt_removed;
+  report_.newer_skipped = scan.newer_skipped;
+  report_.links_skipped = scan.skipped.links;
+  report_.special_skipped = scan.skipped.special;
+  report_.foreign_skipped = scan.skipped.foreign;
   std::vector<IndexKey> victims;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const ScannedChunk& c : scan.chunks) {
-      index_->Insert(IndexKey::Of(c.id), IndexEntry{c.stored_bytes, 0, 0, 0});
+      index_->Insert(IndexKey::Of(c.id), IndexEntry{c.stored_bytes, c.id.layout_fingerprint, 0, 0});
     }
-    index_->TrimToCapacity(&victims);
+    // Only a writer enforces its capacity; looking never evicts.
+    if (!options_.read_only) index_->TrimToCapacity(&victims);
   }
   UnlinkVictims(victims);
   report_.open_evictions = victims.size();
@@ -103,7 +107,7 @@ Status FileTier::Init() {
 }
 
 void FileTier::UnlinkVictims(const std::vector<IndexKey>& victims) {
-  for (const IndexKey& k : victims) ::unlink(PathOf(k).c_str());
+  for (const IndexKey& k : victims) RemoveFile(k);
 }
 
 bool FileTier::Contains(const ChunkId& id) {
@@ -112,6 +116,7 @@ bool FileTier::Contains(const ChunkId& id) {
 }
 
 Status FileTier::Put(const ChunkId& id, GatherList payload) {
+  if (options_.read_only) return Status::NotSupported("Put refused: " + url_ + " is opened read-only");
   const uint64_t stored = StoredChunkBytes(TotalBytes(payload));
   if (stored > options_.capacity_bytes) {
     ++counters_.put_errors;
@@ -133,8 +138,7 @@ Status FileTier::Put(const ChunkId& id, GatherList payload) {
     index_->Reserve(stored);
     writing_.insert(key);
   }
-  const std::string path = PathOf(key);
-  auto written = WriteChunkFileAtomic(path, TempPathFor(path), id, payload, {options_.sync});
+  auto written = dir_->WriteChunk(id, payload, WriteOptions{.sync = options_.sync});
   std::lock_guard<std::mutex> lock(mu_);
   index_->Unreserve(stored);
   writing_.erase(key);
@@ -160,10 +164,11 @@ uint64_t FileTier::Lookup(const ChunkId& id, std::string* path) {
 void FileTier::DropIfSameGeneration(const ChunkId& id, uint64_t generation, bool unlink_file) {
   const IndexKey key = IndexKey::Of(id);
   std::lock_guard<std::mutex> lock(mu_);
-  if (index_->Erase(key, generation) && unlink_file) ::unlink(PathOf(key).c_str());
+  if (index_->Erase(key, generation) && unlink_file) RemoveFile(key);
 }
 
-void FileTier::RefreshMtime(const ChunkId& id, uint64_t generation, const std::string& path) {
+void FileTier::RefreshMtime(const ChunkId& id, uint64_t generation) {
+  if (options_.read_only) return;  // looking changes nothing, not even recency
   const int64_t now = NowSeconds();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -171,7 +176,7 @@ void FileTier::RefreshMtime(const ChunkId& id, uint64_t generation, const std::s
     if (e == nullptr || e->generation != generation || e->mtime_touched_s >= now) return;
     e->mtime_touched_s = now;
   }
-  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // best effort: only LRU order after restart
+  dir_->TouchChunk(id);  // best effort: only LRU order after restart
 }
 
 Status FileTier::AfterRead(const ChunkId& id, uint64_t generation, const ChunkRead& read) {
@@ -179,13 +184,15 @@ Status FileTier::AfterRead(const ChunkId& id, uint64_t generation, const ChunkRe
   if (s.ok()) {
     ++counters_.hits;
     counters_.bytes_read += TotalBytes(read.dst);
-    RefreshMtime(id, generation, read.path);
+    RefreshMtime(id, generation);
     return s;
   }
   ++counters_.misses;
   if (s.IsCorruption()) {
     ++counters_.corrupt;
     DropIfSameGeneration(id, generation, /*unlink_file=*/true);
+  } else if (s.IsNotFound() && s.message().find("symbolic link") != std::string::npos) {
+    DropIfSameGeneration(id, generation, /*unlink_file=*/false);  // replaced by a link: skipped, kept
   } else if (s.IsNotFound()) {
     DropIfSameGeneration(id, generation, /*unlink_file=*/false);  // removed behind our back
   } else if (s.code() == Code::kVersionMismatch) {
@@ -197,6 +204,7 @@ Status FileTier::AfterRead(const ChunkId& id, uint64_t generation, const ChunkRe
 Status FileTier::Get(const ChunkId& id, ScatterList dst) {
   ScopedLatency timer(&counters_.get_latency);
   ChunkRead read;
+  read.fs = &dir_->fs();
   const uint64_t generation = Lookup(id, &read.path);
   if (generation == 0) {
     ++counters_.misses;
@@ -216,6 +224,7 @@ void FileTier::GetMany(std::span<ReadOp> ops) {
   reads.reserve(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     ChunkRead read;
+    read.fs = &dir_->fs();
     const uint64_t generation = Lookup(ops[i].id, &read.path);
     if (generation == 0) {
       ++counters_.misses;
@@ -239,6 +248,7 @@ void FileTier::GetMany(std::span<ReadOp> ops) {
 }
 
 Status FileTier::Remove(const ChunkId& id) {
+  if (options_.read_only) return Status::NotSupported("Remove refused: " + url_ + " is opened read-only");
   DropIfSameGeneration(id, 0, /*unlink_file=*/true);
   return Status::OK();
 }
@@ -266,7 +276,7 @@ Status FileTier::Check(const ChunkInfo& info) {
     generation = e->generation;
     path = PathOf(key);
   }
-  auto header = VerifyChunkFile(path, info.id);
+  auto header = VerifyChunkFile(dir_->fs(), path, info.id);
   if (header.ok()) return Status::OK();
   const Status s = header.status();
   if (s.IsCorruption()) {
@@ -280,12 +290,7 @@ Status FileTier::Check(const ChunkInfo& info) {
 
 Status FileTier::Flush() {
   // Puts without sync=true reach the disk at the kernel's pace; Flush makes them durable now.
-  const int fd = ::open(options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, "open " + options_.dir);
-  const int rc = ::syncfs(fd);
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? Status::OK() : Status::FromErrno(err, "syncfs " + options_.dir);
+  return options_.read_only ? Status::OK() : dir_->fs().SyncAll();
 }
 
 TierStats FileTier::Stats() const {
@@ -329,8 +334,9 @@ Result<std::unique_ptr<Tier>> OpenFileTier(const FileTierOptions& options) {
   return std::unique_ptr<Tier>(std::move(tier));
 }
 
-Result<std::unique_ptr<Tier>> OpenFileTier(const TierUrl& url) {
+Result<std::unique_ptr<Tier>> OpenFileTier(const TierUrl& url, const TierOpenOptions& open) {
   KVTIER_ASSIGN_OR_RETURN(FileTierOptions options, ParseFileTierUrl(url));
+  options.read_only = open.read_only;
   auto tier = std::make_unique<FileTier>(options, url.ToString());
   KVTIER_RETURN_IF_ERROR(tier->Init());
   return std::unique_ptr<Tier>(std::move(tier));
@@ -339,6 +345,31 @@ Result<std::unique_ptr<Tier>> OpenFileTier(const TierUrl& url) {
 FileTierReport GetFileTierReport(const Tier& tier) {
   const auto* f = dynamic_cast<const FileTier*>(&tier);
   return f == nullptr ? FileTierReport{} : f->report();
+}
+
+ChunkDirSpec FileDirSpec() {
+  ChunkDirSpec spec;
+  spec.kind = "kvtier-file";
+  spec.marker = std::string(kFileDirMarker);
+  spec.version = 1;
+  spec.fanout_levels = 1;
+  // What earlier builds wrote into a file:// directory before it carried a marker.
+  spec.legacy_entry = [](std::string_view name, FileType type) {
+    if (type == FileType::kDirectory) return IsLowerHex(name, 64);
+    if (type != FileType::kRegular) return false;
+    auto legacy_final = [](std::string_view n) { return n == "kvtier.capacity" || n == ".direct-probe"; };
+    return name == "kvtier.capacity" || ParseTempName(name, legacy_final).has_value();
+  };
+  return spec;
+}
+
+Status CorruptFileChunkForTesting(const std::string& dir, const ChunkId& id) {
+  KVTIER_ASSIGN_OR_RETURN(auto d, ChunkDir::Open(dir, FileDirSpec(), ChunkDirOptions{.read_only = true}));
+  return d->CorruptChunkForTesting(id, kChunkHeaderSize);
+}
+
+std::string FileChunkPathForTesting(const std::string& dir, const ChunkId& id) {
+  return dir + "/" + ChunkRelPath(FileDirSpec(), id);
 }
 
 }  // namespace kvtier::internal

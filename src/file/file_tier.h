@@ -9,14 +9,23 @@
 // the kernel and filesystem allow, else a preadv thread pool; every chunk is verified before its bytes
 // reach the caller, and one that fails is removed, counted and reported as Corruption.
 //
+// The directory is marked at creation (DIR/KVTIER_DIR); a non-empty directory without the mark is
+// refused unless it holds only what earlier builds of file:// wrote. Every file access goes through the
+// chunk directory (io/chunk_dir.h): no link is followed, only regular files are opened, and only
+// kvtier's own names are removed.
+//
 // Options:
-//   capacity  bytes on disk the tier may use. Recorded in DIR/kvtier.capacity; when the URL gives none
-//             the recorded figure applies (so `kvtier inspect --target file:///DIR` never evicts a
-//             cache opened with a larger capacity), else 10GiB (kDefaultFileCapacity)
+//   capacity  bytes on disk this process keeps the tier under (default 10GiB, kDefaultFileCapacity).
+//             It binds the process that opens the tier for writing and is never written to disk; a
+//             read-only open neither evicts nor enforces it.
 //   sync      fsync each chunk and its directory before publishing (default false)
 //   direct    read with O_DIRECT where accepted (default true)
 //   inflight  bound on bytes read but not yet verified and copied out (default 256MiB)
 // Unknown options are an InvalidArgument.
+//
+// Read-only (TierOpenOptions::read_only, used by `kvtier inspect`, `stats`, `verify`): the directory
+// must exist; nothing is created, evicted, touched or removed; Put and Remove fail with NotSupported;
+// a corrupt chunk is reported and left in place.
 //
 // One engine process per directory: two writers sharing one DIR would each enforce the capacity on
 // their own view (use fs:// for a pool shared by several processes or hosts). Tools such as
@@ -27,24 +36,31 @@
 #include <memory>
 #include <string>
 
+#include "io/chunk_dir.h"
 #include "io/chunk_io.h"
 #include "kvtier/tier.h"
 
 namespace kvtier::internal {
 
 inline constexpr uint64_t kDefaultFileCapacity = 10ull << 30;
-inline constexpr std::string_view kCapacityFileName = "kvtier.capacity";
+inline constexpr std::string_view kFileDirMarker = "KVTIER_DIR";
 
 struct FileTierOptions {
   std::string dir;
-  uint64_t capacity_bytes = 0;  // 0: the capacity recorded in DIR, else kDefaultFileCapacity
+  uint64_t capacity_bytes = 0;  // 0: kDefaultFileCapacity
   bool sync = false;
+  bool read_only = false;
   ReaderOptions reader;  // direct_io is cleared at open when the filesystem refuses O_DIRECT
+  std::shared_ptr<FileSystem> fs = nullptr;  // optional: the filesystem under DIR (tests inject faults here)
 };
 
-// Opens (creating DIR if needed) and scans. InvalidArgument for bad options; IOError when DIR cannot
+// The chunk-directory layout of file://: DIR/<ns>/<k[0:2]>/<key>.kvc, marker KVTIER_DIR.
+ChunkDirSpec FileDirSpec();
+
+// Opens (creating DIR if needed, unless read-only) and scans. InvalidArgument for bad options or a
+// directory of other files; NotFound for a missing directory when read-only; IOError when DIR cannot
 // be created or read.
-Result<std::unique_ptr<Tier>> OpenFileTier(const TierUrl& url);
+Result<std::unique_ptr<Tier>> OpenFileTier(const TierUrl& url, const TierOpenOptions& open = {});
 Result<std::unique_ptr<Tier>> OpenFileTier(const FileTierOptions& options);
 
 // Parses the options of a file:// URL.
@@ -52,10 +68,14 @@ Result<FileTierOptions> ParseFileTierUrl(const TierUrl& url);
 
 // What a file:// tier found at open and which read engine it uses (tests and `kvtier stats`).
 struct FileTierReport {
-  std::string io_engine;       // ChunkReader::engine()
-  uint64_t temp_removed = 0;   // leftovers of interrupted writes removed at open
-  uint64_t bad_size_removed = 0;
-  uint64_t open_evictions = 0; // chunks evicted at open to honour the capacity
+  std::string io_engine;        // ChunkReader::engine()
+  bool read_only = false;
+  uint64_t temp_removed = 0;    // leftovers of interrupted writes removed at open
+  uint64_t corrupt_found = 0;   // chunk files of the wrong header, size or type
+  uint64_t corrupt_removed = 0; // of those, removed (never when read-only)
+  uint64_t newer_skipped = 0;   // chunk files of a newer format, left alone
+  uint64_t links_skipped = 0, special_skipped = 0, foreign_skipped = 0;
+  uint64_t open_evictions = 0;  // chunks evicted at open to honour the capacity
 };
 // REQUIRES: `tier` was opened by OpenFileTier. Empty report otherwise.
 FileTierReport GetFileTierReport(const Tier& tier);
@@ -63,5 +83,7 @@ FileTierReport GetFileTierReport(const Tier& tier);
 // Tests only: flips the first payload byte of chunk `id` on disk under `dir`, behind the tier's back.
 // NotFound when the chunk's file does not exist.
 Status CorruptFileChunkForTesting(const std::string& dir, const ChunkId& id);
+// Tests only: the path of chunk `id` under `dir`.
+std::string FileChunkPathForTesting(const std::string& dir, const ChunkId& id);
 
 }  // namespace kvtier::internal

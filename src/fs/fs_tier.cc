@@ -1,9 +1,5 @@
 #include "fs/fs_tier.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -16,23 +12,11 @@
 #include "core/tier_counters.h"
 #include "fs/pool_gc.h"
 #include "fs/pool_layout.h"
-#include "fs/pool_walk.h"
 #include "fs/ttl_key_set.h"
 #include "io/chunk_io.h"
-#include "io/fd.h"
 
 namespace kvtier::internal {
 namespace {
-
-// True when the pool's filesystem serves O_DIRECT reads: many network filesystems refuse the flag at
-// open, and some accept it there but fail the reads, so both are tried on the pool's own metadata.
-bool ProbeDirectIo(const PoolLayout& layout) {
-  Fd fd(::open(layout.MetaPath().c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
-  if (!fd.valid()) return false;
-  AlignedBuffer buf = AlignedBuffer::Allocate(kChunkAlign);
-  if (buf.data() == nullptr) return false;
-  return ::pread(fd.get(), buf.data(), buf.size(), 0) >= 0;
-}
 
 // Another process may have changed the pool since the last measurement: never wrap below zero.
 void SubClamped(std::atomic<uint64_t>& a, uint64_t d) {
@@ -43,10 +27,10 @@ void SubClamped(std::atomic<uint64_t>& a, uint64_t d) {
 
 class FsTier final : public Tier {
  public:
-  FsTier(FsTierOptions options, std::string url, bool direct_io)
+  FsTier(FsTierOptions options, std::string url, std::unique_ptr<ChunkDir> pool, bool direct_io)
       : options_(std::move(options)),
         url_(std::move(url)),
-        layout_(options_.root),
+        pool_(std::move(pool)),
         direct_io_(direct_io),
         reader_(ChunkReader::Create(ReaderOptions{.max_inflight_bytes = options_.inflight_bytes,
                                                   .direct_io = direct_io,
@@ -62,14 +46,15 @@ class FsTier final : public Tier {
 
   TierCapabilities capabilities() const override {
     const bool direct = direct_io_ && reader_->engine().find("O_DIRECT") != std::string_view::npos;
-    return TierCapabilities{.in_memory = false, .persistent = true, .shared = true, .direct_io = direct};
+    return TierCapabilities{
+        .in_memory = false, .persistent = true, .shared = true, .direct_io = direct, .read_only = options_.read_only};
   }
 
   bool Contains(const ChunkId& id) override {
     if (missing_.Contains(id)) return false;
-    struct stat st;
-    if (::stat(layout_.ChunkPath(id).c_str(), &st) == 0 && S_ISREG(st.st_mode)) return true;
-    if (errno == ENOENT || errno == ENOTDIR) missing_.Insert(id);
+    auto st = pool_->StatChunk(id);
+    if (st.ok() && st->type == FileType::kRegular) return true;
+    if (!st.ok() && st.status().IsNotFound()) missing_.Insert(id);
     return false;
   }
 
@@ -91,30 +76,25 @@ class FsTier final : public Tier {
   }
 
   Status Remove(const ChunkId& id) override {
-    const std::string path = layout_.ChunkPath(id);
-    struct stat st;
-    const bool present = ::stat(path.c_str(), &st) == 0;
-    if (::unlink(path.c_str()) != 0) {
-      if (errno != ENOENT) return Status::FromErrno(errno, "unlink " + path);
-    } else if (present) {
-      Forget(static_cast<uint64_t>(st.st_size));
-    }
+    if (options_.read_only) return Status::NotSupported("Remove refused: " + url_ + " is opened read-only");
+    auto st = pool_->StatChunk(id);
+    KVTIER_RETURN_IF_ERROR(pool_->RemoveChunk(id));
+    if (st.ok()) Forget(st->size);
     missing_.Insert(id);
     return Status::OK();
   }
 
   Status List(const std::function<bool(const ChunkInfo&)>& fn) override {
-    return WalkPool(layout_, [&](const PoolEntry& e) {
-      if (e.kind != PoolEntryKind::kChunk) return true;
-      return fn(ChunkInfo{e.id, static_cast<uint64_t>(e.st.st_size)});
+    return pool_->Walk([&](const WalkEntry& e) {
+      if (e.kind != EntryKind::kChunk || e.stat.type != FileType::kRegular) return true;
+      return fn(ChunkInfo{e.id, e.stat.size});
     });
   }
 
   Status Check(const ChunkInfo& info) override {
-    const std::string path = layout_.ChunkPath(info.id);
-    auto header = VerifyChunkFile(path, info.id);
+    auto header = VerifyChunkFile(pool_->fs(), pool_->ChunkPath(info.id), info.id);
     if (header.ok()) return Status::OK();
-    if (header.status().IsCorruption()) RemoveCorrupt(path);
+    if (header.status().IsCorruption()) RemoveCorrupt(info.id);
     return header.status();
   }
 
@@ -128,7 +108,7 @@ class FsTier final : public Tier {
   Status Reserve(uint64_t stored);
   // REQUIRES: evict_mu_ held. One gc pass down to `max_bytes`; refreshes the usage figures.
   Status EvictTo(uint64_t max_bytes);
-  void RemoveCorrupt(const std::string& path);
+  void RemoveCorrupt(const ChunkId& id);
   void Forget(uint64_t stored) {
     SubClamped(usage_, stored);
     SubClamped(chunks_, 1);
@@ -136,15 +116,15 @@ class FsTier final : public Tier {
 
   // Recency for gc is the file's mtime; refreshing it is a metadata write (an RPC on NFS), so each
   // process does it at most once per touch interval per chunk. Best effort: failure changes nothing.
-  void Touch(const ChunkId& id, const std::string& path) {
-    if (touched_.Contains(id)) return;
-    (void)::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
+  void Touch(const ChunkId& id) {
+    if (options_.read_only || touched_.Contains(id)) return;
+    pool_->TouchChunk(id);
     touched_.Insert(id);
   }
 
   const FsTierOptions options_;
   const std::string url_;
-  const PoolLayout layout_;
+  const std::unique_ptr<ChunkDir> pool_;
   const bool direct_io_;
   const std::unique_ptr<ChunkReader> reader_;
   TtlKeySet missing_;  // negative-lookup cache
@@ -158,8 +138,8 @@ class FsTier final : public Tier {
 };
 
 Status FsTier::Init() {
-  if (options_.capacity_bytes == 0) {
-    auto u = ReadPoolUsage(layout_);
+  if (options_.capacity_bytes == 0 || options_.read_only) {
+    auto u = ReadPoolUsage(*pool_);
     if (u.ok()) {
       usage_ = u->bytes;
       chunks_ = u->chunks;
@@ -170,7 +150,7 @@ Status FsTier::Init() {
   Status s = EvictTo(options_.capacity_bytes);
   if (s.code() != Code::kBusy) return s;
   // Another gc is evicting right now: measure without removing anything.
-  auto r = CollectPoolGarbage(layout_.root(), GcOptions{.max_bytes = UINT64_MAX, .dry_run = true});
+  auto r = CollectPoolGarbage(*pool_, GcOptions{.max_bytes = UINT64_MAX, .dry_run = true});
   if (!r.ok()) return r.status();
   usage_ = r->bytes_after;
   chunks_ = r->chunks_after;
@@ -178,16 +158,15 @@ Status FsTier::Init() {
 }
 
 Status FsTier::Put(const ChunkId& id, GatherList payload) {
+  if (options_.read_only) return Status::NotSupported("Put refused: " + url_ + " is opened read-only");
   const uint64_t stored = StoredChunkBytes(TotalBytes(payload));
-  const std::string path = layout_.ChunkPath(id);
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0) {  // one copy is enough; any writer's copy is whole
+  if (pool_->StatChunk(id).ok()) {  // one copy is enough; any writer's copy is whole
     missing_.Erase(id);
     return Status::OK();
   }
   Status s = Reserve(stored);
   if (s.ok()) {
-    auto written = WriteChunkFileAtomic(path, TempPathFor(path), id, payload, WriteOptions{.sync = options_.sync});
+    auto written = pool_->WriteChunk(id, payload, WriteOptions{.sync = options_.sync});
     if (written.ok()) {
       missing_.Erase(id);
       counters_.puts.fetch_add(1, std::memory_order_relaxed);
@@ -217,7 +196,7 @@ Status FsTier::Reserve(uint64_t stored) {
     const uint64_t low_water = cap - cap / 10;
     KVTIER_RETURN_IF_ERROR(EvictTo(low_water > stored ? low_water - stored : 0));
     if (usage_.load() + stored > cap) {
-      return Status::NoSpace("pool " + layout_.root() + " is full of chunks being written");
+      return Status::NoSpace("pool " + pool_->root() + " is full of chunks being written");
     }
   }
   usage_.fetch_add(stored, std::memory_order_relaxed);
@@ -226,7 +205,7 @@ Status FsTier::Reserve(uint64_t stored) {
 }
 
 Status FsTier::EvictTo(uint64_t max_bytes) {
-  auto r = CollectPoolGarbage(layout_.root(), GcOptions{.max_bytes = max_bytes});
+  auto r = CollectPoolGarbage(*pool_, GcOptions{.max_bytes = max_bytes});
   if (!r.ok()) return r.status();
   usage_ = r->bytes_after;
   chunks_ = r->chunks_after;
@@ -234,12 +213,12 @@ Status FsTier::EvictTo(uint64_t max_bytes) {
   return Status::OK();
 }
 
-void FsTier::RemoveCorrupt(const std::string& path) {
+void FsTier::RemoveCorrupt(const ChunkId& id) {
   // A writer may have renamed a good copy over it since; removing that one costs only a miss.
   counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
-  struct stat st;
-  const bool present = ::stat(path.c_str(), &st) == 0;
-  if (::unlink(path.c_str()) == 0 && present) Forget(static_cast<uint64_t>(st.st_size));
+  if (options_.read_only) return;  // reported, left in place
+  auto st = pool_->StatChunk(id);
+  if (pool_->RemoveChunk(id).ok() && st.ok()) Forget(st->size);
 }
 
 void FsTier::ReadBatch(std::span<ReadOp> ops) {
@@ -248,11 +227,11 @@ void FsTier::ReadBatch(std::span<ReadOp> ops) {
   reads.reserve(ops.size());
   for (ReadOp& op : ops) {
     if (missing_.Contains(op.id)) {
-      op.status = Status::NotFound("chunk not in pool " + layout_.root() + " (recently missing)");
+      op.status = Status::NotFound("chunk not in pool " + pool_->root() + " (recently missing)");
       counters_.misses.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    reads.push_back(ChunkRead{layout_.ChunkPath(op.id), op.id, op.dst, Status::OK(), 0});
+    reads.push_back(ChunkRead{&pool_->fs(), pool_->ChunkPath(op.id), op.id, op.dst, Status::OK(), 0});
     targets.push_back(&op);
   }
   if (!reads.empty()) reader_->ReadMany(reads);
@@ -264,14 +243,14 @@ void FsTier::Finish(ChunkRead& read, ReadOp* op) {
   if (op->status.ok()) {
     counters_.hits.fetch_add(1, std::memory_order_relaxed);
     counters_.bytes_read.fetch_add(TotalBytes(op->dst), std::memory_order_relaxed);
-    Touch(op->id, read.path);
+    Touch(op->id);
     return;
   }
   counters_.misses.fetch_add(1, std::memory_order_relaxed);
   if (op->status.IsNotFound()) {
     missing_.Insert(op->id);
   } else if (op->status.IsCorruption()) {
-    RemoveCorrupt(read.path);
+    RemoveCorrupt(op->id);
   }
 }
 
@@ -288,29 +267,30 @@ TierStats FsTier::Stats() const {
 }  // namespace
 
 Result<std::unique_ptr<Tier>> OpenFsTierWithOptions(const FsTierOptions& options, std::string url) {
-  const PoolLayout layout(options.root);
-  KVTIER_RETURN_IF_ERROR(OpenPool(layout, options.create));
-  const bool direct = options.direct_io && ProbeDirectIo(layout);
-  auto tier = std::make_unique<FsTier>(options, std::move(url), direct);
+  KVTIER_ASSIGN_OR_RETURN(auto pool, OpenPool(options.root, ChunkDirOptions{.read_only = options.read_only,
+                                                                            .create = options.create,
+                                                                            .fs = options.fs}));
+  // Many network filesystems refuse O_DIRECT at open, and some accept it there but fail the reads:
+  // the probe reads the pool's marker with it.
+  const bool direct = options.direct_io && pool->ProbeDirectIo();
+  auto tier = std::make_unique<FsTier>(options, std::move(url), std::move(pool), direct);
   KVTIER_RETURN_IF_ERROR(tier->Init());
   return std::unique_ptr<Tier>(std::move(tier));
 }
 
-Result<std::unique_ptr<Tier>> OpenFsTier(const TierUrl& url) {
+Result<std::unique_ptr<Tier>> OpenFsTier(const TierUrl& url, const TierOpenOptions& open) {
   KVTIER_ASSIGN_OR_RETURN(FsTierOptions options, ParseFsTierOptions(url));
+  options.read_only = open.read_only;
   return OpenFsTierWithOptions(options, url.ToString());
 }
 
 Status CorruptPoolChunkForTesting(const std::string& root, const ChunkId& id) {
-  const std::string path = PoolLayout(root).ChunkPath(id);
-  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
-  std::byte b{};
-  const off_t at = static_cast<off_t>(kChunkHeaderSize + 1);
-  if (::pread(fd.get(), &b, 1, at) != 1) return Status::IOError("chunk " + path + " too short to damage");
-  b ^= std::byte{0xff};
-  if (::pwrite(fd.get(), &b, 1, at) != 1) return Status::FromErrno(errno, "write " + path);
-  return Status::OK();
+  KVTIER_ASSIGN_OR_RETURN(auto pool, OpenPool(root, ChunkDirOptions{.read_only = true}));
+  return pool->CorruptChunkForTesting(id, kChunkHeaderSize + 1);
+}
+
+std::string PoolChunkPathForTesting(const std::string& root, const ChunkId& id) {
+  return root + "/" + ChunkRelPath(PoolDirSpec(), id);
 }
 
 }  // namespace kvtier::internal

@@ -25,8 +25,15 @@
 //   sync=false           fsync each chunk before publishing it
 //   create=true          create the pool when the directory has none
 //
+// Read-only (TierOpenOptions::read_only, used by `kvtier inspect`, `stats`, `verify`): the pool must
+// exist; no gc pass runs (whatever capacity= says), nothing is created, written, touched or removed,
+// and Put and Remove fail with NotSupported.
+//
+// Every file access goes through the pool's chunk directory (io/chunk_dir.h): no link is followed,
+// only regular files are opened, only kvtier's names are removed.
+//
 // Open fails with VersionMismatch for a pool written by a newer format, NotFound for a missing pool
-// when create=false, InvalidArgument for bad options.
+// when create=false or read-only, InvalidArgument for bad options or a directory of other files.
 // Thread-safety: every method may be called from many threads at once.
 #pragma once
 
@@ -35,6 +42,7 @@
 #include <memory>
 #include <string>
 
+#include "io/filesystem.h"
 #include "kvtier/tier.h"
 
 namespace kvtier::internal {
@@ -50,14 +58,18 @@ struct FsTierOptions {
   uint64_t inflight_bytes = 256ull << 20;
   bool sync = false;
   bool create = true;
+  bool read_only = false;
+  std::shared_ptr<FileSystem> fs = nullptr;  // optional: the filesystem under the pool (tests inject faults here)
 };
 
 Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url);
 
-Result<std::unique_ptr<Tier>> OpenFsTier(const TierUrl& url);
+Result<std::unique_ptr<Tier>> OpenFsTier(const TierUrl& url, const TierOpenOptions& open = {});
 Result<std::unique_ptr<Tier>> OpenFsTierWithOptions(const FsTierOptions& options, std::string url);
 
 // Flips one payload byte of a stored chunk behind the tier's back (for corruption tests).
 Status CorruptPoolChunkForTesting(const std::string& root, const ChunkId& id);
+// The path of chunk `id` in the pool at `root` (tests).
+std::string PoolChunkPathForTesting(const std::string& root, const ChunkId& id);
 
 }  // namespace kvtier::internal

@@ -7,6 +7,9 @@
 //  - a writer that renames a chunk into place after gc unlinked it simply publishes it again;
 //  - temporaries younger than the grace period belong to live writers and are left alone;
 //  - a chunk whose recency or inode changed since the scan (read or rewritten meanwhile) is skipped.
+//  - a chunk-named file whose size no chunk can have, or that is not a regular file, is corrupt: it is
+//    removed first and never counted, so a stray huge (or sparse) file never evicts good chunks;
+//  - only kvtier's own names are removed; links, special files and foreign names are counted and left.
 // Recency is max(mtime, atime): fs:// refreshes mtime on hits, and atime counts where it is kept.
 // One gc runs per pool at a time (flock on <root>/GC.lock); a second gets Busy.
 // Empty fan-out directories are kept: removing one would race with a writer creating its temporary.
@@ -17,6 +20,7 @@
 #include <functional>
 #include <string>
 
+#include "io/chunk_dir.h"
 #include "kvtier/status.h"
 
 namespace kvtier::internal {
@@ -27,7 +31,7 @@ struct GcOptions {
   bool dry_run = false;                   // report, remove nothing, write nothing
 };
 
-enum class GcReason { kEvict, kStaleTemp };
+enum class GcReason { kEvict, kStaleTemp, kCorrupt };
 
 struct GcAction {
   std::string path;
@@ -42,6 +46,8 @@ struct GcReport {
   uint64_t chunks_evicted = 0, bytes_evicted = 0;
   uint64_t temps_removed = 0, temp_bytes_removed = 0;
   uint64_t skipped_in_use = 0;  // eviction candidates used or rewritten during the scan
+  uint64_t corrupt_removed = 0; // chunk-named files of an impossible size or type
+  WalkCounts skipped;           // links, special files and foreign names left alone
   uint64_t bytes_after = 0;     // chunks + live temporaries after this run (as measured by it)
   uint64_t chunks_after = 0;
 };
@@ -50,9 +56,13 @@ struct GcReport {
 // removal it would make). NotFound when there is no pool; VersionMismatch for a newer pool format;
 // Busy when another gc holds the pool; IOError when the pool cannot be listed. Failures to unlink a
 // single file are skipped, not fatal.
+// With dry_run the pool is opened read-only: nothing is created, written or locked.
 Result<GcReport> CollectPoolGarbage(const std::string& root, const GcOptions& options,
                                     const std::function<void(const GcAction&)>& on_action = nullptr);
+// The same over a pool already open (the fs:// tier's own eviction passes).
+Result<GcReport> CollectPoolGarbage(ChunkDir& pool, const GcOptions& options,
+                                    const std::function<void(const GcAction&)>& on_action = nullptr);
 
-std::string_view GcReasonName(GcReason reason);  // "evict", "stale-temp"
+std::string_view GcReasonName(GcReason reason);  // "evict", "stale-temp", "corrupt"
 
 }  // namespace kvtier::internal

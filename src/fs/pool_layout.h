@@ -1,11 +1,12 @@
 // The on-disk layout of a shared pool (fs://): one directory that many processes on many hosts use at
-// once. Nothing here is cached in memory; every answer comes from the filesystem.
+// once. Nothing here is cached in memory; every answer comes from the filesystem, through the pool's
+// chunk directory (io/chunk_dir.h), which never follows a link and opens only regular files.
 //
-//   <root>/KVTIER_POOL                          pool metadata: format version (written once, atomically)
+//   <root>/KVTIER_POOL                          pool marker: format version (written once, atomically)
 //   <root>/USAGE                                bytes and chunks counted by the last `kvtier gc` scan
 //   <root>/GC.lock                              held (flock) by a running gc
 //   <root>/v1/<ns hex>/<k[0:2]>/<k[2:4]>/<key hex>.kvc      one chunk (core/chunk_format.h)
-//   ... same directory .../<key hex>.kvc.tmp.<pid>...       a chunk being written (io/chunk_io.h)
+//   ... same directory: <key hex>.kvc.kvtmp.<writer>.<pid>...  a chunk being written (io/dir_names.h)
 //
 // Two levels of 256-way fan-out below each namespace keep directories small: 10 million chunks of
 // one model give ~150 entries per leaf directory.
@@ -14,12 +15,12 @@
 #pragma once
 
 #include <cstdint>
-#include <ctime>
+#include <memory>
 #include <string>
 #include <string_view>
 
+#include "io/chunk_dir.h"
 #include "kvtier/status.h"
-#include "kvtier/tier.h"
 
 namespace kvtier::internal {
 
@@ -28,41 +29,14 @@ inline constexpr uint32_t kPoolFormatVersion = 1;
 inline constexpr std::string_view kPoolMetaName = "KVTIER_POOL";
 inline constexpr std::string_view kPoolUsageName = "USAGE";
 inline constexpr std::string_view kPoolGcLockName = "GC.lock";
-inline constexpr std::string_view kPoolChunkDirName = "v1";
-inline constexpr std::string_view kChunkFileSuffix = ".kvc";
 
-class PoolLayout {
- public:
-  explicit PoolLayout(std::string root);
+// The chunk-directory layout of a pool.
+ChunkDirSpec PoolDirSpec();
 
-  const std::string& root() const { return root_; }
-  std::string MetaPath() const { return root_ + "/" + std::string(kPoolMetaName); }
-  std::string UsagePath() const { return root_ + "/" + std::string(kPoolUsageName); }
-  std::string GcLockPath() const { return root_ + "/" + std::string(kPoolGcLockName); }
-  std::string ChunkDir() const { return root_ + "/" + std::string(kPoolChunkDirName); }
-  // <root>/v1/<ns hex>/<k[0:2]>/<k[2:4]>/<key hex>.kvc
-  std::string ChunkPath(const ChunkId& id) const;
-
- private:
-  std::string root_;  // without a trailing slash
-};
-
-// What a file name found in a leaf directory is.
-enum class PoolEntryKind { kChunk, kTemp, kOther };
-// kChunk: exactly "<64 hex>.kvc"; kTemp: contains ".tmp." (a writer's temporary, live or left behind);
-// kOther: anything else, which kvtier never removes.
-PoolEntryKind ClassifyPoolEntry(std::string_view file_name);
-
-// The text of KVTIER_POOL for `version`.
-std::string EncodePoolMeta(uint32_t version);
-// The version recorded in a KVTIER_POOL text. Corruption when it is not a pool metadata file;
-// VersionMismatch (naming both versions) when it was written by a newer, unknown format.
-Result<uint32_t> ParsePoolMeta(std::string_view text, std::string_view root);
-
-// Checks the pool at `root`, creating it (directory and metadata, atomically) when `create` is set
-// and it has no metadata yet. NotFound when it does not exist and `create` is false; VersionMismatch
-// for a pool of a newer format; IOError when the filesystem refuses.
-Status OpenPool(const PoolLayout& layout, bool create);
+// Opens the pool at `root`: creates and marks it when `create` (and not read-only) and it has no
+// marker yet. NotFound when it does not exist and may not be created; VersionMismatch for a pool of a
+// newer format; InvalidArgument for a directory of other files; IOError when the filesystem refuses.
+Result<std::unique_ptr<ChunkDir>> OpenPool(const std::string& root, const ChunkDirOptions& options);
 
 // The pool size a gc scan measured, recorded so every tier instance can report usage cheaply.
 struct PoolUsage {
@@ -70,14 +44,12 @@ struct PoolUsage {
   uint64_t chunks = 0;
   int64_t scanned_at = 0;  // unix seconds
 };
+// The text of USAGE, and its parser: Corruption when malformed or out of range.
+std::string EncodePoolUsage(const PoolUsage& usage);
+Result<PoolUsage> ParsePoolUsage(std::string_view text);
 // Writes USAGE atomically (temporary + rename).
-Status WritePoolUsage(const PoolLayout& layout, const PoolUsage& usage);
+Status WritePoolUsage(ChunkDir& pool, const PoolUsage& usage);
 // NotFound when no gc has run yet; Corruption when the file is malformed.
-Result<PoolUsage> ReadPoolUsage(const PoolLayout& layout);
-
-// Reads a small whole file (metadata); NotFound when absent.
-Result<std::string> ReadSmallFile(const std::string& path, size_t max_bytes = 64 * 1024);
-// Writes `text` to a unique temporary beside `path` and renames it over `path`.
-Status WriteSmallFileAtomic(const std::string& path, std::string_view text);
+Result<PoolUsage> ReadPoolUsage(ChunkDir& pool);
 
 }  // namespace kvtier::internal

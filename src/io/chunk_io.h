@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/chunk_format.h"
+#include "io/filesystem.h"
 #include "kvtier/status.h"
 #include "kvtier/tier.h"
 
@@ -38,28 +39,27 @@ struct WriteOptions {
   bool sync = false;  // fsync the file before rename (and the directory after), for crash durability
 };
 
-// Writes header + payload to `tmp_path`, then renames it to `final_path`, so readers see either no
-// chunk or a complete one. Creates missing parent directories of both paths. On any failure the
-// temporary file is removed and nothing is published. Returns the bytes written (StoredChunkBytes).
-// Thread-safe as long as concurrent callers use distinct tmp paths.
-Result<uint64_t> WriteChunkFileAtomic(const std::string& final_path, const std::string& tmp_path,
-                                      const ChunkId& id, GatherList payload, const WriteOptions& options);
-
-// A unique temporary name beside `final_path` (same directory, so rename is atomic):
-// "<final>.tmp.<pid>.<random process nonce>.<counter>", unique across processes and hosts sharing a
-// directory; the pid lets a scan recognise leftovers of a writer that is gone.
-std::string TempPathFor(const std::string& final_path);
+// Encodes chunk `id` (header, payload, padding) into `fd`, a new file opened through `fs`, resuming
+// after short writes; fsyncs it when options.sync. `where` names the file in messages. Returns the
+// bytes written (StoredChunkBytes). Publication (temporary + rename) is ChunkDir::WriteChunk.
+Result<uint64_t> WriteChunkBody(FileSystem& fs, int fd, const std::string& where, const ChunkId& id,
+                                GatherList payload, const WriteOptions& options);
 
 // Reads and verifies a whole chunk file without a destination, streaming it through the checksum (for
-// scrubbing, e.g. `kvtier verify`). Returns its header. NotFound when the file is gone; Corruption when
+// scrubbing, e.g. `kvtier verify`). `path` is relative to the root of `fs`. Returns its header. NotFound when the file is gone; Corruption when
 // header, length or payload checksum are wrong or the header names another chunk than `expected`
 // (expected.layout_fingerprint == 0 skips the layout check); VersionMismatch for a newer format;
 // IOError when the storage refuses. Thread-safe.
-Result<ChunkHeader> VerifyChunkFile(const std::string& path, const ChunkId& expected);
+Result<ChunkHeader> VerifyChunkFile(FileSystem& fs, const std::string& path, const ChunkId& expected);
+
+// Reads and checks only a chunk file's header against `expected` and the file's size (no payload):
+// what an index rebuild needs to trust a file's length. Same errors as VerifyChunkFile.
+Result<ChunkHeader> ReadChunkHeader(FileSystem& fs, const std::string& path, const ChunkId& expected);
 
 // One chunk read by ChunkReader::ReadMany.
 struct ChunkRead {
-  std::string path;      // file to read
+  FileSystem* fs = nullptr;  // the tier directory's filesystem; every open and read goes through it
+  std::string path;      // file to read, relative to fs's root
   ChunkId expected;      // the chunk the caller wants; checked against the stored header
   ScatterList dst;       // receives the verified payload; total size must equal the payload size
   Status status;         // set by ReadMany: OK, NotFound, Corruption, InvalidArgument or IOError

@@ -1,4 +1,5 @@
-// Atomic publication of one chunk file: write a temporary beside the final name, then rename.
+// Encoding one chunk file (header, payload, padding) into an open file. Publication (temporary name,
+// rename) is io/chunk_dir.cc's.
 #include <fcntl.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -19,25 +20,13 @@
 namespace kvtier::internal {
 namespace {
 
-Status EnsureParentDir(const std::string& path) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (parent.empty()) return Status::OK();
-  std::error_code ec;
-  std::filesystem::create_directories(parent, ec);
-  if (ec) return Status::FromErrno(ec.value(), "mkdir " + parent.string());
-  return Status::OK();
-}
-
 // Writes every iovec, resuming after short writes. `iov` is consumed.
-Status WriteAll(int fd, std::vector<iovec> iov, const std::string& path) {
+Status WriteAll(FileSystem& fs, int fd, std::vector<iovec> iov, const std::string& path) {
   size_t first = 0;
   while (first < iov.size()) {
     const int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
-    const ssize_t n = ::writev(fd, iov.data() + first, count);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, "write " + path);
-    }
+    KVTIER_ASSIGN_OR_RETURN(uint64_t n, fs.WriteV(fd, iov.data() + first, count));
+    if (n == 0) return Status::IOError("write " + path + " made no progress");
     size_t left = static_cast<size_t>(n);
     while (left > 0 && first < iov.size()) {
       const size_t take = std::min(left, iov[first].iov_len);
@@ -51,18 +40,11 @@ Status WriteAll(int fd, std::vector<iovec> iov, const std::string& path) {
   return Status::OK();
 }
 
-Status SyncDir(const std::string& path) {
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  Fd fd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno(errno, "open directory " + dir);
-  if (::fsync(fd.get()) != 0) return Status::FromErrno(errno, "fsync directory " + dir);
-  return Status::OK();
-}
+}  // namespace
 
-Status WriteTemp(const std::string& tmp_path, const ChunkId& id, GatherList payload,
-                 const WriteOptions& options) {
-  Fd fd(::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd.valid()) return Status::FromErrno(errno, "create " + tmp_path);
+Result<uint64_t> WriteChunkBody(FileSystem& fs, int fd, const std::string& where, const ChunkId& id,
+                                GatherList payload, const WriteOptions& options) {
+  if (TotalBytes(payload) > (4ull << 30)) return Status::InvalidArgument("chunk payload over 4 GiB");
   ChunkHeader header;
   header.id = id;
   header.payload_bytes = TotalBytes(payload);
@@ -78,38 +60,9 @@ Status WriteTemp(const std::string& tmp_path, const ChunkId& id, GatherList payl
   }
   const size_t pad = AlignUp(header.payload_bytes) - header.payload_bytes;
   if (pad > 0) iov.push_back({const_cast<std::byte*>(kZeros.data()), pad});
-  KVTIER_RETURN_IF_ERROR(WriteAll(fd.get(), std::move(iov), tmp_path));
-  if (options.sync && ::fdatasync(fd.get()) != 0) return Status::FromErrno(errno, "fsync " + tmp_path);
-  if (fd.Close() != 0) return Status::FromErrno(errno, "close " + tmp_path);
-  return Status::OK();
-}
-
-}  // namespace
-
-std::string TempPathFor(const std::string& final_path) {
-  // pid alone repeats between hosts sharing a pool: a random per-process nonce keeps names unique.
-  static const uint64_t nonce = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  static std::atomic<uint64_t> counter{0};
-  return final_path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(nonce) + "." +
-         std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
-}
-
-Result<uint64_t> WriteChunkFileAtomic(const std::string& final_path, const std::string& tmp_path,
-                                      const ChunkId& id, GatherList payload,
-                                      const WriteOptions& options) {
-  if (TotalBytes(payload) > (4ull << 30)) return Status::InvalidArgument("chunk payload over 4 GiB");
-  KVTIER_RETURN_IF_ERROR(EnsureParentDir(final_path));
-  KVTIER_RETURN_IF_ERROR(EnsureParentDir(tmp_path));
-  Status s = WriteTemp(tmp_path, id, payload, options);
-  if (s.ok() && ::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
-    s = Status::FromErrno(errno, "rename " + tmp_path + " to " + final_path);
-  }
-  if (!s.ok()) {
-    ::unlink(tmp_path.c_str());
-    return s;
-  }
-  if (options.sync) KVTIER_RETURN_IF_ERROR(SyncDir(final_path));
-  return StoredChunkBytes(TotalBytes(payload));
+  KVTIER_RETURN_IF_ERROR(WriteAll(fs, fd, std::move(iov), where));
+  if (options.sync) KVTIER_RETURN_IF_ERROR(fs.SyncFile(fd));
+  return StoredChunkBytes(header.payload_bytes);
 }
 
 }  // namespace kvtier::internal

@@ -13,23 +13,13 @@
 namespace kvtier::internal {
 namespace {
 
-Result<Fd> OpenFile(const std::string& path, bool direct) {
-  const int flags = O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0);
-  int fd;
-  do {
-    fd = ::open(path.c_str(), flags);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return Status::FromErrno(errno, "open " + path);
-  return Fd(fd);
-}
-
 }  // namespace
 
-Result<OpenedChunk> OpenChunk(const std::string& path, uint64_t payload_bytes, bool direct) {
+Result<OpenedChunk> OpenChunk(FileSystem& fs, const std::string& path, uint64_t payload_bytes, bool direct) {
   OpenedChunk c;
-  auto fd = OpenFile(path, direct);
+  auto fd = fs.OpenForRead(path, direct);
   if (!fd.ok() && direct && fd.status().code() == Code::kInvalidArgument) {
-    fd = OpenFile(path, false);  // EINVAL: this filesystem refuses O_DIRECT
+    fd = fs.OpenForRead(path, false);  // EINVAL: this filesystem refuses O_DIRECT
     direct = false;
   }
   if (!fd.ok()) return fd.status();
@@ -46,27 +36,24 @@ Result<OpenedChunk> OpenChunk(const std::string& path, uint64_t payload_bytes, b
   return c;
 }
 
-Status ReopenBuffered(const std::string& path, OpenedChunk* chunk) {
-  KVTIER_ASSIGN_OR_RETURN(chunk->fd, OpenFile(path, false));
+Status ReopenBuffered(FileSystem& fs, const std::string& path, OpenedChunk* chunk) {
+  KVTIER_ASSIGN_OR_RETURN(chunk->fd, fs.OpenForRead(path, false));
   chunk->direct = false;
   return Status::OK();
 }
 
-Result<uint64_t> PreadAll(int fd, std::byte* buf, uint64_t len, const std::string& path) {
-  return PreadAt(fd, buf, len, 0, path);
+Result<uint64_t> PreadAll(FileSystem& fs, int fd, std::byte* buf, uint64_t len, const std::string& path) {
+  return PreadAt(fs, fd, buf, len, 0, path);
 }
 
-Result<uint64_t> PreadAt(int fd, std::byte* buf, uint64_t len, uint64_t offset, const std::string& path) {
+Result<uint64_t> PreadAt(FileSystem& fs, int fd, std::byte* buf, uint64_t len, uint64_t offset,
+                         const std::string& path) {
   uint64_t done = 0;
   while (done < len) {
-    iovec iov{buf + done, len - done};
-    const ssize_t n = ::preadv(fd, &iov, 1, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, "read " + path);
-    }
-    if (n == 0) break;
-    done += static_cast<uint64_t>(n);
+    auto n = fs.ReadAt(fd, buf + done, len - done, offset + done);
+    if (!n.ok()) return Status(n.status().code(), "read " + path + ": " + n.status().message(), n.status().retryable());
+    if (*n == 0) break;  // end of file; a short read is resumed
+    done += *n;
   }
   return done;
 }
@@ -108,7 +95,7 @@ Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, co
 namespace {
 
 Status ReadSyncVerified(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers) {
-  KVTIER_ASSIGN_OR_RETURN(OpenedChunk chunk, OpenChunk(read.path, TotalBytes(read.dst), direct));
+  KVTIER_ASSIGN_OR_RETURN(OpenedChunk chunk, OpenChunk(*read.fs, read.path, TotalBytes(read.dst), direct));
   read.stored_bytes = chunk.file_size;
   budget.Acquire(chunk.read_len);
   AlignedBuffer buf = buffers.Get(chunk.read_len);
@@ -116,10 +103,10 @@ Status ReadSyncVerified(ChunkRead& read, bool direct, ByteBudget& budget, Buffer
   if (buf.data() == nullptr) {
     s = Status::IOError("out of memory for a " + std::to_string(chunk.read_len) + " byte read", true);
   } else {
-    auto got = PreadAll(chunk.fd.get(), buf.data(), chunk.read_len, read.path);
+    auto got = PreadAll(*read.fs, chunk.fd.get(), buf.data(), chunk.read_len, read.path);
     if (!got.ok() && chunk.direct && got.status().code() == Code::kInvalidArgument) {
-      s = ReopenBuffered(read.path, &chunk);  // O_DIRECT accepted at open, refused at read
-      if (s.ok()) got = PreadAll(chunk.fd.get(), buf.data(), chunk.read_len, read.path);
+      s = ReopenBuffered(*read.fs, read.path, &chunk);  // O_DIRECT accepted at open, refused at read
+      if (s.ok()) got = PreadAll(*read.fs, chunk.fd.get(), buf.data(), chunk.read_len, read.path);
     }
     if (s.ok()) s = got.status();
     if (s.ok()) {

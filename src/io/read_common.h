@@ -24,16 +24,17 @@ struct OpenedChunk {
 // Opens `path` (with O_DIRECT when `direct` and the filesystem accepts it) and decides how much to read:
 // the whole file, but never more than a chunk of `payload_bytes` occupies, so a stray huge file cannot
 // exhaust memory. NotFound when the file is gone; Corruption when it is too short to hold a header.
-Result<OpenedChunk> OpenChunk(const std::string& path, uint64_t payload_bytes, bool direct);
+Result<OpenedChunk> OpenChunk(FileSystem& fs, const std::string& path, uint64_t payload_bytes, bool direct);
 
 // Reopens `chunk` without O_DIRECT (some filesystems accept the flag at open but refuse the reads).
-Status ReopenBuffered(const std::string& path, OpenedChunk* chunk);
+Status ReopenBuffered(FileSystem& fs, const std::string& path, OpenedChunk* chunk);
 
 // Reads [0, len) into `buf` with preadv, resuming after short reads; returns the bytes read (fewer at
 // end of file).
-Result<uint64_t> PreadAll(int fd, std::byte* buf, uint64_t len, const std::string& path);
+Result<uint64_t> PreadAll(FileSystem& fs, int fd, std::byte* buf, uint64_t len, const std::string& path);
 // The same from file offset `offset`.
-Result<uint64_t> PreadAt(int fd, std::byte* buf, uint64_t len, uint64_t offset, const std::string& path);
+Result<uint64_t> PreadAt(FileSystem& fs, int fd, std::byte* buf, uint64_t len, uint64_t offset,
+                         const std::string& path);
 
 // Checks `image` (the first bytes of a chunk file of `file_size` bytes) against `expected` and copies
 // the verified payload into `dst`. Corruption for a bad header, payload or length; VersionMismatch

@@ -168,7 +168,7 @@ void Batch::StartJobs() {
     ChunkRead& read = reads_[next_];
     if (!opened_next_) {
       read.stored_bytes = 0;
-      auto opened = OpenChunk(read.path, TotalBytes(read.dst), r_.options_.direct_io);
+      auto opened = OpenChunk(*read.fs, read.path, TotalBytes(read.dst), r_.options_.direct_io);
       if (!opened.ok()) {
         read.status = opened.status();
         ++next_;
@@ -266,11 +266,13 @@ void Batch::Reap() {
   io_uring_cq_advance(ring_, seen);
 }
 
-void Batch::OnCompletion(uint64_t slot, int res) {
+void Batch::OnCompletion(uint64_t slot, int raw) {
   const Piece p = slots_[slot];
   free_slots_.push_back(static_cast<unsigned>(slot));
   --submitted_;
   Job* job = p.job;
+  // The filesystem seam sees every completion (fault injection reaches this path too).
+  const int res = static_cast<int>(job->read->fs->FilterRead(job->chunk.fd.get(), p.offset, p.len, raw));
   if (res == -EINTR || res == -EAGAIN) {
     queued_.push_front(p);
     return;
@@ -319,9 +321,9 @@ Status Batch::RereadBuffered(Job* job) {
   r_.buffers_.Put(std::move(job->buf));
   job->buf = r_.buffers_.Get(job->chunk.read_len);
   if (job->buf.data() == nullptr) return Status::IOError("out of memory for a buffered re-read", true);
-  Status s = ReopenBuffered(read.path, &job->chunk);
+  Status s = ReopenBuffered(*read.fs, read.path, &job->chunk);
   if (s.ok()) {
-    auto got = PreadAll(job->chunk.fd.get(), job->buf.data(), job->chunk.read_len, read.path);
+    auto got = PreadAll(*read.fs, job->chunk.fd.get(), job->buf.data(), job->chunk.read_len, read.path);
     s = got.status();
     if (s.ok()) {
       const uint64_t valid = std::min(*got, job->chunk.file_size);

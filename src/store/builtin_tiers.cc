@@ -7,9 +7,9 @@
 namespace kvtier::internal {
 
 void RegisterBuiltinTiers(const RegisterFn& add) {
-  add("mem", OpenMemTier);
-  add("fs", OpenFsTier);
-  add("file", [](const TierUrl& url) { return OpenFileTier(url); });
+  add("mem", [](const TierUrl& url, const TierOpenOptions&) { return OpenMemTier(url); });
+  add("fs", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFsTier(url, open); });
+  add("file", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFileTier(url, open); });
 }
 
 }  // namespace kvtier::internal

@@ -32,7 +32,7 @@ void RegisterTierScheme(const std::string& scheme, TierFactory factory) {
   r.factories[scheme] = std::move(factory);
 }
 
-Result<std::unique_ptr<Tier>> OpenTier(std::string_view url) {
+Result<std::unique_ptr<Tier>> OpenTier(std::string_view url, const TierOpenOptions& options) {
   KVTIER_ASSIGN_OR_RETURN(TierUrl parsed, TierUrl::Parse(url));
   TierFactory factory;
   {
@@ -47,7 +47,7 @@ Result<std::unique_ptr<Tier>> OpenTier(std::string_view url) {
     }
     factory = it->second;
   }
-  return factory(parsed);
+  return factory(parsed, options);
 }
 
 }  // namespace kvtier

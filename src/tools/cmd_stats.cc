@@ -1,5 +1,6 @@
 // `kvtier stats --target URL [--json]`: a tier's Stats() as this process sees it after opening it
-// (for a persistent tier: what is stored, against which capacity, and what opening it cleaned up).
+// (for a persistent tier: what is stored, against which capacity, and what opening it found). The
+// tier is opened read-only: stats changes nothing on disk.
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -35,7 +36,7 @@ nlohmann::ordered_json ToJson(const TierStats& s) {
 }
 
 int RunStats(const StatsArgs& a) {
-  auto tier = OpenTier(a.target);
+  auto tier = OpenTier(a.target, TierOpenOptions{.read_only = true});  // looking changes nothing
   if (!tier.ok()) {
     std::cerr << "kvtier stats: cannot open --target " << a.target << ": " << tier.status().ToString()
               << "\n";
@@ -50,9 +51,12 @@ int RunStats(const StatsArgs& a) {
   const internal::FileTierReport report = internal::GetFileTierReport(**tier);
   if (!report.io_engine.empty()) {
     j["open"] = {{"io_engine", report.io_engine},
-                 {"temp_removed", report.temp_removed},
-                 {"bad_size_removed", report.bad_size_removed},
-                 {"evictions", report.open_evictions}};
+                 {"read_only", report.read_only},
+                 {"corrupt_found", report.corrupt_found},
+                 {"newer_format_skipped", report.newer_skipped},
+                 {"links_skipped", report.links_skipped},
+                 {"special_files_skipped", report.special_skipped},
+                 {"foreign_files_skipped", report.foreign_skipped}};
   }
   if (a.json) {
     std::cout << j.dump(2) << "\n";

@@ -1,6 +1,7 @@
-// `kvtier verify --target URL`: reads every chunk of a tier and checks its header and payload checksum.
-// A corrupt chunk is printed and removed by the tier (a later lookup misses it instead of loading bad
-// bytes). Exit status: 0 when every chunk is sound, 1 when any is corrupt or unreadable, 2 when the
+// `kvtier verify --target URL [--repair]`: reads every chunk of a tier and checks its header and payload
+// checksum. A corrupt chunk is printed; with --repair the tier removes it (a later lookup misses it
+// instead of loading bad bytes). Without --repair the tier is opened read-only and nothing on disk
+// changes. Exit status: 0 when every chunk is sound, 1 when any is corrupt or unreadable, 2 when the
 // target cannot be opened.
 #include <iostream>
 #include <memory>
@@ -16,6 +17,7 @@ namespace {
 struct VerifyArgs {
   std::string target;
   bool json = false;
+  bool repair = false;
 };
 
 struct VerifyCounts {
@@ -25,7 +27,7 @@ struct VerifyCounts {
 std::string ChunkName(const ChunkInfo& info) { return DigestHex(info.id.ns) + "/" + info.id.key.Hex(); }
 
 int RunVerify(const VerifyArgs& a) {
-  auto tier = OpenTier(a.target);
+  auto tier = OpenTier(a.target, TierOpenOptions{.read_only = !a.repair});
   if (!tier.ok()) {
     std::cerr << "kvtier verify: cannot open --target " << a.target << ": " << tier.status().ToString()
               << "\n";
@@ -57,14 +59,15 @@ int RunVerify(const VerifyArgs& a) {
     }
   }
   if (a.json) {
-    std::cout << nlohmann::json{{"url", (*tier)->url()}, {"checked", n.checked}, {"sound", n.sound},
+    std::cout << nlohmann::json{{"url", (*tier)->url()}, {"repair", a.repair}, {"checked", n.checked}, {"sound", n.sound},
                                 {"corrupt", n.corrupt}, {"unreadable", n.unreadable},
                                 {"gone", n.gone},       {"problems", std::move(bad)}}
                      .dump(2)
               << "\n";
   } else {
     std::cout << "verified " << n.checked << " chunks of " << (*tier)->url() << ": " << n.sound
-              << " sound, " << n.corrupt << " corrupt (removed), " << n.unreadable << " unreadable, "
+              << " sound, " << n.corrupt << (a.repair ? " corrupt (removed), " : " corrupt (left in place; --repair removes them), ")
+              << n.unreadable << " unreadable, "
               << n.gone << " gone while checking\n";
   }
   return n.corrupt + n.unreadable == 0 ? 0 : 1;
@@ -78,6 +81,7 @@ KVTIER_COMMAND("", "verify",
                  auto a = std::make_shared<VerifyArgs>();
                  cmd.add_option("--target", a->target, "tier URL, e.g. file:///var/lib/kvtier")->required();
                  cmd.add_flag("--json", a->json, "print the summary and problems as JSON");
+                 cmd.add_flag("--repair", a->repair, "remove corrupt chunks (otherwise nothing on disk changes)");
                  return [a] { return RunVerify(*a); };
                });
 

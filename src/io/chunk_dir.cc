@@ -1,0 +1,369 @@
+#include "io/chunk_dir.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "core/chunk_format.h"
+
+namespace kvtier::internal {
+namespace {
+
+// "name=value" lines of a small text; the value of `name` or an empty view.
+std::string_view FindField(std::string_view text, std::string_view name) {
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    if (line.size() > name.size() && line.starts_with(name) && line[name.size()] == '=') {
+      return line.substr(name.size() + 1);
+    }
+  }
+  return {};
+}
+
+std::string LayoutLine(const ChunkDirSpec& spec) {
+  std::string s = spec.chunk_root.empty() ? "" : spec.chunk_root + "/";
+  s += "<namespace>/<key[0:2]>/";
+  if (spec.fanout_levels >= 2) s += "<key[2:4]>/";
+  return s + "<key>.kvc";
+}
+
+}  // namespace
+
+std::string EncodeDirMarker(const ChunkDirSpec& spec, uint32_t version) {
+  return spec.kind + "\nversion=" + std::to_string(version) + "\nchunks=" + LayoutLine(spec) + "\n";
+}
+
+Result<uint32_t> ParseDirMarker(std::string_view text, const ChunkDirSpec& spec, std::string_view root) {
+  const std::string where = std::string(root) + "/" + spec.marker;
+  const size_t nl = text.find('\n');
+  if (text.substr(0, nl) != spec.kind) {
+    return Status::Corruption(where + " is not a " + spec.kind + " marker");
+  }
+  const std::string_view v = FindField(text, "version");
+  uint64_t version = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), version);
+  if (v.empty() || v.size() > 10 || ec != std::errc() || p != v.data() + v.size() || version == 0 ||
+      version > UINT32_MAX) {
+    return Status::Corruption(where + " has no valid version");
+  }
+  if (version > spec.version) {
+    return Status::VersionMismatch(std::string(root) + " has format version " + std::to_string(version) +
+                                   ", newer than this build of kvtier knows (" + std::to_string(spec.version) +
+                                   "); upgrade kvtier on this host or use another directory");
+  }
+  return static_cast<uint32_t>(version);
+}
+
+Result<std::unique_ptr<ChunkDir>> ChunkDir::Open(const std::string& root, ChunkDirSpec spec,
+                                                 const ChunkDirOptions& options) {
+  std::shared_ptr<FileSystem> fs = options.fs;
+  if (!fs) {
+    KVTIER_ASSIGN_OR_RETURN(fs, OpenPosixFileSystem(
+                                    root, PosixFsOptions{.create = options.create && !options.read_only}));
+  }
+  if (spec.fanout_levels < 1 || spec.fanout_levels > 4) return Status::InvalidArgument("fan-out depth must be 1 to 4");
+  std::unique_ptr<ChunkDir> dir(new ChunkDir(std::move(fs), std::move(spec), options.read_only));
+  KVTIER_RETURN_IF_ERROR(dir->Mark(options.create));
+  return dir;
+}
+
+Status ChunkDir::Mark(bool create) {
+  auto st = fs_->Stat(spec_.marker);
+  if (st.ok()) {
+    if (st->type != FileType::kRegular) {
+      return Status::Corruption(Describe(spec_.marker) + " is not a regular file (a link, FIFO or device); "
+                                "refusing to use " + root());
+    }
+    KVTIER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(spec_.marker, 4096));
+    KVTIER_ASSIGN_OR_RETURN(found_version_, ParseDirMarker(text, spec_, root()));
+  } else if (!st.status().IsNotFound()) {
+    return st.status();
+  } else if (!read_only_ && !create) {
+    return Status::NotFound("no kvtier tier at " + root() + " (missing " + spec_.marker + ")");
+  } else if (read_only_) {
+    // An unmarked directory is readable only if earlier builds wrote it (and it holds something).
+    KVTIER_RETURN_IF_ERROR(CheckAdoptable());
+    found_version_ = 1;
+  } else {
+    KVTIER_RETURN_IF_ERROR(CheckAdoptable());
+    KVTIER_RETURN_IF_ERROR(PublishMarker());
+    return Mark(false);
+  }
+  if (!read_only_ && !spec_.chunk_root.empty()) KVTIER_RETURN_IF_ERROR(fs_->MakeDir(spec_.chunk_root));
+  return Status::OK();
+}
+
+Status ChunkDir::CheckAdoptable() {
+  KVTIER_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, fs_->List(""));
+  const bool creating = !read_only_;
+  if (entries.empty()) {
+    if (creating) return Status::OK();
+    return Status::NotFound("no kvtier tier at " + root() + " (the directory has no " + spec_.marker + ")");
+  }
+  for (const DirEntry& e : entries) {
+    if (spec_.legacy_entry && spec_.legacy_entry(e.name, e.type)) continue;
+    return Status::InvalidArgument("directory " + root() + " holds files that are not kvtier's (e.g. '" + e.name +
+                                   "') and no " + spec_.marker + " marker; kvtier uses only empty directories "
+                                   "or ones it created: point it at a new or empty directory");
+  }
+  return Status::OK();
+}
+
+Status ChunkDir::PublishMarker() {
+  const std::string tmp = MakeTempName(spec_.marker);
+  const std::string text = EncodeDirMarker(spec_, spec_.version);
+  KVTIER_ASSIGN_OR_RETURN(Fd fd, fs_->CreateNew(tmp));
+  iovec iov{const_cast<char*>(text.data()), text.size()};
+  auto wrote = fs_->WriteV(fd.get(), &iov, 1);
+  Status s = wrote.ok() && *wrote == text.size() ? fs_->SyncFile(fd.get())
+                                                 : (wrote.ok() ? Status::IOError("short write of " + tmp) : wrote.status());
+  if (fd.Close() != 0 && s.ok()) s = Status::FromErrno(errno, "close " + Describe(tmp));
+  if (s.ok()) {
+    // link() never replaces a marker another process published first (even one of a newer version).
+    s = fs_->Link(tmp, spec_.marker);
+    if (!s.ok() && s.code() == Code::kNotSupported) s = fs_->Rename(tmp, spec_.marker);
+    if (!s.ok() && fs_->Stat(spec_.marker).ok()) s = Status::OK();  // another process marked it first
+  }
+  (void)fs_->Unlink(tmp);
+  return s;
+}
+
+Status ChunkDir::RefuseIfReadOnly(std::string_view what) const {
+  if (!read_only_) return Status::OK();
+  return Status::NotSupported(std::string(what) + " refused: " + root() + " is opened read-only");
+}
+
+std::string ChunkRelPath(const ChunkDirSpec& spec, const ChunkId& id) {
+  const std::string key = id.key.Hex();
+  std::string p = spec.chunk_root;
+  if (!p.empty()) p += '/';
+  p += DigestHex(id.ns);
+  for (int level = 0; level < spec.fanout_levels; ++level) {
+    p += '/';
+    p.append(key, static_cast<size_t>(level) * 2, 2);
+  }
+  p += '/';
+  p += key;
+  p += kChunkSuffix;
+  return p;
+}
+
+bool ChunkDir::IsOwnFinalName(std::string_view name) const {
+  if (ParseChunkFileName(name) || name == spec_.marker) return true;
+  return std::find(spec_.own_files.begin(), spec_.own_files.end(), name) != spec_.own_files.end();
+}
+
+Status ChunkDir::MakeParents(std::string_view rel) {
+  std::string_view dir = RelDir(rel);
+  for (size_t pos = 0; pos != std::string_view::npos;) {
+    pos = dir.find('/', pos == 0 ? 0 : pos + 1);
+    KVTIER_RETURN_IF_ERROR(fs_->MakeDir(dir.substr(0, pos)));
+  }
+  return Status::OK();
+}
+
+Result<uint64_t> WriteChunkFileAtomic(FileSystem& fs, const std::string& rel, const ChunkId& id, GatherList payload,
+                                      const WriteOptions& options) {
+  const std::string tmp = JoinRel(RelDir(rel), MakeTempName(RelBase(rel)));
+  KVTIER_ASSIGN_OR_RETURN(Fd fd, fs.CreateNew(tmp));
+  auto written = WriteChunkBody(fs, fd.get(), fs.root() + "/" + tmp, id, payload, options);
+  Status s = written.status();
+  if (fd.Close() != 0 && s.ok()) s = Status::FromErrno(errno, "close " + fs.root() + "/" + tmp);
+  if (s.ok()) s = fs.Rename(tmp, rel);
+  if (!s.ok()) {
+    (void)fs.Unlink(tmp);  // a failed rename may or may not have moved it: either way nothing is left
+    return s;
+  }
+  if (options.sync) KVTIER_RETURN_IF_ERROR(fs.SyncDir(RelDir(rel)));
+  return *written;
+}
+
+Result<uint64_t> ChunkDir::WriteChunk(const ChunkId& id, GatherList payload, const WriteOptions& options) {
+  KVTIER_RETURN_IF_ERROR(RefuseIfReadOnly("write"));
+  const std::string rel = ChunkPath(id);
+  auto written = WriteChunkFileAtomic(*fs_, rel, id, payload, options);
+  if (!written.ok() && written.status().IsNotFound()) {
+    KVTIER_RETURN_IF_ERROR(MakeParents(rel));  // first chunk of its directory
+    written = WriteChunkFileAtomic(*fs_, rel, id, payload, options);
+  }
+  return written;
+}
+
+Status ChunkDir::RemoveChunk(const ChunkId& id) {
+  KVTIER_RETURN_IF_ERROR(RefuseIfReadOnly("remove"));
+  Status s = fs_->Unlink(ChunkPath(id));
+  return s.IsNotFound() ? Status::OK() : s;
+}
+
+Status ChunkDir::RemoveEntry(const WalkEntry& entry) {
+  KVTIER_RETURN_IF_ERROR(RefuseIfReadOnly("remove"));
+  if (entry.kind != EntryKind::kChunk && entry.kind != EntryKind::kTemp) {
+    return Status::InvalidArgument(Describe(entry.rel) + " is not kvtier's to remove");
+  }
+  Status s = fs_->Unlink(entry.rel);
+  return s.IsNotFound() ? Status::OK() : s;
+}
+
+void ChunkDir::TouchChunk(const ChunkId& id) {
+  if (!read_only_) (void)fs_->Touch(ChunkPath(id));
+}
+
+Result<std::string> ChunkDir::ReadSmallFile(std::string_view name, size_t max_bytes) {
+  KVTIER_ASSIGN_OR_RETURN(Fd fd, fs_->OpenForRead(name, /*direct=*/false));
+  std::string out;
+  std::byte buf[4096];
+  while (true) {
+    KVTIER_ASSIGN_OR_RETURN(uint64_t n, fs_->ReadAt(fd.get(), buf, sizeof(buf), out.size()));
+    if (n == 0) break;
+    out.append(reinterpret_cast<const char*>(buf), n);
+    if (out.size() > max_bytes) return Status::Corruption(Describe(name) + " is larger than a kvtier file of its kind");
+  }
+  return out;
+}
+
+Status ChunkDir::WriteSmallFile(std::string_view name, std::string_view text) {
+  KVTIER_RETURN_IF_ERROR(RefuseIfReadOnly("write"));
+  const std::string tmp = MakeTempName(name);
+  KVTIER_ASSIGN_OR_RETURN(Fd fd, fs_->CreateNew(tmp));
+  iovec iov{const_cast<char*>(text.data()), text.size()};
+  auto wrote = fs_->WriteV(fd.get(), &iov, 1);
+  Status s = !wrote.ok() ? wrote.status()
+             : *wrote != text.size() ? Status::IOError("short write of " + Describe(tmp))
+                                     : fs_->SyncFile(fd.get());
+  if (fd.Close() != 0 && s.ok()) s = Status::FromErrno(errno, "close " + Describe(tmp));
+  if (s.ok()) s = fs_->Rename(tmp, name);
+  if (!s.ok()) (void)fs_->Unlink(tmp);
+  return s;
+}
+
+bool ChunkDir::ProbeDirectIo() {
+  auto fd = fs_->OpenForRead(spec_.marker, /*direct=*/true);
+  if (!fd.ok()) return false;
+  AlignedBuffer buf = AlignedBuffer::Allocate(kChunkAlign);
+  if (buf.data() == nullptr) return false;
+  return fs_->ReadAt(fd->get(), buf.data(), buf.size(), 0).ok();
+}
+
+Status ChunkDir::Walk(const std::function<bool(const WalkEntry&)>& fn, WalkCounts* counts) {
+  WalkCounts local;
+  if (counts == nullptr) counts = &local;
+  auto top = fs_->List(spec_.chunk_root);
+  if (!top.ok()) {
+    if (top.status().IsNotFound() && !spec_.chunk_root.empty()) return Status::OK();  // nothing written yet
+    return top.status();
+  }
+  bool stop = false;
+  for (const DirEntry& e : *top) {
+    if (stop) break;
+    const std::string rel = JoinRel(spec_.chunk_root, e.name);
+    auto ns = IsLowerHex(e.name, 64) ? DigestFromHex(e.name) : Result<Digest>(Status::InvalidArgument(""));
+    if (ns.ok() && e.type == FileType::kDirectory) {
+      KVTIER_RETURN_IF_ERROR(WalkNamespace(rel, *ns, fn, counts, &stop));
+    } else if (e.type == FileType::kSymlink) {
+      ++counts->links;
+    } else if (!(spec_.chunk_root.empty() && (IsOwnFinalName(e.name) ||
+                                              ParseTempName(e.name, [this](std::string_view n) { return IsOwnFinalName(n); }) ||
+                                              (spec_.legacy_entry && spec_.legacy_entry(e.name, e.type))))) {
+      ++(e.type == FileType::kOther ? counts->special : counts->foreign);
+    }
+  }
+  return Status::OK();
+}
+
+Status ChunkDir::WalkNamespace(const std::string& ns_rel, const Digest& ns,
+                               const std::function<bool(const WalkEntry&)>& fn, WalkCounts* counts, bool* stop) {
+  // Breadth over the fan-out levels: each level is directories named by two hex characters.
+  std::vector<std::string> dirs{ns_rel};
+  for (int level = 0; level < spec_.fanout_levels; ++level) {
+    std::vector<std::string> next;
+    for (const std::string& d : dirs) {
+      auto entries = fs_->List(d);
+      if (!entries.ok()) {
+        if (entries.status().IsNotFound()) continue;  // removed meanwhile
+        return entries.status();
+      }
+      for (const DirEntry& e : *entries) {
+        if (IsLowerHex(e.name, 2) && e.type == FileType::kDirectory) {
+          next.push_back(JoinRel(d, e.name));
+        } else {
+          ++(e.type == FileType::kSymlink ? counts->links : e.type == FileType::kOther ? counts->special : counts->foreign);
+        }
+      }
+    }
+    dirs = std::move(next);
+  }
+  for (const std::string& leaf : dirs) {
+    if (*stop) break;
+    KVTIER_RETURN_IF_ERROR(WalkLeaf(leaf, ns, fn, counts, stop));
+  }
+  return Status::OK();
+}
+
+Status ChunkDir::WalkLeaf(const std::string& rel, const Digest& ns, const std::function<bool(const WalkEntry&)>& fn,
+                          WalkCounts* counts, bool* stop) {
+  auto entries = fs_->List(rel);
+  if (!entries.ok()) return entries.status().IsNotFound() ? Status::OK() : entries.status();
+  // The fan-out names a chunk must sit under: "aa" or "aa/bb" after the namespace.
+  const std::string_view fan = std::string_view(rel).substr(rel.size() - static_cast<size_t>(spec_.fanout_levels) * 3 + 1);
+  auto is_chunk_name = [](std::string_view n) { return ParseChunkFileName(n).has_value(); };
+  for (const DirEntry& d : *entries) {
+    WalkEntry e;
+    e.rel = JoinRel(rel, d.name);
+    auto key = ParseChunkFileName(d.name);
+    std::string fan_of_key;
+    if (key) {
+      const std::string hex = key->Hex();
+      for (int level = 0; level < spec_.fanout_levels; ++level) {
+        if (level > 0) fan_of_key += '/';
+        fan_of_key.append(hex, static_cast<size_t>(level) * 2, 2);
+      }
+    }
+    if (key && fan_of_key == fan) {
+      e.kind = EntryKind::kChunk;
+      e.id.ns = ns;
+      e.id.key = *key;
+    } else if (auto t = ParseTempName(d.name, is_chunk_name)) {
+      e.kind = EntryKind::kTemp;
+      e.temp = std::move(t);
+    }
+    if (d.type == FileType::kSymlink) {
+      ++counts->links;
+      if (e.kind == EntryKind::kForeign) continue;
+      e.kind = EntryKind::kLink;
+      e.stat.type = FileType::kSymlink;
+    } else if (e.kind == EntryKind::kForeign) {
+      ++(d.type == FileType::kOther ? counts->special : counts->foreign);
+      continue;
+    } else {
+      auto st = fs_->Stat(e.rel);
+      if (!st.ok()) continue;  // removed meanwhile
+      e.stat = *st;
+      if (e.stat.type != FileType::kRegular) {
+        ++counts->special;
+        if (e.kind == EntryKind::kTemp || e.stat.type == FileType::kDirectory) continue;  // never ours
+      }
+    }
+    if (!fn(e)) {
+      *stop = true;
+      break;
+    }
+  }
+  return Status::OK();
+}
+
+Status ChunkDir::CorruptChunkForTesting(const ChunkId& id, uint64_t offset) {
+  const std::string path = Describe(ChunkPath(id));
+  Fd fd(::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
+  std::byte b{};
+  if (::pread(fd.get(), &b, 1, static_cast<off_t>(offset)) != 1) return Status::IOError("chunk " + path + " too short to damage");
+  b ^= std::byte{0xff};
+  if (::pwrite(fd.get(), &b, 1, static_cast<off_t>(offset)) != 1) return Status::FromErrno(errno, "write " + path);
+  return Status::OK();
+}
+
+}  // namespace kvtier::internal
