@@ -1,6 +1,5 @@
 #include "fs/pool_layout.h"
 
-#include <charconv>
 
 namespace kvtier::internal {
 namespace {
@@ -9,24 +8,6 @@ namespace {
 constexpr uint64_t kMaxPoolBytes = 1ull << 60;       // 1 EiB
 constexpr uint64_t kMaxPoolChunks = 1ull << 40;
 constexpr uint64_t kMaxUnixSeconds = 1ull << 40;
-
-std::string_view FindField(std::string_view text, std::string_view name) {
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    const std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    if (line.size() > name.size() && line.starts_with(name) && line[name.size()] == '=') {
-      return line.substr(name.size() + 1);
-    }
-  }
-  return {};
-}
-
-bool ParseBounded(std::string_view s, uint64_t max, uint64_t* out) {
-  if (s.empty() || s.size() > 20) return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return ec == std::errc() && p == s.data() + s.size() && *out <= max;
-}
 
 }  // namespace
 
@@ -53,9 +34,9 @@ std::string EncodePoolUsage(const PoolUsage& u) {
 Result<PoolUsage> ParsePoolUsage(std::string_view text) {
   PoolUsage u;
   uint64_t at = 0;
-  if (!ParseBounded(FindField(text, "bytes"), kMaxPoolBytes, &u.bytes) ||
-      !ParseBounded(FindField(text, "chunks"), kMaxPoolChunks, &u.chunks) ||
-      !ParseBounded(FindField(text, "scanned_at"), kMaxUnixSeconds, &at)) {
+  if (!ParseBoundedU64(FindKeyValue(text, "bytes"), kMaxPoolBytes, &u.bytes) ||
+      !ParseBoundedU64(FindKeyValue(text, "chunks"), kMaxPoolChunks, &u.chunks) ||
+      !ParseBoundedU64(FindKeyValue(text, "scanned_at"), kMaxUnixSeconds, &at)) {
     return Status::Corruption("malformed or out-of-range " + std::string(kPoolUsageName));
   }
   u.scanned_at = static_cast<int64_t>(at);

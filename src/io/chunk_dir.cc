@@ -4,25 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 
 #include "core/chunk_format.h"
 
 namespace kvtier::internal {
 namespace {
-
-// "name=value" lines of a small text; the value of `name` or an empty view.
-std::string_view FindField(std::string_view text, std::string_view name) {
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    const std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    if (line.size() > name.size() && line.starts_with(name) && line[name.size()] == '=') {
-      return line.substr(name.size() + 1);
-    }
-  }
-  return {};
-}
 
 std::string LayoutLine(const ChunkDirSpec& spec) {
   std::string s = spec.chunk_root.empty() ? "" : spec.chunk_root + "/";
@@ -43,11 +29,8 @@ Result<uint32_t> ParseDirMarker(std::string_view text, const ChunkDirSpec& spec,
   if (text.substr(0, nl) != spec.kind) {
     return Status::Corruption(where + " is not a " + spec.kind + " marker");
   }
-  const std::string_view v = FindField(text, "version");
   uint64_t version = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), version);
-  if (v.empty() || v.size() > 10 || ec != std::errc() || p != v.data() + v.size() || version == 0 ||
-      version > UINT32_MAX) {
+  if (!ParseBoundedU64(FindKeyValue(text, "version"), UINT32_MAX, &version) || version == 0) {
     return Status::Corruption(where + " has no valid version");
   }
   if (version > spec.version) {

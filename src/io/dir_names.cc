@@ -66,6 +66,22 @@ std::string PidNamespace() {
 
 }  // namespace
 
+std::string_view FindKeyValue(std::string_view text, std::string_view name) {
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    if (line.size() > name.size() && line.starts_with(name) && line[name.size()] == '=') {
+      return line.substr(name.size() + 1);
+    }
+  }
+  return {};
+}
+
+bool ParseBoundedU64(std::string_view s, uint64_t max, uint64_t* out) {
+  return ParseDec(s, out) && *out <= max;
+}
+
 bool IsLowerHex(std::string_view s, size_t len) {
   if (s.size() != len) return false;
   for (char c : s) {

@@ -40,6 +40,11 @@ std::string MakeTempName(std::string_view final_name);
 std::optional<TempName> ParseTempName(std::string_view name,
                                       const std::function<bool(std::string_view)>& is_final);
 
+// Small "name=value" texts (markers, USAGE): the value of the first line `name=...`, or an empty view.
+std::string_view FindKeyValue(std::string_view text, std::string_view name);
+// A decimal number of at most 20 digits, <= max, without overflow.
+bool ParseBoundedU64(std::string_view s, uint64_t max, uint64_t* out);
+
 // This process's writer id (host boot and pid namespace).
 uint64_t LocalWriterId();
 

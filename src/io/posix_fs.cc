@@ -76,6 +76,8 @@ class PosixFs final : public FileSystem {
   // The directory holding `rel`, opened O_PATH beneath the root.
   Result<Fd> OpenParent(std::string_view rel);
   Status Fail(int err, std::string_view what, std::string_view rel) const;
+  Status BetweenNames(std::string_view from, std::string_view to, std::string_view what,
+                      int (*op)(int, const char*, int, const char*));
   Status CheckRel(std::string_view rel, bool allow_empty = false) const {
     if (ValidRel(rel, allow_empty)) return Status::OK();
     return Status::InvalidArgument("path '" + std::string(rel) + "' is not a plain relative name under " + root_);
@@ -179,24 +181,26 @@ Result<Fd> PosixFs::OpenLockFile(std::string_view rel) {
   return out;
 }
 
-Status PosixFs::Rename(std::string_view from, std::string_view to) {
+Status PosixFs::BetweenNames(std::string_view from, std::string_view to, std::string_view what,
+                             int (*op)(int, const char*, int, const char*)) {
   KVTIER_RETURN_IF_ERROR(CheckRel(from));
   KVTIER_RETURN_IF_ERROR(CheckRel(to));
   KVTIER_ASSIGN_OR_RETURN(Fd a, OpenParent(from));
   KVTIER_ASSIGN_OR_RETURN(Fd b, OpenParent(to));
   const std::string fa(RelBase(from)), fb(RelBase(to));
-  if (::renameat(a.get(), fa.c_str(), b.get(), fb.c_str()) != 0) return Fail(errno, "rename to " + std::string(to) + " from", from);
+  if (op(a.get(), fa.c_str(), b.get(), fb.c_str()) != 0) {
+    return Fail(errno, std::string(what) + " " + std::string(from) + " to", to);
+  }
   return Status::OK();
 }
 
+Status PosixFs::Rename(std::string_view from, std::string_view to) {
+  return BetweenNames(from, to, "rename", [](int a, const char* x, int b, const char* y) { return ::renameat(a, x, b, y); });
+}
+
 Status PosixFs::Link(std::string_view from, std::string_view to) {
-  KVTIER_RETURN_IF_ERROR(CheckRel(from));
-  KVTIER_RETURN_IF_ERROR(CheckRel(to));
-  KVTIER_ASSIGN_OR_RETURN(Fd a, OpenParent(from));
-  KVTIER_ASSIGN_OR_RETURN(Fd b, OpenParent(to));
-  const std::string fa(RelBase(from)), fb(RelBase(to));
-  if (::linkat(a.get(), fa.c_str(), b.get(), fb.c_str(), 0) != 0) return Fail(errno, "link", to);
-  return Status::OK();
+  // No AT_SYMLINK_FOLLOW: a link names the file itself, never what a link points to.
+  return BetweenNames(from, to, "link", [](int a, const char* x, int b, const char* y) { return ::linkat(a, x, b, y, 0); });
 }
 
 Status PosixFs::Unlink(std::string_view rel) {
