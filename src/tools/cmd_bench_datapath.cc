@@ -8,6 +8,7 @@
 #include "benchlib/gpu_profile.h"
 #include "benchlib/results.h"
 #include "kvtier/tier.h"
+#include "tools/cli_numbers.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {
@@ -98,20 +99,24 @@ KVTIER_COMMAND(
       auto a = std::make_shared<Args>();
       cmd.add_option("--target", a->target, "tier URL, e.g. file:///nvme/kv or mem://")->required();
       cmd.add_option("--model", a->model, "model preset fixing the chunk layout")->capture_default_str();
-      cmd.add_option("--chunk-tokens", a->chunk_tokens, "tokens per chunk (default: the preset's 256)");
+      cmd.add_option("--chunk-tokens", a->chunk_tokens, "tokens per chunk (default: the preset's 256)")
+          ->check(WholeNumber(1, 1u << 20));
       cmd.add_option("--total", a->total, "bytes written and read back per pass")->capture_default_str();
       cmd.add_option("--inflight", a->inflight,
                      "comma-separated bytes in flight to sweep (default: 1,2,4,8,16 chunks)");
       cmd.add_option("--json", a->json, "write the results (schema kvtier.bench.datapath/1) here");
       cmd.add_option("--gpu", a->gpu, "GPU profile for the recompute estimate: " + GpuNames())
           ->capture_default_str();
-      cmd.add_option("--mfu", a->mfu, "override the profile's model-FLOPs utilisation (0-1]");
-      cmd.add_option("--peak-tflops", a->peak_tflops, "override the profile's dense bf16 TFLOP/s");
+      cmd.add_option("--mfu", a->mfu, "override the profile's model-FLOPs utilisation (0-1]")
+          ->check(FiniteNumber(0, 1));
+      cmd.add_option("--peak-tflops", a->peak_tflops, "override the profile's dense bf16 TFLOP/s")
+          ->check(FiniteNumber(0.001, 1e9));
       cmd.add_option("--context-tokens", a->context_tokens, "context length of the verdict")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(WholeNumber(1, 1ull << 30));
       cmd.add_option("--repeat", a->repeat, "runs per sweep point, the median is kept")
           ->capture_default_str()
-          ->check(CLI::Range(1, 100));
+          ->check(WholeNumber(1, 100));
       cmd.add_flag("--no-fio", a->no_fio, "skip the fio reference");
       cmd.add_flag("--no-serial", a->no_serial, "skip the serial pread baseline");
       cmd.add_flag("--keep", a->keep, "keep the bench's files at the target");
