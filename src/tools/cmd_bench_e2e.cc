@@ -43,7 +43,9 @@ Result<std::vector<T>> SplitList(const std::string& text) {
 int Run(Args a) {
   auto conc = SplitList<uint32_t>(a.concurrency);
   auto modes = SplitList<std::string>(a.modes);
-  Status bad = !conc.ok() ? conc.status() : modes.status();
+  Status bad = !conc.ok() ? Status::InvalidArgument("--concurrency " + a.concurrency + ": " +
+                                                    conc.status().message())
+                         : modes.status();
   if (bad.ok() && !a.pool.empty()) {
     auto pool = ParseSize(a.pool);
     bad = pool.status();
