@@ -14,10 +14,10 @@
 
 namespace kvtier::tools {
 
-// A plain decimal whole number ("0", "42"; no sign, spaces, exponent or base prefix) in [min, max],
-// computed without overflow; nullopt otherwise.
+// A plain decimal whole number ("0", "42"; no sign, spaces, exponent, base prefix or leading zero,
+// which CLI11 would read as octal) in [min, max], computed without overflow; nullopt otherwise.
 inline std::optional<uint64_t> ParseWholeNumber(const std::string& text, uint64_t min, uint64_t max) {
-  if (text.empty() || text.size() > 20) return std::nullopt;
+  if (text.empty() || text.size() > 20 || (text.size() > 1 && text[0] == '0')) return std::nullopt;
   uint64_t v = 0;
   for (char c : text) {
     if (c < '0' || c > '9' || __builtin_mul_overflow(v, 10, &v) ||

@@ -153,13 +153,14 @@ TEST(HostileReportInputs, EveryMutationOfAValidResultIsRenderedOrRefusedNeverThr
   };
   ForEachMutation(ValidDatapath(), check);
   ForEachMutation(ValidE2e(), check);
-  EXPECT_GT(refused, total / 2) << "most mutations hit a field the report reads";
+  EXPECT_GT(refused, total / 3) << "many mutations hit a field the report reads";
+  EXPECT_LT(refused, total) << "fields the report does not read may hold anything";
   // Fields the report reads, each with a wrong type: refused.
   for (const char* p : {"/target", "/target/url", "/model/chunk_bytes", "/sweep", "/sweep/0",
                         "/sweep/0/kvtier/gbps", "/summary/gbps", "/verdict/break_even_tokens",
                         "/context/load_seconds", "/started_at", "/repeat"}) {
     nlohmann::json m = ValidDatapath();
-    m[nlohmann::json::json_pointer(p)] = "text";
+    m[nlohmann::json::json_pointer(p)] = true;  // the wrong type for each of these
     WriteText(path, m.dump());
     auto in = LoadReportInputs({path});
     EXPECT_FALSE(in.ok()) << p;

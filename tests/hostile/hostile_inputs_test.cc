@@ -202,7 +202,9 @@ TEST(HostileCliNumbers, UrlsOnTheCommandLineAreCheckedToo) {
   EXPECT_NE(rel.output.find("must be absolute"), std::string::npos) << rel.output;
   EXPECT_FALSE(std::filesystem::exists("relative")) << "nothing created in the working directory";
   const CliResult huge = RunKvtier(
-      {"bench", "datapath", "--target", "mem://?capacity=99999999999999999999TiB", "--no-fio"}, log);
+      {"bench", "datapath", "--target", "mem://?capacity=99999999999999999999TiB", "--total", "1MiB",
+       "--no-fio"},
+      log);
   ASSERT_TRUE(huge.exited) << Describe(huge);
   EXPECT_NE(huge.exit_code, 0);
   EXPECT_NE(huge.output.find("too large"), std::string::npos) << huge.output;
