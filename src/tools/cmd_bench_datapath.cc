@@ -28,12 +28,19 @@ struct Args {
   bool no_fio = false, no_serial = false, keep = false;
 };
 
+// Far above any run, and low enough that the plan's byte sums cannot overflow.
+constexpr uint64_t kMaxTotal = 1ull << 50;     // 1 PiB
+constexpr uint64_t kMaxInflight = 1ull << 40;  // 1 TiB
+
 Result<std::vector<uint64_t>> ParseSizeList(const std::string& text) {
   std::vector<uint64_t> out;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
     if (item.empty()) continue;
     KVTIER_ASSIGN_OR_RETURN(uint64_t v, ParseSize(item));
+    if (v > kMaxInflight) {
+      return Status::InvalidArgument("--inflight " + item + " is above the limit of " + FormatBytes(kMaxInflight));
+    }
     out.push_back(v);
   }
   return out;
@@ -45,6 +52,9 @@ Result<internal::DatapathConfig> MakeConfig(const Args& a) {
   KVTIER_ASSIGN_OR_RETURN(c.model, FindModelPreset(a.model));
   if (a.chunk_tokens) c.model.layout.tokens_per_chunk = a.chunk_tokens;
   KVTIER_ASSIGN_OR_RETURN(c.total_bytes, ParseSize(a.total));
+  if (c.total_bytes > kMaxTotal) {
+    return Status::InvalidArgument("--total " + a.total + " is above the limit of " + FormatBytes(kMaxTotal));
+  }
   KVTIER_ASSIGN_OR_RETURN(c.inflight, ParseSizeList(a.inflight));
   KVTIER_ASSIGN_OR_RETURN(c.gpu, internal::FindGpuProfile(a.gpu, a.mfu, a.peak_tflops));
   c.context_tokens = a.context_tokens;

@@ -169,6 +169,8 @@ TEST(HostileCliNumbers, EveryNumericFlagIsRangeChecked) {
   for (const char* v : {"0", "101", "-1", "4294967297"}) datapath("--repeat", v);
   for (const char* v : {"nan", "inf", "-1", "2"}) datapath("--mfu", v);
   for (const char* v : {"nan", "inf", "-1", "0", "1e300"}) datapath("--peak-tflops", v);
+  for (const char* v : {"-1", "2048TiB", "1125899906842625", "18446744073709551615"}) datapath("--total", v);
+  for (const char* v : {"-1", "1,2TiB", "1e3"}) datapath("--inflight", v);
   for (const char* v : {"-1", "0", "99999999999", "16777217"}) e2e("--context", v);
   for (const char* v : {"-1", "0", "4294967296"}) e2e("--turn", v);
   for (const char* v : {"-1", "0", "1048577"}) e2e("--output", v);
