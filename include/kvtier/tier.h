@@ -10,6 +10,7 @@
 // Thread-safety: every method of a Tier may be called from many threads at once.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -136,21 +137,30 @@ struct TierUrl {
   std::string path;
   std::map<std::string, std::string> params;
 
-  // InvalidArgument on malformed input (no scheme, bad escapes, duplicate or empty parameter names).
+  // InvalidArgument on malformed input (no scheme, bad escapes, duplicate or empty parameter names) and
+  // on a path that is neither empty nor absolute: "file://relative/dir" and "file://~/kv" are refused
+  // with a message naming the absolute form (the host part of a URL is not used; file:///abs/dir).
   static Result<TierUrl> Parse(std::string_view url);
   std::string ToString() const;
 
-  // Typed parameter access; InvalidArgument when present but malformed. Sizes accept "4GiB", "512MiB",
-  // "100MB", "123" (bytes).
-  Result<uint64_t> GetSize(const std::string& name, uint64_t default_value) const;
-  Result<uint64_t> GetUint(const std::string& name, uint64_t default_value) const;
+  // Typed parameter access; InvalidArgument when present but malformed, or above `max_value`. Sizes
+  // accept "4GiB", "512MiB", "100MB", "123" (bytes); numbers are whole decimal numbers. Both are
+  // computed exactly: a value that does not fit in 64 bits is an error, never wrapped or rounded.
+  Result<uint64_t> GetSize(const std::string& name, uint64_t default_value,
+                           uint64_t max_value = UINT64_MAX) const;
+  Result<uint64_t> GetUint(const std::string& name, uint64_t default_value,
+                           uint64_t max_value = UINT64_MAX) const;
   Result<bool> GetBool(const std::string& name, bool default_value) const;
   // InvalidArgument naming the first parameter not in `known`: a misspelt option is an error.
   Status CheckKnown(std::initializer_list<std::string_view> known) const;
 };
 
-// Parses "4GiB", "512 MiB", "2TB", "1.5GiB", "4096"; InvalidArgument otherwise.
+// Parses "4GiB", "512 MiB", "2TB", "1.5GiB", "4096" exactly (no floating point); InvalidArgument
+// otherwise, and for anything above 2^64 - 1 bytes.
 Result<uint64_t> ParseSize(std::string_view text);
+// Parses "600", "600s", "10m", "2h", "1d"; InvalidArgument otherwise, and above 100 years (36525d), so
+// any accepted duration fits std::chrono::nanoseconds.
+Result<std::chrono::seconds> ParseDuration(std::string_view text);
 std::string FormatBytes(uint64_t bytes);  // "1.50 GiB"
 
 using TierFactory = std::function<Result<std::unique_ptr<Tier>>(const TierUrl&, const TierOpenOptions&)>;

@@ -9,6 +9,7 @@
 #include "benchlib/datapath_io.h"
 #include "benchlib/datapath_passes.h"
 #include "core/chunk_format.h"
+#include "core/work_dir.h"
 #include "kvtier/tier.h"
 
 namespace kvtier::internal {
@@ -232,6 +233,14 @@ Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
   KVTIER_ASSIGN_OR_RETURN(DatapathPlan plan, PlanDatapath(c));
   KVTIER_RETURN_IF_ERROR(CheckCapacity(c, plan));
   KVTIER_ASSIGN_OR_RETURN(TierUrl url, TierUrl::Parse(c.target));
+  WorkDir work;  // removed when this returns, unless keep_files
+  if (plan.directory_target) {
+    // Also removes the folders of earlier runs that were killed (core/work_dir.h).
+    KVTIER_ASSIGN_OR_RETURN(work, WorkDir::Create(url.path, "kvtier-bench"));
+    plan.bench_dir = work.path();
+    plan.tier_dir = plan.bench_dir + "/tier";
+    plan.fio_dir = plan.bench_dir + "/fio";
+  }
   url = UrlForBench(url, plan);
   DatapathResult r = Header(c, plan);
   r.target.scheme = url.scheme;
@@ -271,7 +280,7 @@ Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
                                     plan.chunk_bytes, /*checksum=*/true);
     Progress(c, "  verify + copy (CPU only): " + GbpsText(r.verify_copy->BytesPerSecond()));
   }
-  if (plan.directory_target && !c.keep_files) fs::remove_all(plan.bench_dir, ec);
+  if (c.keep_files) work.Keep();
   if (!s.ok()) return s;
   return r;
 }

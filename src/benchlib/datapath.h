@@ -10,8 +10,9 @@
 //   fio      after each read: fio on the same directory, same block size, O_DIRECT, matching depth.
 //   serial   one chunk file at a time with a buffered pread after dropping the page cache.
 //   memcpy   (mem:// only) a plain single-threaded memcpy of the same bytes.
-// Directory targets (file://, fs://) get a scratch folder DIR/kvtier-bench.<pid>/ holding tier/ and
-// fio/, removed at the end unless keep_files.
+// Directory targets (file://, fs://) get a work folder DIR/kvtier-bench.<pid>.XXXXXX/ holding tier/
+// and fio/, removed at the end unless keep_files. It carries a marker naming its process, so the next
+// run removes the folder of a run that was killed (core/work_dir.h).
 //
 // Thread-compatible: run one bench at a time per target directory.
 #pragma once
@@ -48,7 +49,7 @@ struct DatapathPlan {
   uint64_t chunk_bytes = 0;
   uint64_t chunks = 0;
   bool directory_target = false;
-  std::string bench_dir, tier_dir, fio_dir;  // directory targets only
+  std::string bench_dir, tier_dir, fio_dir;  // directory targets only; RunDatapath adds a suffix
   uint64_t need_bytes = 0;                   // on the target filesystem, or in memory for mem://
   std::string need_breakdown;                // e.g. "4.00 GiB of chunk files + 4.00 GiB for fio"
   std::vector<uint64_t> inflight;

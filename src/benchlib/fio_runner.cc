@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "benchlib/process.h"
+#include "core/input_file.h"
 
 namespace kvtier::internal {
 namespace {
@@ -21,10 +20,22 @@ std::string EscapeFioPath(const std::string& path) {
   return out;
 }
 
+// fio's JSON read field by field; a field of another type reads as `fallback`, never throws.
+double NumberAt(const nlohmann::json& obj, const char* key, double fallback = 0) {
+  if (!obj.is_object()) return fallback;
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+const nlohmann::json& ObjectAt(const nlohmann::json& obj, const char* key) {
+  static const nlohmann::json empty = nlohmann::json::object();
+  if (!obj.is_object()) return empty;
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_object() ? *it : empty;
+}
+
 double Percentile(const nlohmann::json& clat, const char* key) {
-  if (!clat.contains("percentile")) return 0;
-  const auto& p = clat["percentile"];
-  return p.contains(key) ? p[key].get<double>() / 1000.0 : 0;
+  return NumberAt(ObjectAt(clat, "percentile"), key) / 1000.0;
 }
 
 }  // namespace
@@ -85,24 +96,26 @@ Result<FioResult> ParseFioJson(std::string_view text) {
   if (start == std::string_view::npos) return Status::Corruption("fio printed no JSON");
   nlohmann::json doc = nlohmann::json::parse(text.substr(start), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return Status::Corruption("fio output is not valid JSON");
-  if (!doc.contains("jobs") || !doc["jobs"].is_array() || doc["jobs"].empty() ||
-      !doc["jobs"][0].contains("read")) {
+  if (!doc.is_object() || !doc.contains("jobs") || !doc["jobs"].is_array() || doc["jobs"].empty() ||
+      !doc["jobs"][0].is_object() || !doc["jobs"][0].contains("read") ||
+      !doc["jobs"][0]["read"].is_object()) {
     return Status::Corruption("fio JSON has no read job");
   }
   const auto& read = doc["jobs"][0]["read"];
   FioResult r;
-  r.bytes_per_second = read.value("bw_bytes", 0.0);
-  r.bytes = read.value("io_bytes", uint64_t{0});
-  r.seconds = read.value("runtime", 0.0) / 1000.0;
-  if (read.contains("clat_ns")) {
-    r.p50_us = Percentile(read["clat_ns"], "50.000000");
-    r.p99_us = Percentile(read["clat_ns"], "99.000000");
-  }
-  const nlohmann::json opts = doc["jobs"][0].value("job options", nlohmann::json::object());
-  r.ioengine = opts.value("ioengine", "");
+  r.bytes_per_second = NumberAt(read, "bw_bytes");
+  const double bytes = NumberAt(read, "io_bytes");
+  r.bytes = bytes > 0 && bytes < 1.8e19 ? static_cast<uint64_t>(bytes) : 0;
+  r.seconds = NumberAt(read, "runtime") / 1000.0;
+  r.p50_us = Percentile(ObjectAt(read, "clat_ns"), "50.000000");
+  r.p99_us = Percentile(ObjectAt(read, "clat_ns"), "99.000000");
+  const nlohmann::json& opts = ObjectAt(doc["jobs"][0], "job options");
+  const auto engine = opts.find("ioengine");
+  if (engine != opts.end() && engine->is_string()) r.ioengine = engine->get<std::string>();
   const auto depth = opts.find("iodepth");
   if (depth != opts.end() && depth->is_string()) {
-    r.iodepth = static_cast<uint32_t>(std::strtoul(depth->get<std::string>().c_str(), nullptr, 10));
+    const unsigned long d = std::strtoul(depth->get<std::string>().c_str(), nullptr, 10);
+    r.iodepth = static_cast<uint32_t>(std::min<unsigned long>(d, UINT32_MAX));
   }
   if (r.bytes == 0 || r.bytes_per_second <= 0) return Status::InvalidArgument("fio read no bytes");
   return r;
@@ -116,10 +129,9 @@ Result<FioResult> RunFio(const FioJob& job) {
   const std::string command = ShellJoin(args);
   const Status run = RunProcess(args);
   if (!run.ok()) return Status::IOError(run.message() + ": " + command);
-  std::ifstream in(job.output_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  KVTIER_ASSIGN_OR_RETURN(FioResult r, ParseFioJson(text.str()));
+  KVTIER_ASSIGN_OR_RETURN(const std::string text,
+                          ReadBoundedFile(job.output_path, kMaxJsonInputBytes, "fio output"));
+  KVTIER_ASSIGN_OR_RETURN(FioResult r, ParseFioJson(text));
   r.command = command;
   return r;
 }

@@ -28,13 +28,20 @@ std::string Fmt(const char* format, const nlohmann::json& v, double scale = 1) {
   return buf;
 }
 
+// The accessors below never throw: LoadReportInputs checked the shape, and anything else reads "n/a".
 std::string Bytes(const nlohmann::json& v) {
-  return v.is_number() ? FormatBytes(v.get<uint64_t>()) : "n/a";
+  return v.is_number_unsigned() ? FormatBytes(v.get<uint64_t>()) : "n/a";
+}
+
+std::string Str(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : "n/a"; }
+
+std::string Int(const nlohmann::json& v) {
+  return v.is_number_unsigned() ? std::to_string(v.get<uint64_t>()) : "n/a";
 }
 
 std::string BreakEven(const nlohmann::json& verdict) {
   const auto& t = Get(verdict, "break_even_tokens");
-  if (!t.is_number()) return "n/a";
+  if (!t.is_number_unsigned()) return "n/a";
   return t.get<uint64_t>() == 0 ? "loading always wins" : std::to_string(t.get<uint64_t>()) + " tokens";
 }
 
@@ -49,9 +56,9 @@ void TargetTable(const ReportInputs& in, std::ostringstream& md) {
     const auto& s = Get(d, "summary");
     const auto& c = Get(d, "context");
     const auto& v = Get(d, "verdict");
-    md << "| `" << Get(t, "url").get<std::string>() << "` | " << Get(m, "preset").get<std::string>()
+    md << "| `" << Str(Get(t, "url")) << "` | " << Str(Get(m, "preset"))
        << ", " << Bytes(Get(m, "chunk_bytes")) << " | " << (Get(t, "shared") == true ? "yes" : "no")
-       << " | " << Get(t, "cold_method").get<std::string>() << " | " << Fmt("%.2f", Get(s, "gbps"))
+       << " | " << Str(Get(t, "cold_method")) << " | " << Fmt("%.2f", Get(s, "gbps"))
        << " (" << Bytes(Get(s, "best_inflight_bytes")) << ") | " << Fmt("%.2f", Get(s, "fio_gbps"))
        << " | " << Fmt("%.0f%%", Get(s, "ratio_to_fio"), 100) << " | "
        << Fmt("%.2f", Get(s, "best_fio_gbps")) << " | " << Fmt("%.0f%%", Get(s, "ratio_to_best_fio"), 100)
@@ -66,9 +73,9 @@ void TargetTable(const ReportInputs& in, std::ostringstream& md) {
 
 void SweepTables(const ReportInputs& in, std::ostringstream& md) {
   for (const auto& [file, d] : in.datapath) {
-    md << "\n**" << Get(Get(d, "target"), "url").get<std::string>() << ", "
-       << Get(Get(d, "model"), "layout").get<std::string>() << "** (`" << file << "`, "
-       << Get(d, "started_at").get<std::string>() << ", median of " << Get(d, "repeat").dump()
+    md << "\n**" << Str(Get(Get(d, "target"), "url")) << ", "
+       << Str(Get(Get(d, "model"), "layout")) << "** (`" << file << "`, "
+       << Str(Get(d, "started_at")) << ", median of " << Int(Get(d, "repeat"))
        << " run(s) per row)\n\n";
     md << "| In flight | kvtier GB/s | p50 ms | p99 ms | fio GB/s | fio p50 ms | fio p99 ms | kvtier / fio "
           "| errors |\n|---|---|---|---|---|---|---|---|---|\n";
@@ -79,60 +86,37 @@ void SweepTables(const ReportInputs& in, std::ostringstream& md) {
          << Fmt("%.1f", Get(k, "p50_us"), 1e-3) << " | " << Fmt("%.1f", Get(k, "p99_us"), 1e-3) << " | "
          << Fmt("%.2f", Get(f, "gbps")) << " | " << Fmt("%.1f", Get(f, "p50_us"), 1e-3) << " | "
          << Fmt("%.1f", Get(f, "p99_us"), 1e-3) << " | " << Fmt("%.0f%%", Get(p, "ratio_to_fio"), 100)
-         << " | " << Get(k, "errors").dump() << " |\n";
+         << " | " << Int(Get(k, "errors")) << " |\n";
     }
     const auto& note = Get(d, "fio_note");
-    if (note.is_string() && !note.get<std::string>().empty()) {
-      md << "\nfio: " << note.get<std::string>() << "\n";
+    if (note.is_string() && !Str(note).empty()) {
+      md << "\nfio: " << Str(note) << "\n";
     }
     const auto& v = Get(d, "verdict");
     if (v.is_object()) {
-      md << "\nEstimates assume " << Get(v, "description").get<std::string>() << " at "
+      md << "\nEstimates assume " << Str(Get(v, "description")) << " at "
          << Fmt("%.0f", Get(v, "peak_tflops")) << " TFLOP/s dense bf16 x MFU "
-         << Fmt("%.2f", Get(v, "mfu")) << " (" << Get(v, "source").get<std::string>() << "), a "
-         << Get(v, "context_tokens").dump() << "-token context.\n";
+         << Fmt("%.2f", Get(v, "mfu")) << " (" << Str(Get(v, "source")) << "), a "
+         << Int(Get(v, "context_tokens")) << "-token context.\n";
     }
   }
 }
 
 void E2eTables(const ReportInputs& in, std::ostringstream& md) {
   for (const auto& [file, e] : in.e2e) {
-    md << "\n**" << Get(e, "model_id").dump() << "** (`" << file << "`)\n\n";
+    md << "\n**" << Str(Get(e, "model_id")) << "** (`" << file << "`)\n\n";
     md << "| Mode | Concurrency | TTFT p50 ms | p90 ms | p99 ms | Speedup p50 | Same output |\n"
           "|---|---|---|---|---|---|---|\n";
     for (const auto& r : Get(e, "rows")) {
-      md << "| " << Get(r, "mode").get<std::string>() << " | " << Get(r, "concurrency").dump() << " | "
+      md << "| " << Str(Get(r, "mode")) << " | " << Int(Get(r, "concurrency")) << " | "
          << Fmt("%.0f", Get(r, "ttft_p50_ms")) << " | " << Fmt("%.0f", Get(r, "ttft_p90_ms")) << " | "
          << Fmt("%.0f", Get(r, "ttft_p99_ms")) << " | " << Fmt("%.2fx", Get(r, "speedup_p50")) << " | "
-         << Get(r, "outputs_matched").dump() << "/" << Get(r, "outputs_checked").dump() << " |\n";
+         << Int(Get(r, "outputs_matched")) << "/" << Int(Get(r, "outputs_checked")) << " |\n";
     }
   }
 }
 
 }  // namespace
-
-Result<ReportInputs> LoadReportInputs(const std::vector<std::string>& paths) {
-  ReportInputs in;
-  for (const std::string& path : paths) {
-    std::ifstream file(path);
-    if (!file) return Status::IOError("cannot read " + path);
-    nlohmann::json doc = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded() || !doc.is_object()) {
-      return Status::InvalidArgument(path + " is not a JSON object");
-    }
-    const std::string name = fs::path(path).filename().string();
-    const std::string schema = doc.value("schema", "");
-    if (schema == kDatapathSchema) {
-      in.datapath.emplace_back(name, std::move(doc));
-    } else if (doc.value("bench", "") == "e2e" && doc.contains("rows")) {
-      in.e2e.emplace_back(name, std::move(doc));
-    } else {
-      return Status::InvalidArgument(path + " is neither a `kvtier bench datapath` result (schema " +
-                                     std::string(kDatapathSchema) + ") nor a `kvtier bench e2e` one");
-    }
-  }
-  return in;
-}
 
 std::string ReportMarkdown(const ReportInputs& in, const std::vector<PlotSpec>& plots,
                            const std::string& command_line) {

@@ -25,8 +25,10 @@ struct ReportInputs {
   std::vector<std::pair<std::string, nlohmann::json>> e2e;
 };
 
-// Reads and classifies each file. InvalidArgument naming the file when it is not JSON or not a
-// result kvtier knows; IOError when it cannot be read.
+// Reads, classifies and checks the shape of each file (every field the report reads must be present
+// with its type), so rendering never meets a value of the wrong type. InvalidArgument naming the file
+// (and the field) when it is not a regular file, is larger than 64 MiB, is not JSON, is not a result
+// kvtier knows or has the wrong shape; NotFound when it is missing; IOError when it cannot be read.
 Result<ReportInputs> LoadReportInputs(const std::vector<std::string>& paths);
 
 struct PlotSeries {

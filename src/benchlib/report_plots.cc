@@ -11,10 +11,14 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-// gnuplot single-quoted strings escape a quote by doubling it.
+// gnuplot single-quoted strings escape a quote by doubling it. Titles come from result files: a
+// control character (a newline would end the string and start a new gnuplot command) becomes a space.
 std::string Quote(const std::string& s) {
   std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+    out += c == '\'' ? std::string("''") : std::string(1, c);
+  }
   return out + "'";
 }
 

@@ -1,13 +1,17 @@
 // Parsing of tier URLs and sizes: outside input, so every malformed case is an InvalidArgument.
 #include <cctype>
-#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "kvtier/tier.h"
 
 namespace kvtier {
 namespace {
+
+constexpr uint64_t kMaxDurationSeconds = 36525ull * 86400;  // 100 years
 
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -63,6 +67,65 @@ Status ParseParams(std::string_view query, std::map<std::string, std::string>* p
   return Status::OK();
 }
 
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// *acc = *acc * mul + add; false on overflow (then *acc is unspecified).
+bool MulAdd(uint64_t* acc, uint64_t mul, uint64_t add) {
+  return !__builtin_mul_overflow(*acc, mul, acc) && !__builtin_add_overflow(*acc, add, acc);
+}
+
+Status TooLarge(const std::string& s) {
+  return Status::InvalidArgument("size too large: '" + s + "' (the limit is 2^64 - 1 bytes)");
+}
+
+Status DurationTooLong(const std::string& s) {
+  return Status::InvalidArgument("duration too long: '" + s + "' (the limit is 100 years, 36525d)");
+}
+
+// A whole decimal number without sign or spaces, checked against overflow.
+Result<uint64_t> ParseDigits(const std::string& v) {
+  if (v.empty()) return Status::InvalidArgument("");
+  uint64_t out = 0;
+  for (char c : v) {
+    if (!IsDigit(c)) return Status::InvalidArgument("");
+    if (!MulAdd(&out, 10, static_cast<uint64_t>(c - '0'))) {
+      return Status::InvalidArgument("above 2^64 - 1");
+    }
+  }
+  return out;
+}
+
+// Bytes per unit, exact; 0 for an unknown unit.
+uint64_t UnitMultiplier(std::string unit) {
+  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const std::pair<const char*, uint64_t> kUnits[] = {
+      {"", 1},          {"b", 1},           {"k", 1ull << 10},   {"kb", 1'000},
+      {"kib", 1ull << 10}, {"m", 1ull << 20}, {"mb", 1'000'000},  {"mib", 1ull << 20},
+      {"g", 1ull << 30}, {"gb", 1'000'000'000}, {"gib", 1ull << 30}, {"t", 1ull << 40},
+      {"tb", 1'000'000'000'000}, {"tib", 1ull << 40}};
+  for (const auto& [name, m] : kUnits) {
+    if (unit == name) return m;
+  }
+  return 0;
+}
+
+// Tier paths are absolute or empty: a relative one would depend on the working directory and "~" is
+// not expanded here (it would create a folder named "~").
+Status CheckAbsolute(const std::string& scheme, const std::string& path) {
+  if (path.empty() || path[0] == '/') return Status::OK();
+  std::string hint;
+  if (path == "~" || path.rfind("~/", 0) == 0) {
+    const char* home = std::getenv("HOME");
+    hint = (home != nullptr && home[0] == '/' ? std::string(home) : std::string("$HOME")) + path.substr(1);
+  } else {
+    std::error_code ec;
+    const std::string cwd = std::filesystem::current_path(ec).string();
+    hint = (ec || cwd.empty() ? std::string("/<cwd>") : cwd) + "/" + path;
+  }
+  return Status::InvalidArgument(scheme + ":// paths must be absolute: " + path + " (did you mean " +
+                                 scheme + "://" + hint + "?)");
+}
+
 }  // namespace
 
 Result<TierUrl> TierUrl::Parse(std::string_view url) {
@@ -82,6 +145,7 @@ Result<TierUrl> TierUrl::Parse(std::string_view url) {
   if (out.path.find('\0') != std::string::npos) {
     return Status::InvalidArgument("NUL byte in URL path");
   }
+  KVTIER_RETURN_IF_ERROR(CheckAbsolute(out.scheme, out.path));
   if (q != std::string_view::npos) KVTIER_RETURN_IF_ERROR(ParseParams(rest.substr(q + 1), &out.params));
   return out;
 }
@@ -97,27 +161,34 @@ std::string TierUrl::ToString() const {
   return s;
 }
 
-Result<uint64_t> TierUrl::GetSize(const std::string& name, uint64_t default_value) const {
+Result<uint64_t> TierUrl::GetSize(const std::string& name, uint64_t default_value,
+                                  uint64_t max_value) const {
   auto it = params.find(name);
   if (it == params.end()) return default_value;
   auto r = ParseSize(it->second);
   if (!r.ok()) return Status::InvalidArgument("option " + name + ": " + r.status().message());
+  if (*r > max_value) {
+    return Status::InvalidArgument("option " + name + "=" + it->second + " is above its limit of " +
+                                   FormatBytes(max_value));
+  }
   return r;
 }
 
-Result<uint64_t> TierUrl::GetUint(const std::string& name, uint64_t default_value) const {
+Result<uint64_t> TierUrl::GetUint(const std::string& name, uint64_t default_value,
+                                  uint64_t max_value) const {
   auto it = params.find(name);
   if (it == params.end()) return default_value;
   const std::string& v = it->second;
-  uint64_t out = 0;
-  if (v.empty() || v.size() > 19) return Status::InvalidArgument("option " + name + " wants a number");
-  for (char c : v) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) {
-      return Status::InvalidArgument("option " + name + " wants a number, got '" + v + "'");
-    }
-    out = out * 10 + static_cast<uint64_t>(c - '0');
+  auto n = ParseDigits(v);
+  if (!n.ok()) {
+    return Status::InvalidArgument("option " + name + " wants a whole number, got '" + v + "'" +
+                                   (n.status().message().empty() ? "" : ": " + n.status().message()));
   }
-  return out;
+  if (*n > max_value) {
+    return Status::InvalidArgument("option " + name + "=" + v + " is above its limit of " +
+                                   std::to_string(max_value));
+  }
+  return n;
 }
 
 Result<bool> TierUrl::GetBool(const std::string& name, bool default_value) const {
@@ -146,27 +217,55 @@ Status TierUrl::CheckKnown(std::initializer_list<std::string_view> known) const 
 Result<uint64_t> ParseSize(std::string_view text) {
   const std::string s(text);
   size_t i = 0;
-  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
-  if (i == 0) return Status::InvalidArgument("not a size: '" + s + "'");
-  const std::string number = s.substr(0, i);
-  if (number.find('.') != number.rfind('.')) return Status::InvalidArgument("not a size: '" + s + "'");
-  size_t j = i;
-  while (j < s.size() && s[j] == ' ') ++j;
-  std::string unit = s.substr(j);
-  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1.0},       {"b", 1.0},          {"k", 1024.0},       {"kb", 1e3},
-      {"kib", 1024.0}, {"m", 1048576.0},    {"mb", 1e6},         {"mib", 1048576.0},
-      {"g", 1073741824.0}, {"gb", 1e9},     {"gib", 1073741824.0}, {"t", 1099511627776.0},
-      {"tb", 1e12},    {"tib", 1099511627776.0}};
-  double mult = 0;
-  for (const auto& [name, m] : kUnits) {
-    if (unit == name) mult = m;
+  uint64_t whole = 0;
+  bool any_digit = false;
+  for (; i < s.size() && IsDigit(s[i]); ++i, any_digit = true) {
+    if (!MulAdd(&whole, 10, static_cast<uint64_t>(s[i] - '0'))) return TooLarge(s);
   }
+  // The fraction, exact to 18 digits (later digits are below a byte for every unit and are dropped).
+  uint64_t frac = 0, frac_scale = 1;
+  if (i < s.size() && s[i] == '.') {
+    for (++i; i < s.size() && IsDigit(s[i]); ++i, any_digit = true) {
+      if (frac_scale < 1'000'000'000'000'000'000ull) {
+        frac = frac * 10 + static_cast<uint64_t>(s[i] - '0');
+        frac_scale *= 10;
+      }
+    }
+  }
+  if (!any_digit) return Status::InvalidArgument("not a size: '" + s + "'");
+  while (i < s.size() && s[i] == ' ') ++i;
+  const uint64_t mult = UnitMultiplier(s.substr(i));
   if (mult == 0) return Status::InvalidArgument("unknown size unit in '" + s + "'");
-  const double value = std::strtod(number.c_str(), nullptr) * mult;
-  if (!std::isfinite(value) || value >= 1.8e19) return Status::InvalidArgument("size too large: '" + s + "'");
-  return static_cast<uint64_t>(std::round(value));  // value < 2^64 here; llround overflowed past 2^63
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(whole, mult, &bytes)) return TooLarge(s);
+  // frac < 10^18 and mult <= 2^40: the product fits in 128 bits; round half up.
+  __extension__ using U128 = unsigned __int128;
+  const U128 part = (static_cast<U128>(frac) * mult + frac_scale / 2) / frac_scale;
+  if (part > UINT64_MAX || __builtin_add_overflow(bytes, static_cast<uint64_t>(part), &bytes)) {
+    return TooLarge(s);
+  }
+  return bytes;
+}
+
+Result<std::chrono::seconds> ParseDuration(std::string_view text) {
+  const std::string s(text);
+  size_t i = 0;
+  uint64_t n = 0;
+  for (; i < s.size() && IsDigit(s[i]); ++i) {
+    if (!MulAdd(&n, 10, static_cast<uint64_t>(s[i] - '0'))) return DurationTooLong(s);
+  }
+  if (i == 0) return Status::InvalidArgument("not a duration: '" + s + "' (e.g. 600, 600s, 10m, 2h, 1d)");
+  const std::string unit = s.substr(i);
+  uint64_t unit_s = 0;
+  if (unit.empty() || unit == "s") unit_s = 1;
+  if (unit == "m") unit_s = 60;
+  if (unit == "h") unit_s = 3600;
+  if (unit == "d") unit_s = 86400;
+  if (unit_s == 0) {
+    return Status::InvalidArgument("unknown duration unit in '" + s + "' (use s, m, h or d)");
+  }
+  if (n > kMaxDurationSeconds / unit_s) return DurationTooLong(s);
+  return std::chrono::seconds(static_cast<int64_t>(n * unit_s));
 }
 
 std::string FormatBytes(uint64_t bytes) {

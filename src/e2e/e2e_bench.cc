@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/work_dir.h"
 #include "engine/engine.h"
 #include "kvtier/store.h"
 
@@ -29,12 +30,21 @@ struct Plan {
 Status Validate(const E2eOptions& o) {
   if (o.concurrency.empty()) return Status::InvalidArgument("no concurrency level given");
   for (uint32_t c : o.concurrency) {
-    if (c == 0 || c > 1024) return Status::InvalidArgument("concurrency must be in [1, 1024]");
+    if (c == 0 || c > kMaxE2eConcurrency) {
+      return Status::InvalidArgument("concurrency must be in [1, " + std::to_string(kMaxE2eConcurrency) + "]");
+    }
   }
   if (o.modes.empty()) return Status::InvalidArgument("no mode given");
   for (const std::string& m : o.modes) KVTIER_RETURN_IF_ERROR(MakeMode(m, "/x", 1, 1).status());
-  if (o.workload.context_tokens == 0 || o.workload.turn_tokens == 0) {
-    return Status::InvalidArgument("context and turn tokens must be positive");
+  const auto in = [](uint64_t v, uint64_t lo, uint64_t hi) { return v >= lo && v <= hi; };
+  if (!in(o.workload.context_tokens, 1, kMaxE2eTokens) || !in(o.workload.turn_tokens, 1, kMaxE2eTokens) ||
+      !in(o.prefill_step, 1, kMaxE2eTokens)) {
+    return Status::InvalidArgument("context, turn and prefill-step tokens must be in [1, " +
+                                   std::to_string(kMaxE2eTokens) + "]");
+  }
+  if (!in(o.workload.output_tokens, 1, kMaxE2eOutputTokens) || o.min_sessions > kMaxE2eSessions ||
+      o.blas_threads < 0 || o.blas_threads > 4096) {
+    return Status::InvalidArgument("output tokens, min sessions or threads out of range");
   }
   return Status::OK();
 }
@@ -159,19 +169,15 @@ Result<E2eReport> RunE2e(const E2eOptions& options, std::ostream* log) {
   o.workload.vocab = model.vocab;
   KVTIER_ASSIGN_OR_RETURN(Namespace ns, Namespace::Make(model.ModelId(), model.KvLayout(), "default"));
 
-  bool temp_dir = o.dir.empty();
-  if (temp_dir) {
-    char tmpl[] = "/tmp/kvtier-e2e-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return Status::FromErrno(errno, "mkdtemp /tmp/kvtier-e2e-XXXXXX");
-    o.dir = tmpl;
-  }
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{temp_dir ? o.dir : std::string()};
+  // file:// and fs:// live in a marked work folder under --dir (default: the temp directory),
+  // removed at the end; the next run removes the folder of a run that was killed.
+  std::error_code ec;
+  const std::string parent =
+      o.dir.empty() ? std::filesystem::temp_directory_path(ec).string()
+                    : std::filesystem::absolute(o.dir, ec).lexically_normal().string();
+  if (ec) return Status::FromErrno(ec.value(), "work directory for " + (o.dir.empty() ? "e2e" : o.dir));
+  KVTIER_ASSIGN_OR_RETURN(WorkDir work, WorkDir::Create(parent, "kvtier-e2e"));
+  o.dir = work.path();
 
   const Layout layout = model.KvLayout();
   const uint32_t tpc = layout.tokens_per_chunk;

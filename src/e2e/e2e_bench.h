@@ -22,6 +22,12 @@
 
 namespace kvtier::internal {
 
+// Ranges of the options (checked by RunE2e and by the flags of `kvtier bench e2e`).
+inline constexpr uint32_t kMaxE2eConcurrency = 1024;
+inline constexpr uint32_t kMaxE2eTokens = 1u << 24;       // context, turn, prefill step
+inline constexpr uint32_t kMaxE2eOutputTokens = 1u << 20;
+inline constexpr uint32_t kMaxE2eSessions = 1u << 16;
+
 struct E2eOptions {
   std::string model = "small";
   uint64_t model_seed = 1;
@@ -30,7 +36,8 @@ struct E2eOptions {
   std::vector<std::string> modes = AllModeNames();
   uint32_t min_sessions = 4;   // sessions per level: max(concurrency, min_sessions)
   uint64_t pool_bytes = 0;     // engine KV pool; 0: room for the largest concurrency level
-  std::string dir;             // file:// and fs:// live here; empty: a temp dir under /tmp, removed after
+  std::string dir;             // parent of the run's work folder (file:// and fs:// live in it, removed
+                               // after; core/work_dir.h); empty: the temp directory ($TMPDIR or /tmp)
   uint32_t prefill_step = 512; // tokens per chunked-prefill step
   int blas_threads = 0;        // 0: OpenBLAS default (one per core)
   bool progress = true;        // progress lines on the log stream

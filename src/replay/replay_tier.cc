@@ -40,6 +40,10 @@ Status SetCapacityTokens(ReplayTier* tier, uint64_t tokens, const ReplayScale& s
                                    " tokens is below one block of " +
                                    std::to_string(scale.block_tokens) + " tokens");
   }
+  if (tier->stored_block_bytes != 0 && blocks > UINT64_MAX / tier->stored_block_bytes) {
+    return Status::InvalidArgument("capacity of " + std::to_string(tokens) +
+                                   " tokens is more bytes than 64 bits count");
+  }
   tier->unlimited = false;
   tier->capacity_blocks = blocks;
   return Status::OK();

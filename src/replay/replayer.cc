@@ -9,35 +9,25 @@
 #include <filesystem>
 #include <system_error>
 
+#include "core/work_dir.h"
 #include "replay/no_sync_tier.h"
 #include "replay/trace_stats.h"
 
 namespace kvtier::internal {
 
-// Directories made for the tiers kept in files, removed when the run ends.
+// Work folders for the tiers kept in files, removed when the run ends; each is marked, so the next
+// run removes the folders of a run that was killed (core/work_dir.h).
 class RunDirs {
  public:
-  RunDirs() = default;
-  RunDirs(const RunDirs&) = delete;
-  RunDirs& operator=(const RunDirs&) = delete;
-  ~RunDirs() {
-    std::error_code ec;
-    for (const std::string& d : dirs_) std::filesystem::remove_all(d, ec);
-  }
-
-  // A fresh directory under `parent` (created if missing).
+  // A fresh work folder under `parent` (created if missing).
   Result<std::string> Make(const std::string& parent) {
-    std::error_code ec;
-    std::filesystem::create_directories(parent, ec);
-    if (ec) return Status::FromErrno(ec.value(), "mkdir " + parent);
-    std::string tmpl = parent + "/kvtier-replay-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) return Status::FromErrno(errno, "mkdtemp " + tmpl);
-    dirs_.push_back(tmpl);
-    return tmpl;
+    KVTIER_ASSIGN_OR_RETURN(WorkDir dir, WorkDir::Create(parent, "kvtier-replay"));
+    dirs_.push_back(std::move(dir));
+    return dirs_.back().path();
   }
 
  private:
-  std::vector<std::string> dirs_;
+  std::vector<WorkDir> dirs_;
 };
 
 namespace {
@@ -115,7 +105,11 @@ Result<std::unique_ptr<Store>> Replayer::OpenStore(const ReplayOptions& options,
   for (const ReplayTier& t : options.tiers) {
     std::string path;
     if (t.UsesPath()) {
-      KVTIER_ASSIGN_OR_RETURN(path, dirs->Make(t.parsed.path.empty() ? "." : t.parsed.path));
+      std::error_code ec;
+      const std::string parent =
+          t.parsed.path.empty() ? std::filesystem::current_path(ec).string() : t.parsed.path;
+      if (ec) return Status::FromErrno(ec.value(), "current directory");
+      KVTIER_ASSIGN_OR_RETURN(path, dirs->Make(parent));
     }
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier,
                             OpenTier(t.OpenUrl(options.unlimited_blocks, path)));

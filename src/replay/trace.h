@@ -33,13 +33,24 @@ struct Trace {
   uint64_t DurationMs() const;
 };
 
-// Parses one line. InvalidArgument for malformed JSON, missing or negative fields, or a hash id
-// count that does not match ceil(input_length / block_tokens).
+// Bounds on what a trace may hold, so a hostile or broken file cannot exhaust memory or overflow a
+// sum: the file and each line are bounded, and every number is range-checked.
+inline constexpr uint64_t kMaxTraceFileBytes = 1ull << 30;
+inline constexpr size_t kMaxTraceLineBytes = 4u << 20;
+inline constexpr uint32_t kMaxBlockTokens = 1u << 20;
+inline constexpr uint64_t kMaxTraceTokens = 1ull << 32;         // input_length, output_length
+inline constexpr uint64_t kMaxTraceTimestampMs = 1ull << 53;
+
+// Parses one line. InvalidArgument for malformed JSON, missing fields, a number out of its range
+// (above), a hash id count that does not match ceil(input_length / block_tokens), or block_tokens
+// outside [1, kMaxBlockTokens].
 Result<TraceRequest> ParseTraceLine(std::string_view line, uint32_t block_tokens);
 
 // Reads a whole trace (blank lines are skipped); `max_requests` > 0 keeps only the first ones.
-// NotFound/IOError when the file cannot be read; InvalidArgument naming the line number of a bad
-// record or when timestamps go backwards.
+// NotFound/IOError when the file cannot be read; InvalidArgument when it is not a regular file (a
+// FIFO or device is refused without blocking), is larger than kMaxTraceFileBytes, holds a line
+// longer than kMaxTraceLineBytes or no request at all, naming the line number of a bad record, or
+// when timestamps go backwards.
 Result<Trace> LoadTrace(const std::string& path, uint32_t block_tokens, size_t max_requests = 0);
 
 }  // namespace kvtier::internal

@@ -8,6 +8,7 @@
 #include "benchlib/gpu_profile.h"
 #include "benchlib/results.h"
 #include "kvtier/tier.h"
+#include "tools/cli_numbers.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {
@@ -27,12 +28,19 @@ struct Args {
   bool no_fio = false, no_serial = false, keep = false;
 };
 
+// Far above any run, and low enough that the plan's byte sums cannot overflow.
+constexpr uint64_t kMaxTotal = 1ull << 50;     // 1 PiB
+constexpr uint64_t kMaxInflight = 1ull << 40;  // 1 TiB
+
 Result<std::vector<uint64_t>> ParseSizeList(const std::string& text) {
   std::vector<uint64_t> out;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
     if (item.empty()) continue;
     KVTIER_ASSIGN_OR_RETURN(uint64_t v, ParseSize(item));
+    if (v > kMaxInflight) {
+      return Status::InvalidArgument("--inflight " + item + " is above the limit of " + FormatBytes(kMaxInflight));
+    }
     out.push_back(v);
   }
   return out;
@@ -44,6 +52,9 @@ Result<internal::DatapathConfig> MakeConfig(const Args& a) {
   KVTIER_ASSIGN_OR_RETURN(c.model, FindModelPreset(a.model));
   if (a.chunk_tokens) c.model.layout.tokens_per_chunk = a.chunk_tokens;
   KVTIER_ASSIGN_OR_RETURN(c.total_bytes, ParseSize(a.total));
+  if (c.total_bytes > kMaxTotal) {
+    return Status::InvalidArgument("--total " + a.total + " is above the limit of " + FormatBytes(kMaxTotal));
+  }
   KVTIER_ASSIGN_OR_RETURN(c.inflight, ParseSizeList(a.inflight));
   KVTIER_ASSIGN_OR_RETURN(c.gpu, internal::FindGpuProfile(a.gpu, a.mfu, a.peak_tflops));
   c.context_tokens = a.context_tokens;
@@ -98,20 +109,24 @@ KVTIER_COMMAND(
       auto a = std::make_shared<Args>();
       cmd.add_option("--target", a->target, "tier URL, e.g. file:///nvme/kv or mem://")->required();
       cmd.add_option("--model", a->model, "model preset fixing the chunk layout")->capture_default_str();
-      cmd.add_option("--chunk-tokens", a->chunk_tokens, "tokens per chunk (default: the preset's 256)");
+      cmd.add_option("--chunk-tokens", a->chunk_tokens, "tokens per chunk (default: the preset's 256)")
+          ->check(WholeNumber(1, 1u << 20));
       cmd.add_option("--total", a->total, "bytes written and read back per pass")->capture_default_str();
       cmd.add_option("--inflight", a->inflight,
                      "comma-separated bytes in flight to sweep (default: 1,2,4,8,16 chunks)");
       cmd.add_option("--json", a->json, "write the results (schema kvtier.bench.datapath/1) here");
       cmd.add_option("--gpu", a->gpu, "GPU profile for the recompute estimate: " + GpuNames())
           ->capture_default_str();
-      cmd.add_option("--mfu", a->mfu, "override the profile's model-FLOPs utilisation (0-1]");
-      cmd.add_option("--peak-tflops", a->peak_tflops, "override the profile's dense bf16 TFLOP/s");
+      cmd.add_option("--mfu", a->mfu, "override the profile's model-FLOPs utilisation (0-1]")
+          ->check(FiniteNumber(0, 1));
+      cmd.add_option("--peak-tflops", a->peak_tflops, "override the profile's dense bf16 TFLOP/s")
+          ->check(FiniteNumber(0.001, 1e9));
       cmd.add_option("--context-tokens", a->context_tokens, "context length of the verdict")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(WholeNumber(1, 1ull << 30));
       cmd.add_option("--repeat", a->repeat, "runs per sweep point, the median is kept")
           ->capture_default_str()
-          ->check(CLI::Range(1, 100));
+          ->check(WholeNumber(1, 100));
       cmd.add_flag("--no-fio", a->no_fio, "skip the fio reference");
       cmd.add_flag("--no-serial", a->no_serial, "skip the serial pread baseline");
       cmd.add_flag("--keep", a->keep, "keep the bench's files at the target");

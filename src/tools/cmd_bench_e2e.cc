@@ -5,6 +5,7 @@
 
 #include "e2e/e2e_bench.h"
 #include "kvtier/tier.h"
+#include "tools/cli_numbers.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {
@@ -26,11 +27,12 @@ Result<std::vector<T>> SplitList(const std::string& text) {
   for (std::string item; std::getline(in, item, ',');) {
     if (item.empty()) continue;
     if constexpr (std::is_same_v<T, uint32_t>) {
-      try {
-        out.push_back(static_cast<uint32_t>(std::stoul(item)));
-      } catch (const std::exception&) {
-        return Status::InvalidArgument("not a number: '" + item + "'");
+      const auto n = ParseWholeNumber(item, 1, internal::kMaxE2eConcurrency);
+      if (!n) {
+        return Status::InvalidArgument("concurrency '" + item + "' is not a whole number in [1, " +
+                                       std::to_string(internal::kMaxE2eConcurrency) + "]");
       }
+      out.push_back(static_cast<uint32_t>(*n));
     } else {
       out.push_back(item);
     }
@@ -41,7 +43,9 @@ Result<std::vector<T>> SplitList(const std::string& text) {
 int Run(Args a) {
   auto conc = SplitList<uint32_t>(a.concurrency);
   auto modes = SplitList<std::string>(a.modes);
-  Status bad = !conc.ok() ? conc.status() : modes.status();
+  Status bad = !conc.ok() ? Status::InvalidArgument("--concurrency " + a.concurrency + ": " +
+                                                    conc.status().message())
+                         : modes.status();
   if (bad.ok() && !a.pool.empty()) {
     auto pool = ParseSize(a.pool);
     bad = pool.status();
@@ -79,24 +83,34 @@ KVTIER_COMMAND("bench", "e2e",
                  cmd.add_option("--model", a->opt.model, "engine config: tiny, small, qwen2.5-0.5b")
                      ->capture_default_str();
                  cmd.add_option("--context", a->opt.workload.context_tokens, "cached context tokens per session")
-                     ->capture_default_str();
+                     ->capture_default_str()
+                     ->check(WholeNumber(1, internal::kMaxE2eTokens));
                  cmd.add_option("--turn", a->opt.workload.turn_tokens, "new (uncached) tokens per returning turn")
-                     ->capture_default_str();
+                     ->capture_default_str()
+                     ->check(WholeNumber(1, internal::kMaxE2eTokens));
                  cmd.add_option("--output", a->opt.workload.output_tokens, "greedy output tokens per request")
-                     ->capture_default_str();
+                     ->capture_default_str()
+                     ->check(WholeNumber(1, internal::kMaxE2eOutputTokens));
                  cmd.add_option("--concurrency", a->concurrency, "client counts, e.g. 1,8,16,32")
                      ->capture_default_str();
                  cmd.add_option("--modes", a->modes, "modes to run")->capture_default_str();
                  cmd.add_option("--min-sessions", a->opt.min_sessions,
                                 "sessions per level: max(concurrency, this)")
-                     ->capture_default_str();
+                     ->capture_default_str()
+                     ->check(WholeNumber(1, internal::kMaxE2eSessions));
                  cmd.add_option("--pool", a->pool, "engine KV pool size (default: room for the top level)");
-                 cmd.add_option("--dir", a->opt.dir, "directory for file:// and fs:// (default: temp dir)");
+                 cmd.add_option("--dir", a->opt.dir,
+                                "parent of the run's work folder for file:// and fs://, removed after "
+                                "(default: $TMPDIR or /tmp)");
                  cmd.add_option("--prefill-step", a->opt.prefill_step, "tokens per chunked-prefill step")
-                     ->capture_default_str();
+                     ->capture_default_str()
+                     ->check(WholeNumber(1, internal::kMaxE2eTokens));
                  cmd.add_option("--threads", a->opt.blas_threads, "OpenBLAS threads (0: one per core)")
-                     ->capture_default_str();
-                 cmd.add_option("--seed", a->opt.model_seed, "weight seed")->capture_default_str();
+                     ->capture_default_str()
+                     ->check(WholeNumber(0, 4096));
+                 cmd.add_option("--seed", a->opt.model_seed, "weight seed")
+                     ->capture_default_str()
+                     ->check(WholeNumber(0, UINT64_MAX));
                  cmd.add_option("--json", a->json, "write results as JSON to this file");
                  cmd.add_flag("--quiet", a->quiet, "no progress lines");
                  return [a] { return Run(*a); };

@@ -1,6 +1,5 @@
 // `kvtier gc`: keeps a shared fs:// pool under a size, evicting least recently used chunks, and removes
 // temporaries left by writers that died. Safe to run while engines read and write the pool.
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -23,20 +22,6 @@ struct GcArgs {
   bool quiet = false;
   bool json = false;
 };
-
-// "600", "600s", "10m", "2h", "1d".
-Result<std::chrono::seconds> ParseDuration(const std::string& text) {
-  size_t i = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  if (i == 0 || i > 9) return Status::InvalidArgument("not a duration: '" + text + "'");
-  const int64_t n = std::stoll(text.substr(0, i));
-  const std::string unit = text.substr(i);
-  if (unit.empty() || unit == "s") return std::chrono::seconds(n);
-  if (unit == "m") return std::chrono::seconds(n * 60);
-  if (unit == "h") return std::chrono::seconds(n * 3600);
-  if (unit == "d") return std::chrono::seconds(n * 86400);
-  return Status::InvalidArgument("unknown duration unit in '" + text + "' (use s, m, h or d)");
-}
 
 // The pool directory and size bound from --target and --max-size (or the URL's capacity=).
 Result<internal::GcOptions> MakeOptions(const GcArgs& a, std::string* root) {
@@ -122,7 +107,8 @@ KVTIER_COMMAND("", "gc",
                                 "evict until the pool fits this size, e.g. 500GiB (default: the "
                                 "URL's capacity=)");
                  cmd.add_option("--grace", a->grace,
-                                "temporaries older than this are left by dead writers: 600, 10m, 1h")
+                                "temporaries older than this are left by dead writers: 600, 10m, 1h "
+                                "(at most 100 years)")
                      ->default_val("10m");
                  cmd.add_flag("--dry-run", a->dry_run, "print what would be removed; remove nothing");
                  cmd.add_flag("--quiet", a->quiet, "print only the summary");

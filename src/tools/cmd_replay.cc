@@ -12,6 +12,8 @@
 #include "benchlib/gpu_profile.h"
 #include "replay/plot.h"
 #include "replay/report.h"
+#include "replay/trace.h"
+#include "tools/cli_numbers.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {
@@ -205,7 +207,8 @@ KVTIER_COMMAND(
       cmd.add_option("--trace", a->trace, "JSONL trace: timestamp, input_length, hash_ids per line")
           ->required();
       cmd.add_option("--block-tokens", a->block_tokens, "tokens per hash id block")
-          ->default_val(512);
+          ->default_val(512)
+          ->check(WholeNumber(1, kMaxBlockTokens));
       cmd.add_option("--model", a->model, "model preset the byte figures are scaled to")
           ->required();
       cmd.add_option("--tiers", a->tiers,
@@ -225,10 +228,13 @@ KVTIER_COMMAND(
           ->delimiter(',');
       cmd.add_option("--replay-bytes-per-token", a->bytes_per_token,
                      "scaled payload bytes per token (even)")
-          ->default_val(2);
-      cmd.add_option("--max-requests", a->max_requests, "replay only the first N requests");
+          ->default_val(2)
+          ->check(WholeNumber(2, 1u << 16));
+      cmd.add_option("--max-requests", a->max_requests, "replay only the first N requests")
+          ->check(WholeNumber(0, 1ull << 40));
       cmd.add_option("--reference-ratio", a->reference_ratio,
-                     "draw a published hit ratio on the plot for comparison");
+                     "draw a published hit ratio on the plot for comparison")
+          ->check(FiniteNumber(0, 1));
       cmd.add_option("--reference-label", a->reference_label, "label of --reference-ratio");
       return [a] { return Run(*a); };
     });

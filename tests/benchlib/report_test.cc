@@ -96,7 +96,7 @@ TEST(ReportTest, LoadRejectsUnknownJsonAndWriteDrawsSvgs) {
   std::ofstream(dir / "dp.json") << Datapath(32ull << 20).dump();
   std::ofstream(dir / "other.json") << R"({"hello": 1})";
   EXPECT_EQ(LoadReportInputs({(dir / "other.json").string()}).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(LoadReportInputs({(dir / "missing.json").string()}).status().code(), Code::kIOError);
+  EXPECT_EQ(LoadReportInputs({(dir / "missing.json").string()}).status().code(), Code::kNotFound);
   auto in = LoadReportInputs({(dir / "dp.json").string()});
   ASSERT_TRUE(in.ok()) << in.status().ToString();
   ReportOptions options;

@@ -86,6 +86,33 @@ TEST(ParseSizeTest, UnitsAndErrors) {
   }
 }
 
+TEST(TierUrlTest, PathsMustBeEmptyOrAbsolute) {
+  EXPECT_TRUE(TierUrl::Parse("file:///abs/dir").ok());
+  EXPECT_TRUE(TierUrl::Parse("mem://").ok());
+  for (const char* url : {"file://relative/dir", "file://~/kv", "fs://host/pool", "file://./x"}) {
+    auto u = TierUrl::Parse(url);
+    ASSERT_FALSE(u.ok()) << url;
+    EXPECT_EQ(u.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(u.status().message().find("must be absolute"), std::string::npos) << u.status().ToString();
+    EXPECT_NE(u.status().message().find(":///"), std::string::npos) << u.status().ToString();
+  }
+}
+
+TEST(ParseSizeTest, ExactWithoutFloatingPoint) {
+  EXPECT_EQ(*ParseSize("9007199254740993"), 9007199254740993ull);  // 2^53 + 1
+  EXPECT_EQ(*ParseSize("18446744073709551615"), UINT64_MAX);
+  for (const char* bad : {"18446744073709551616", "16777216TiB", ".", "nan", "inf", "1e30GiB"}) {
+    EXPECT_FALSE(ParseSize(bad).ok()) << bad;
+  }
+}
+
+TEST(ParseDurationTest, UnitsAndBound) {
+  EXPECT_EQ(ParseDuration("90")->count(), 90);
+  EXPECT_EQ(ParseDuration("1d")->count(), 86400);
+  EXPECT_FALSE(ParseDuration("999999999d").ok());
+  EXPECT_FALSE(ParseDuration("1w").ok());
+}
+
 TEST(FormatBytesTest, HumanUnits) {
   EXPECT_EQ(FormatBytes(0), "0 B");
   EXPECT_EQ(FormatBytes(1023), "1023 B");

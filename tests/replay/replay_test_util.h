@@ -15,8 +15,9 @@ inline std::string First500Path() {
   return std::string(KVTIER_REPLAY_TEST_DATA) + "/mooncake_first500.jsonl";
 }
 
-inline std::string SharedTracePath() {
-  return std::string(KVTIER_SHARED_TRACES) + "/mooncake_synthetic_trace.jsonl";
+// The whole public trace, shipped in the repository's traces/ folder.
+inline std::string PublicTracePath() {
+  return std::string(KVTIER_PUBLIC_TRACES) + "/mooncake_synthetic_trace.jsonl";
 }
 using kvtier::testing::TempDir;
 

@@ -100,10 +100,10 @@ TEST(ReplayerTest, AgreesExactlyWithAReferenceLruOnTheFirst500Requests) {
             TokensOf(*trace, ReferenceHits(*trace, unlimited)));
 }
 
-TEST(ReplayerTest, UnlimitedReplayOfTheWholeSharedTraceMatchesTheHandComputation) {
-  // Needs ../shared/traces beside the clone (CI has it). Failing, not skipping, keeps it honest.
-  auto trace = LoadTrace(testing::SharedTracePath(), kBlock);
-  ASSERT_TRUE(trace.ok()) << "the shared trace is required next to the source tree: "
+TEST(ReplayerTest, UnlimitedReplayOfTheWholePublicTraceMatchesTheHandComputation) {
+  // The trace ships in traces/ (a fresh clone has it); failing, not skipping, keeps it honest.
+  auto trace = LoadTrace(testing::PublicTracePath(), kBlock);
+  ASSERT_TRUE(trace.ok()) << "traces/mooncake_synthetic_trace.jsonl is part of the repository: "
                           << trace.status().ToString();
   // Hand computation (python3 over the JSONL, the README's rule): walk the requests in order, count
   // each request's leading hash ids already seen, hit tokens = min(k * 512, input_length).
