@@ -19,11 +19,12 @@ namespace kvtier::internal {
 // run removes the folders of a run that was killed (core/work_dir.h).
 class RunDirs {
  public:
-  // A fresh work folder under `parent` (created if missing).
+  // A fresh tier directory in a new work folder under `parent` (created if missing). The tier gets a
+  // folder of its own: the work folder also holds its marker, and a tier takes only empty folders.
   Result<std::string> Make(const std::string& parent) {
     KVTIER_ASSIGN_OR_RETURN(WorkDir dir, WorkDir::Create(parent, "kvtier-replay"));
     dirs_.push_back(std::move(dir));
-    return dirs_.back().path();
+    return dirs_.back().path() + "/tier";
   }
 
  private:
