@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/host_identity.h"
 #include "core/input_file.h"
 
 namespace kvtier::internal {
@@ -24,21 +25,6 @@ namespace {
 constexpr const char* kMarkerHeader = "kvtier work folder v1";
 constexpr uint64_t kMaxMarkerBytes = 4096;
 
-std::string Trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-std::string HostName() {
-  char buf[HOST_NAME_MAX + 1] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
-  return buf;
-}
-
-std::string BootId() {
-  auto id = ReadBoundedFile("/proc/sys/kernel/random/boot_id", kMaxMarkerBytes, "boot id");
-  return id.ok() ? Trimmed(*id) : "unknown";
-}
 
 // Field 22 of /proc/PID/stat (the start time); 0 when it cannot be read.
 uint64_t StartTicks(pid_t pid) {
@@ -141,7 +127,7 @@ bool WorkOwner::MayBeAlive() const {
   const WorkOwner self = Self();
   if (host != self.host) return true;       // another host's process cannot be checked from here
   if (boot_id != self.boot_id) return false;  // this host rebooted since
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  if (ProcessIsGone(pid)) return false;
   return StartTicks(pid) == start_ticks;    // else the pid was reused by another process
 }
 

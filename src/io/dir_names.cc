@@ -1,5 +1,7 @@
 #include "io/dir_names.h"
 
+#include "core/host_identity.h"
+
 #include <signal.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -8,7 +10,6 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <random>
 
@@ -49,19 +50,6 @@ bool SplitFields(std::string_view s, std::string_view* out, int n) {
   }
   out[n - 1] = s;
   return s.find('.') == std::string_view::npos;
-}
-
-std::string ReadFirstLine(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-std::string PidNamespace() {
-  char buf[128];
-  const ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof(buf));
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
 }  // namespace
@@ -107,9 +95,7 @@ uint64_t LocalWriterId() {
   static const uint64_t id = [] {
     // boot_id changes at every boot, so pids of an earlier boot are never mistaken for live ones; the
     // pid namespace keeps containers sharing a kernel apart.
-    std::string who = ReadFirstLine("/proc/sys/kernel/random/boot_id") + "|" + PidNamespace();
-    char host[256] = {};
-    if (::gethostname(host, sizeof(host) - 1) == 0) who += std::string("|") + host;
+    const std::string who = BootId() + "|" + PidNamespace() + "|" + HostName();
     return XXH3_64bits(who.data(), who.size());
   }();
   return id;
@@ -156,7 +142,7 @@ std::optional<TempName> ParseTempName(std::string_view name,
 
 bool IsStaleTemp(const TempName& temp, int64_t mtime_ns, int64_t now_ns, std::chrono::seconds grace) {
   if (temp.writer && *temp.writer == LocalWriterId() && temp.pid != ::getpid() &&
-      ::kill(static_cast<pid_t>(temp.pid), 0) != 0 && errno == ESRCH) {
+      ProcessIsGone(static_cast<pid_t>(temp.pid))) {
     return true;
   }
   if (now_ns <= mtime_ns) return false;
