@@ -62,6 +62,10 @@ void PrintReport(const internal::GcReport& r, const internal::GcOptions& o, bool
                         {"temps_removed", r.temps_removed},
                         {"temp_bytes_removed", r.temp_bytes_removed},
                         {"skipped_in_use", r.skipped_in_use},
+                        {"corrupt_removed", r.corrupt_removed},
+                        {"links_skipped", r.skipped.links},
+                        {"special_files_skipped", r.skipped.special},
+                        {"foreign_files_skipped", r.skipped.foreign},
                         {"bytes_after", r.bytes_after},
                         {"chunks_after", r.chunks_after}};
     std::cout << j.dump() << "\n";
