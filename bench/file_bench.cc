@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "bench_main.h"
-#include "file/file_layout.h"
 #include "file/file_tier.h"
 #include "io/chunk_io.h"
 
@@ -59,7 +58,7 @@ struct Fixture {
     const std::span<const std::byte> src[] = {payload};
     for (const ChunkKey& k : keys) {
       if (!(*t)->Put(ChunkId::Of(Ns(), k), src).ok()) return;
-      paths.push_back(internal::ChunkFilePath(dir + "/read", Ns().id(), k));
+      paths.push_back(internal::FileChunkPathForTesting(dir + "/read", ChunkId::Of(Ns(), k)));
     }
     if ((*t)->Flush().ok()) ready = true;
   }

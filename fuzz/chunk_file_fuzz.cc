@@ -9,12 +9,15 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/chunk_format.h"
 #include "fuzz_check.h"
 #include "io/chunk_io.h"
+#include "io/filesystem.h"
 
 namespace kvtier::fuzz {
 namespace {
@@ -39,18 +42,29 @@ void Repair(std::vector<std::byte>& f, bool payload_too) {
   std::memcpy(f.data() + kFieldsEnd, &sum, 8);
 }
 
-// One scratch file per process, removed at exit.
-struct ScratchFile {
+// One scratch directory per process, removed at exit; the chunk file is "chunk" inside it, read through
+// a FileSystem rooted there, as the tiers read theirs.
+constexpr const char* kScratchName = "chunk";
+
+struct ScratchDir {
   std::string path;
-  ~ScratchFile() { ::unlink(path.c_str()); }
+  std::shared_ptr<internal::FileSystem> fs;
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
 };
 
-const std::string& ScratchPath() {
-  static const ScratchFile file{[] {
-    const char* dir = std::getenv("TMPDIR");
-    return std::string(dir != nullptr ? dir : "/tmp") + "/kvtier-fuzz-chunk-" + std::to_string(getpid());
-  }()};
-  return file.path;
+const ScratchDir& Scratch() {
+  static const ScratchDir dir = [] {
+    const char* tmp = std::getenv("TMPDIR");
+    ScratchDir d;
+    d.path = std::string(tmp != nullptr ? tmp : "/tmp") + "/kvtier-fuzz-chunk-" + std::to_string(getpid());
+    auto fs = internal::OpenPosixFileSystem(d.path, internal::PosixFsOptions{.create = true});
+    if (fs.ok()) d.fs = *fs;
+    return d;
+  }();
+  return dir;
 }
 
 internal::ChunkReader& Reader() {
@@ -72,7 +86,9 @@ int FuzzChunkFile(const uint8_t* data, size_t size) {
   std::vector<std::byte> file(size - 1);
   if (!file.empty()) std::memcpy(file.data(), data + 1, size - 1);
   if (mode & 1) Repair(file, mode & 2);
-  FILE* f = std::fopen(ScratchPath().c_str(), "wb");
+  const ScratchDir& scratch = Scratch();
+  if (scratch.fs == nullptr) return 0;
+  FILE* f = std::fopen((scratch.path + "/" + kScratchName).c_str(), "wb");
   if (f == nullptr) return 0;
   std::fwrite(file.data(), 1, file.size(), f);
   std::fclose(f);
@@ -89,14 +105,15 @@ int FuzzChunkFile(const uint8_t* data, size_t size) {
   std::vector<std::byte> dst(payload_bytes);
   const std::span<std::byte> piece(dst);
   internal::ChunkRead read;
-  read.path = ScratchPath();
+  read.fs = scratch.fs.get();
+  read.path = kScratchName;
   read.expected = expected;
   read.dst = ScatterList(&piece, 1);
   Reader().ReadMany(std::span<internal::ChunkRead>(&read, 1));
   const Code c = read.status.code();
   KVTIER_FUZZ_CHECK(c == Code::kOk || c == Code::kCorruption || c == Code::kInvalidArgument ||
                     c == Code::kVersionMismatch || c == Code::kIOError || c == Code::kNotFound);
-  auto scrub = internal::VerifyChunkFile(ScratchPath(), expected);
+  auto scrub = internal::VerifyChunkFile(*scratch.fs, kScratchName, expected);
   if (read.status.ok()) {
     KVTIER_FUZZ_CHECK(!(mode & 4));
     KVTIER_FUZZ_CHECK(file.size() >= kChunkHeaderSize + payload_bytes);

@@ -2,28 +2,33 @@
 // also write: the fs:// pool's metadata (KVTIER_POOL) and usage (USAGE) files, and the names of the
 // entries file:// and fs:// find when they scan. Properties: no crash; errors are Corruption or
 // VersionMismatch (metadata) and Corruption (usage); a name accepted as a chunk is exactly the name
-// kvtier writes for that chunk, so two spellings never name one chunk.
+// kvtier writes for that chunk, so two spellings never name one chunk; a name accepted as a temporary
+// carries kvtier's marker after a kvtier name.
 //
 // Input: the text, also split at '/' into (namespace dir, fan-out dir, file name).
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 
-#include "file/file_layout.h"
+#include "file/file_tier.h"
 #include "fs/pool_layout.h"
+#include "io/chunk_dir.h"
+#include "io/dir_names.h"
 #include "fuzz_check.h"
 
 namespace kvtier::fuzz {
 namespace {
 
 void CheckMeta(std::string_view text) {
-  auto v = internal::ParsePoolMeta(text, "/fuzz");
+  const internal::ChunkDirSpec spec = internal::PoolDirSpec();
+  auto v = internal::ParseDirMarker(text, spec, "/fuzz");
   if (v.ok()) {
     KVTIER_FUZZ_CHECK(*v >= 1 && *v <= internal::kPoolFormatVersion);
-    auto again = internal::ParsePoolMeta(internal::EncodePoolMeta(*v), "/fuzz");
+    auto again = internal::ParseDirMarker(internal::EncodeDirMarker(spec, *v), spec, "/fuzz");
     KVTIER_FUZZ_CHECK(again.ok() && *again == *v);
   } else {
     const Code c = v.status().code();
@@ -42,18 +47,25 @@ void CheckUsage(std::string_view text) {
   };
   static const ScratchDir root{[] {
     const char* dir = std::getenv("TMPDIR");
-    std::string r = std::string(dir != nullptr ? dir : "/tmp") + "/kvtier-fuzz-pool-" + std::to_string(getpid());
-    std::error_code ec;
-    std::filesystem::create_directories(r, ec);
-    return r;
+    return std::string(dir != nullptr ? dir : "/tmp") + "/kvtier-fuzz-pool-" + std::to_string(getpid());
   }()};
-  const internal::PoolLayout layout(root.path);
-  FILE* f = std::fopen(layout.UsagePath().c_str(), "wb");
+  static const std::unique_ptr<internal::ChunkDir> pool = [] {
+    auto p = internal::OpenPool(root.path, internal::ChunkDirOptions{});
+    return p.ok() ? std::move(p).value() : nullptr;
+  }();
+  if (pool == nullptr) return;
+  FILE* f = std::fopen((root.path + "/" + std::string(internal::kPoolUsageName)).c_str(), "wb");
   if (f == nullptr) return;
   std::fwrite(text.data(), 1, text.size(), f);
   std::fclose(f);
-  auto u = internal::ReadPoolUsage(layout);
-  if (!u.ok()) KVTIER_FUZZ_CHECK(u.status().IsCorruption());
+  auto u = internal::ReadPoolUsage(*pool);
+  if (!u.ok()) {
+    KVTIER_FUZZ_CHECK(u.status().IsCorruption());
+    return;
+  }
+  auto again = internal::ParsePoolUsage(internal::EncodePoolUsage(*u));
+  KVTIER_FUZZ_CHECK(again.ok() && again->bytes == u->bytes && again->chunks == u->chunks &&
+                    again->scanned_at == u->scanned_at);
 }
 
 void CheckNames(std::string_view text) {
@@ -62,15 +74,26 @@ void CheckNames(std::string_view text) {
   if (b == std::string_view::npos) return;
   const std::string_view ns_dir = text.substr(0, a), fan = text.substr(a + 1, b - a - 1),
                          name = text.substr(b + 1);
-  if (auto id = internal::ParseChunkPath(ns_dir, fan, name)) {
-    const std::string path = internal::ChunkFilePath("/d", id->ns, id->key);
-    KVTIER_FUZZ_CHECK(path == "/d/" + std::string(text));
-    KVTIER_FUZZ_CHECK(!internal::IsTempName(name));
-  }
-  if (internal::ClassifyPoolEntry(name) == internal::PoolEntryKind::kChunk) {
+  auto is_chunk = [](std::string_view n) { return internal::ParseChunkFileName(n).has_value(); };
+  auto key = internal::ParseChunkFileName(name);
+  if (key) {
     KVTIER_FUZZ_CHECK(name.size() == 68 && name.ends_with(".kvc"));
-    KVTIER_FUZZ_CHECK(DigestFromHex(name.substr(0, 64)).ok());
-    KVTIER_FUZZ_CHECK(DigestHex(DigestFromHex(name.substr(0, 64)).value()) == name.substr(0, 64));
+    KVTIER_FUZZ_CHECK(internal::ChunkFileName(*key) == name);
+    KVTIER_FUZZ_CHECK(!internal::ParseTempName(name, is_chunk).has_value());
+    // With a namespace directory and the fan-out of its key, it is exactly file://'s path of that chunk.
+    if (internal::IsLowerHex(ns_dir, 64) && fan == name.substr(0, 2)) {
+      ChunkId id;
+      id.ns = DigestFromHex(ns_dir).value();
+      id.key = *key;
+      KVTIER_FUZZ_CHECK(internal::ChunkRelPath(internal::FileDirSpec(), id) == text);
+    }
+  }
+  if (auto t = internal::ParseTempName(name, is_chunk)) {
+    KVTIER_FUZZ_CHECK(is_chunk(t->final_name));
+    KVTIER_FUZZ_CHECK(name.starts_with(t->final_name));
+    const std::string_view rest = name.substr(t->final_name.size());
+    KVTIER_FUZZ_CHECK(rest.starts_with(".kvtmp.") || rest.starts_with(".tmp."));
+    KVTIER_FUZZ_CHECK(t->pid > 0);
   }
 }
 

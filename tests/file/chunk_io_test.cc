@@ -10,7 +10,9 @@
 
 #include "file/file_test_util.h"
 #include "io/byte_budget.h"
+#include "io/chunk_dir.h"
 #include "io/chunk_io.h"
+#include "io/filesystem.h"
 
 namespace kvtier::internal {
 namespace {
@@ -27,9 +29,19 @@ struct Engine {
   bool direct;
 };
 
+// A FileSystem rooted at `dir` (every path below is relative to it).
+std::shared_ptr<FileSystem> RootFs(const TempDir& dir) {
+  auto fs = OpenPosixFileSystem(dir.path());
+  EXPECT_TRUE(fs.ok()) << fs.status().ToString();
+  return fs.ok() ? *fs : nullptr;
+}
+
 class ChunkIoTest : public ::testing::TestWithParam<Engine> {
  protected:
-  ChunkIoTest() : ns_(TestNamespace()) {}
+  ChunkIoTest() : ns_(TestNamespace()), fs_(RootFs(dir_)) {}
+
+  // The absolute path of `rel` (for damaging files behind the reader's back).
+  std::string Abs(const std::string& rel) const { return dir_.path() + "/" + rel; }
 
   std::unique_ptr<ChunkReader> MakeReader(uint64_t inflight = 256ull << 20) {
     ReaderOptions o;
@@ -40,26 +52,26 @@ class ChunkIoTest : public ::testing::TestWithParam<Engine> {
     return ChunkReader::Create(o);
   }
 
-  // Writes chunk `n` and returns its path.
+  // Writes chunk `n` and returns its path relative to the fixture's root.
   std::string WriteChunk(uint32_t n, const Namespace* ns = nullptr) {
     const Namespace& use = ns ? *ns : ns_;
     const ChunkKey key = KeyNo(use, n);
     auto payload = PayloadFor(key, use.layout().BytesPerChunk());
-    const std::string path = dir_.path() + "/c" + std::to_string(n) + ".kvc";
+    const std::string path = "c" + std::to_string(n) + ".kvc";
     OnePiece p(payload);
-    auto r = WriteChunkFileAtomic(path, TempPathFor(path), ChunkId::Of(use, key), p.src(), {});
+    auto r = WriteChunkFileAtomic(*fs_, path, ChunkId::Of(use, key), p.src(), {});
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return path;
   }
 
-  // Reads chunk `n` from `path`; returns the status and checks the bytes on success.
+  // Reads chunk `n` from `path` (relative); returns the status and checks the bytes on success.
   Status ReadChunk(ChunkReader& reader, uint32_t n, const std::string& path) {
     const ChunkKey key = KeyNo(ns_, n);
     std::vector<std::byte> out(ns_.layout().BytesPerChunk());
     // Three uneven pieces, as an engine's per-layer buffers would be.
     std::vector<std::span<std::byte>> pieces = {{out.data(), 1000}, {out.data() + 1000, 7},
                                                 {out.data() + 1007, out.size() - 1007}};
-    ChunkRead read{path, ChunkId::Of(ns_, key), pieces, Status::OK(), 0};
+    ChunkRead read{fs_.get(), path, ChunkId::Of(ns_, key), pieces, Status::OK(), 0};
     reader.ReadMany({&read, 1});
     if (read.status.ok()) {
       EXPECT_EQ(out, PayloadFor(key, out.size()));
@@ -69,6 +81,7 @@ class ChunkIoTest : public ::testing::TestWithParam<Engine> {
 
   TempDir dir_;
   Namespace ns_;
+  std::shared_ptr<FileSystem> fs_;
 };
 
 TEST_P(ChunkIoTest, EngineIsTheOneAskedFor) {
@@ -85,7 +98,7 @@ TEST_P(ChunkIoTest, WriteThenReadBack) {
   auto reader = MakeReader();
   const std::string path = WriteChunk(1);
   struct stat st {};
-  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  ASSERT_EQ(::stat(Abs(path).c_str(), &st), 0);
   EXPECT_EQ(static_cast<uint64_t>(st.st_size), StoredChunkBytes(ns_.layout().BytesPerChunk()));
   EXPECT_TRUE(ReadChunk(*reader, 1, path).ok());
   // No temporary file is left beside the chunk.
@@ -96,28 +109,28 @@ TEST_P(ChunkIoTest, WriteThenReadBack) {
 
 TEST_P(ChunkIoTest, MissingFileIsNotFound) {
   auto reader = MakeReader();
-  EXPECT_TRUE(ReadChunk(*reader, 1, dir_.path() + "/absent.kvc").IsNotFound());
+  EXPECT_TRUE(ReadChunk(*reader, 1, "absent.kvc").IsNotFound());
 }
 
 TEST_P(ChunkIoTest, FlippedPayloadByteIsCorruption) {
   auto reader = MakeReader();
   const std::string path = WriteChunk(1);
-  FlipByte(path, kChunkHeaderSize + 100);
+  FlipByte(Abs(path), kChunkHeaderSize + 100);
   EXPECT_TRUE(ReadChunk(*reader, 1, path).IsCorruption());
 }
 
 TEST_P(ChunkIoTest, FlippedHeaderByteIsCorruption) {
   auto reader = MakeReader();
   const std::string path = WriteChunk(1);
-  FlipByte(path, 90);  // inside the payload length field
+  FlipByte(Abs(path), 90);  // inside the payload length field
   EXPECT_TRUE(ReadChunk(*reader, 1, path).IsCorruption());
 }
 
 TEST_P(ChunkIoTest, TruncatedFileIsCorruption) {
   auto reader = MakeReader();
   const std::string a = WriteChunk(1), b = WriteChunk(2);
-  ASSERT_EQ(::truncate(a.c_str(), kChunkHeaderSize + 100), 0);  // unaligned tail
-  ASSERT_EQ(::truncate(b.c_str(), 100), 0);                      // not even a header
+  ASSERT_EQ(::truncate(Abs(a).c_str(), kChunkHeaderSize + 100), 0);  // unaligned tail
+  ASSERT_EQ(::truncate(Abs(b).c_str(), 100), 0);                      // not even a header
   EXPECT_TRUE(ReadChunk(*reader, 1, a).IsCorruption());
   EXPECT_TRUE(ReadChunk(*reader, 2, b).IsCorruption());
 }
@@ -135,9 +148,9 @@ TEST_P(ChunkIoTest, ChunkOfAnotherLayoutIsCorruption) {
   auto payload = PayloadFor(key, ns_.layout().BytesPerChunk());
   ChunkId id = ChunkId::Of(ns_, key);
   id.layout_fingerprint ^= 1;  // same names, a header claiming another layout
-  const std::string path = dir_.path() + "/x.kvc";
+  const std::string path = "x.kvc";
   OnePiece p(payload);
-  ASSERT_TRUE(WriteChunkFileAtomic(path, TempPathFor(path), id, p.src(), {}).ok());
+  ASSERT_TRUE(WriteChunkFileAtomic(*fs_, path, id, p.src(), {}).ok());
   EXPECT_TRUE(ReadChunk(*reader, 1, path).IsCorruption());
 }
 
@@ -146,7 +159,7 @@ TEST_P(ChunkIoTest, WrongDestinationSizeIsInvalidArgument) {
   const std::string path = WriteChunk(1);
   std::vector<std::byte> out(ns_.layout().BytesPerChunk() - 2);
   std::span<std::byte> piece(out);
-  ChunkRead read{path, ChunkId::Of(ns_, KeyNo(ns_, 1)), {&piece, 1}, Status::OK(), 0};
+  ChunkRead read{fs_.get(), path, ChunkId::Of(ns_, KeyNo(ns_, 1)), {&piece, 1}, Status::OK(), 0};
   reader->ReadMany({&read, 1});
   EXPECT_EQ(read.status.code(), Code::kInvalidArgument) << read.status.ToString();
 }
@@ -157,15 +170,15 @@ TEST_P(ChunkIoTest, BatchUnderATinyInflightBoundReadsEverything) {
   constexpr uint32_t kChunks = 20;
   std::vector<std::string> paths;
   for (uint32_t n = 0; n < kChunks; ++n) paths.push_back(WriteChunk(n));
-  FlipByte(paths[7], kChunkHeaderSize + 1);
+  FlipByte(Abs(paths[7]), kChunkHeaderSize + 1);
   std::vector<std::vector<std::byte>> outs(kChunks, std::vector<std::byte>(ns_.layout().BytesPerChunk()));
   std::vector<std::span<std::byte>> pieces;
   for (auto& o : outs) pieces.emplace_back(o);
   std::vector<ChunkRead> reads;
   for (uint32_t n = 0; n < kChunks; ++n) {
-    reads.push_back({paths[n], ChunkId::Of(ns_, KeyNo(ns_, n)), {&pieces[n], 1}, Status::OK(), 0});
+    reads.push_back({fs_.get(), paths[n], ChunkId::Of(ns_, KeyNo(ns_, n)), {&pieces[n], 1}, Status::OK(), 0});
   }
-  reads.push_back({dir_.path() + "/absent.kvc", ChunkId::Of(ns_, KeyNo(ns_, 99)), {&pieces[0], 1},
+  reads.push_back({fs_.get(), "absent.kvc", ChunkId::Of(ns_, KeyNo(ns_, 99)), {&pieces[0], 1},
                    Status::OK(), 0});
   reader->ReadMany(reads);
   for (uint32_t n = 0; n < kChunks; ++n) {
@@ -207,9 +220,9 @@ TEST_P(ChunkIoTest, AlignedDestinationsAreVerifiedInPlace) {
   auto reader = MakeReader();
   std::vector<std::string> paths;
   for (uint32_t n = 0; n < 4; ++n) paths.push_back(WriteChunk(n, &ns));
-  FlipByte(paths[1], kChunkHeaderSize + 5000);                    // second piece
-  ASSERT_EQ(::truncate(paths[2].c_str(), kChunkHeaderSize + 4096), 0);  // second piece missing
-  FlipByte(paths[3], 20);                                         // header (namespace field)
+  FlipByte(Abs(paths[1]), kChunkHeaderSize + 5000);                    // second piece
+  ASSERT_EQ(::truncate(Abs(paths[2]).c_str(), kChunkHeaderSize + 4096), 0);  // second piece missing
+  FlipByte(Abs(paths[3]), 20);                                         // header (namespace field)
   std::vector<AlignedBuffer> outs;
   std::vector<std::span<std::byte>> pieces;
   for (uint32_t n = 0; n < 4; ++n) {
@@ -222,7 +235,7 @@ TEST_P(ChunkIoTest, AlignedDestinationsAreVerifiedInPlace) {
   }
   std::vector<ChunkRead> reads;
   for (uint32_t n = 0; n < 4; ++n) {
-    reads.push_back({paths[n], ChunkId::Of(ns, KeyNo(ns, n)), {pieces.data() + 2 * n, 2}, Status::OK(), 0});
+    reads.push_back({fs_.get(), paths[n], ChunkId::Of(ns, KeyNo(ns, n)), {pieces.data() + 2 * n, 2}, Status::OK(), 0});
   }
   reader->ReadMany(reads);
   ASSERT_TRUE(reads[0].status.ok()) << reads[0].status.ToString();
@@ -234,7 +247,7 @@ TEST_P(ChunkIoTest, AlignedDestinationsAreVerifiedInPlace) {
 TEST_P(ChunkIoTest, UnlinkedFileIsNotFound) {
   auto reader = MakeReader();
   const std::string path = WriteChunk(1);
-  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::unlink(Abs(path).c_str()), 0);
   EXPECT_TRUE(ReadChunk(*reader, 1, path).IsNotFound());
 }
 
@@ -247,23 +260,27 @@ INSTANTIATE_TEST_SUITE_P(Engines, ChunkIoTest,
                          });
 
 TEST(ChunkWriterTest, TempNameIsRecognisableAndUnique) {
-  const std::string a = TempPathFor("/d/x.kvc"), b = TempPathFor("/d/x.kvc");
+  const std::string a = MakeTempName("x.kvc"), b = MakeTempName("x.kvc");
   EXPECT_NE(a, b);
-  EXPECT_NE(a.find(".tmp."), std::string::npos);
-  EXPECT_NE(a.find(std::to_string(::getpid())), std::string::npos);
-  EXPECT_EQ(a.rfind("/d/x.kvc", 0), 0u);
+  EXPECT_EQ(a.rfind("x.kvc.kvtmp.", 0), 0u) << a;
+  EXPECT_NE(a.find(std::to_string(::getpid())), std::string::npos) << a;
+  // The writer's own name parses back to its final name and pid.
+  auto parsed = ParseTempName(a, [](std::string_view n) { return n == "x.kvc"; });
+  ASSERT_TRUE(parsed.has_value()) << a;
+  EXPECT_EQ(parsed->final_name, "x.kvc");
+  EXPECT_EQ(parsed->pid, ::getpid());
 }
 
 TEST(ChunkWriterTest, FailedWriteLeavesNothing) {
   TempDir dir;
+  auto fs = RootFs(dir);
+  ASSERT_NE(fs, nullptr);
   const Namespace ns = TestNamespace();
   std::vector<std::byte> payload(100);
   kvtier::testing::OnePiece p(payload);
   // The final name is an existing directory: rename fails, and the temporary must go.
-  const std::string final_path = dir.path() + "/taken";
-  std::filesystem::create_directories(final_path + "/inside");
-  auto r = WriteChunkFileAtomic(final_path, TempPathFor(final_path), ChunkId::Of(ns, KeyNo(ns, 1)),
-                                p.src(), {.sync = true});
+  std::filesystem::create_directories(dir.path() + "/taken/inside");
+  auto r = WriteChunkFileAtomic(*fs, "taken", ChunkId::Of(ns, KeyNo(ns, 1)), p.src(), {.sync = true});
   EXPECT_FALSE(r.ok());
   size_t entries = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir.path())) entries += e.is_regular_file();
@@ -272,20 +289,25 @@ TEST(ChunkWriterTest, FailedWriteLeavesNothing) {
 
 TEST(ChunkVerifyTest, ScrubFindsFlipsAndAcceptsSoundChunks) {
   TempDir dir;
+  auto fs = RootFs(dir);
+  ASSERT_NE(fs, nullptr);
   const Namespace ns = TestNamespace();
   const ChunkKey key = KeyNo(ns, 3);
   auto payload = PayloadFor(key, ns.layout().BytesPerChunk());
   kvtier::testing::OnePiece p(payload);
-  const std::string path = dir.path() + "/c.kvc";
-  ASSERT_TRUE(WriteChunkFileAtomic(path, TempPathFor(path), ChunkId::Of(ns, key), p.src(), {}).ok());
+  const std::string path = "c.kvc";
+  ASSERT_TRUE(WriteChunkFileAtomic(*fs, path, ChunkId::Of(ns, key), p.src(), {}).ok());
   ChunkId by_name = ChunkId::Of(ns, key);
   by_name.layout_fingerprint = 0;
-  auto ok = VerifyChunkFile(path, by_name);
+  auto ok = VerifyChunkFile(*fs, path, by_name);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->payload_bytes, payload.size());
-  FlipByte(path, kChunkHeaderSize + payload.size() - 1);
-  EXPECT_TRUE(VerifyChunkFile(path, by_name).status().IsCorruption());
-  EXPECT_TRUE(VerifyChunkFile(dir.path() + "/none", by_name).status().IsNotFound());
+  auto header = ReadChunkHeader(*fs, path, by_name);
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  EXPECT_EQ(header->payload_bytes, payload.size());
+  FlipByte(dir.path() + "/" + path, kChunkHeaderSize + payload.size() - 1);
+  EXPECT_TRUE(VerifyChunkFile(*fs, path, by_name).status().IsCorruption());
+  EXPECT_TRUE(VerifyChunkFile(*fs, "none", by_name).status().IsNotFound());
 }
 
 TEST(ByteBudgetTest, OversizedRequestWaitsForAnEmptyBudget) {

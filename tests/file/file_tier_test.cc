@@ -10,9 +10,11 @@
 #include <thread>
 
 #include "core/chunk_format.h"
-#include "file/file_layout.h"
 #include "file/file_test_util.h"
 #include "file/file_tier.h"
+#include "io/chunk_dir.h"
+#include "io/dir_names.h"
+#include "io/filesystem.h"
 
 namespace kvtier::internal {
 namespace {
@@ -39,7 +41,7 @@ class FileTierTest : public ::testing::TestWithParam<bool> {  // param: io_uring
     return t.ok() ? std::move(t).value() : nullptr;
   }
   ChunkId Id(uint32_t n) const { return ChunkId::Of(ns_, KeyNo(ns_, n)); }
-  std::string PathOf(uint32_t n) const { return ChunkFilePath(dir_.path(), ns_.id(), KeyNo(ns_, n)); }
+  std::string PathOf(uint32_t n) const { return FileChunkPathForTesting(dir_.path(), Id(n)); }
   Status PutNo(Tier& t, uint32_t n) {
     auto payload = PayloadFor(KeyNo(ns_, n), chunk_bytes_);
     OnePiece p(payload);
@@ -89,29 +91,49 @@ TEST_P(FileTierTest, RestartKeepsChunksAndRemovesLeftovers) {
     auto t = Open();
     for (uint32_t n = 0; n < 5; ++n) ASSERT_TRUE(PutNo(*t, n).ok());
   }
-  // An interrupted write (its writer's pid no longer exists), a live writer's temporary (ours), an
-  // old one whose pid may have been reused, a torn chunk file and a file that is not ours.
-  const std::string torn_tmp = PathOf(7) + ".tmp.2147483000.0";
-  const std::string live_tmp = TempPathFor(PathOf(8));
-  const std::string old_tmp = TempPathFor(PathOf(9));
-  for (const std::string& p : {torn_tmp, live_tmp, old_tmp}) {
+  // An interrupted write (written on this host by a pid that no longer exists), a live writer's
+  // temporary (ours), an old one whose pid may have been reused, an old temporary of an earlier build,
+  // a torn chunk file, and files that are not ours: one at the top, and one in a chunk folder whose
+  // name merely contains ".tmp." (a user's file: never removed, however old).
+  char writer[17];
+  std::snprintf(writer, sizeof(writer), "%016llx", static_cast<unsigned long long>(LocalWriterId()));
+  const std::string torn_tmp = PathOf(7) + ".kvtmp." + writer + ".2147483000.00000000000000aa.0";
+  auto temp_beside = [](const std::string& path) {
+    const std::filesystem::path p(path);
+    return (p.parent_path() / MakeTempName(p.filename().string())).string();
+  };
+  const std::string live_tmp = temp_beside(PathOf(8));
+  const std::string old_tmp = temp_beside(PathOf(9));
+  const std::string legacy_tmp = PathOf(10) + ".tmp.2147483000.12345.0";
+  const std::string user_tmp = std::filesystem::path(PathOf(11)).parent_path().string() + "/thesis.tmp.1.2.3";
+  for (const std::string& p : {torn_tmp, live_tmp, old_tmp, legacy_tmp, user_tmp}) {
     std::filesystem::create_directories(std::filesystem::path(p).parent_path());
     std::ofstream(p) << "half a chunk";
     ASSERT_TRUE(std::filesystem::exists(p));
   }
+  ASSERT_TRUE(ParseTempName(std::filesystem::path(live_tmp).filename().string(),
+                            [](std::string_view n) { return ParseChunkFileName(n).has_value(); }))
+      << live_tmp;
   timespec two_hours_ago[2] = {{::time(nullptr) - 7200, 0}, {::time(nullptr) - 7200, 0}};
-  ASSERT_EQ(::utimensat(AT_FDCWD, old_tmp.c_str(), two_hours_ago, 0), 0);
+  for (const std::string& p : {old_tmp, legacy_tmp, user_tmp}) {
+    ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), two_hours_ago, 0), 0);
+  }
   ASSERT_EQ(::truncate(PathOf(4).c_str(), 5000), 0);
   const std::string foreign = dir_.path() + "/README";
   { std::ofstream(foreign) << "not a chunk"; }
 
   auto t = Open();
   const FileTierReport report = GetFileTierReport(*t);
-  EXPECT_EQ(report.temp_removed, 2u);
-  EXPECT_EQ(report.bad_size_removed, 1u);
+  EXPECT_FALSE(report.read_only);
+  EXPECT_EQ(report.temp_removed, 3u);
+  EXPECT_EQ(report.corrupt_found, 1u);
+  EXPECT_EQ(report.corrupt_removed, 1u);
+  EXPECT_EQ(report.foreign_skipped, 2u);
   EXPECT_FALSE(std::filesystem::exists(torn_tmp));
   EXPECT_FALSE(std::filesystem::exists(old_tmp));
+  EXPECT_FALSE(std::filesystem::exists(legacy_tmp));
   EXPECT_TRUE(std::filesystem::exists(live_tmp));
+  EXPECT_TRUE(std::filesystem::exists(user_tmp));
   EXPECT_FALSE(std::filesystem::exists(PathOf(4)));
   EXPECT_TRUE(std::filesystem::exists(foreign));
   EXPECT_EQ(t->Stats().chunks, 4u);
@@ -193,7 +215,9 @@ TEST_P(FileTierTest, CorruptChunksAreRemovedCountedAndMissed) {
     auto payload = PayloadFor(KeyNo(ns_, 2), chunk_bytes_);
     OnePiece p(payload);
     ChunkId foreign{other.id(), KeyNo(ns_, 2), other.layout().Fingerprint()};
-    ASSERT_TRUE(WriteChunkFileAtomic(PathOf(2), TempPathFor(PathOf(2)), foreign, p.src(), {}).ok());
+    auto fs = OpenPosixFileSystem(dir_.path());
+    ASSERT_TRUE(fs.ok()) << fs.status().ToString();
+    ASSERT_TRUE(WriteChunkFileAtomic(**fs, ChunkRelPath(FileDirSpec(), Id(2)), foreign, p.src(), {}).ok());
   }
   for (uint32_t n = 0; n < 3; ++n) {
     EXPECT_TRUE(GetNo(*t, n).IsCorruption()) << n;
@@ -315,20 +339,68 @@ TEST(FileTierUrlTest, OptionsAreParsedAndUnknownOnesRejected) {
   }
 }
 
-TEST(FileTierUrlTest, CapacityIsRecordedForOpensThatGiveNone) {
+// A capacity binds only the process that gives it: it is never written to disk, so a later open
+// without one gets the default (earlier builds recorded it in kvtier.capacity).
+TEST(FileTierUrlTest, CapacityIsNeverRecorded) {
   TempDir dir;
   {
     auto t = OpenTier("file://" + dir.path() + "?capacity=3MiB");
     ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_EQ((*t)->Stats().capacity_bytes, 3ull << 20);
   }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/kvtier.capacity"));
   auto u = TierUrl::Parse("file://" + dir.path());
   auto t = OpenFileTier(*u);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  EXPECT_EQ((*t)->Stats().capacity_bytes, 3ull << 20);
-  TempDir fresh;
-  auto d = OpenFileTier(*TierUrl::Parse("file://" + fresh.path()));
-  ASSERT_TRUE(d.ok());
-  EXPECT_EQ((*d)->Stats().capacity_bytes, kDefaultFileCapacity);
+  EXPECT_EQ((*t)->Stats().capacity_bytes, kDefaultFileCapacity);
+}
+
+// Looking changes nothing: a read-only open with a tiny capacity evicts nothing, a corrupt chunk is
+// reported and left in place, and Put and Remove are refused.
+TEST(FileTierReadOnlyTest, ReadOnlyOpenNeitherEvictsNorRemoves) {
+  TempDir dir;
+  const Namespace ns = TestNamespace();
+  const uint64_t chunk_bytes = ns.layout().BytesPerChunk();
+  auto id = [&](uint32_t n) { return ChunkId::Of(ns, KeyNo(ns, n)); };
+  {
+    auto t = OpenTier("file://" + dir.path());
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    for (uint32_t n = 0; n < 4; ++n) {
+      auto payload = PayloadFor(KeyNo(ns, n), chunk_bytes);
+      OnePiece p(payload);
+      ASSERT_TRUE((*t)->Put(id(n), p.src()).ok());
+    }
+  }
+  ASSERT_TRUE(CorruptFileChunkForTesting(dir.path(), id(0)).ok());
+  auto t = OpenTier("file://" + dir.path() + "?capacity=4KiB", TierOpenOptions{.read_only = true});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE((*t)->capabilities().read_only);
+  const FileTierReport report = GetFileTierReport(**t);
+  EXPECT_TRUE(report.read_only);
+  EXPECT_EQ(report.open_evictions, 0u);
+  EXPECT_EQ((*t)->Stats().chunks, 4u);
+  for (uint32_t n = 0; n < 4; ++n) EXPECT_TRUE(std::filesystem::exists(FileChunkPathForTesting(dir.path(), id(n))));
+  std::vector<std::byte> out(chunk_bytes);
+  OnePiece p(out);
+  EXPECT_TRUE((*t)->Get(id(0), p.dst()).IsCorruption());
+  EXPECT_TRUE(std::filesystem::exists(FileChunkPathForTesting(dir.path(), id(0))));
+  EXPECT_TRUE((*t)->Get(id(1), p.dst()).ok());
+  EXPECT_EQ((*t)->Put(id(9), p.src()).code(), Code::kNotSupported);
+  EXPECT_EQ((*t)->Remove(id(1)).code(), Code::kNotSupported);
+  EXPECT_TRUE(std::filesystem::exists(FileChunkPathForTesting(dir.path(), id(1))));
+  // A directory that does not exist is an error for a read-only open, and is not created.
+  EXPECT_FALSE(OpenTier("file://" + dir.path() + "/absent", TierOpenOptions{.read_only = true}).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/absent"));
+}
+
+// A new directory is marked; a non-empty one without the mark is refused and left as it was.
+TEST(FileTierDirTest, UnmarkedDirectoryOfOtherFilesIsRefused) {
+  TempDir dir;
+  { std::ofstream(dir.path() + "/thesis.tmp.docx") << "a user's file"; }
+  auto t = OpenTier("file://" + dir.path());
+  EXPECT_EQ(t.status().code(), Code::kInvalidArgument) << t.status().ToString();
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/thesis.tmp.docx"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/" + std::string(kFileDirMarker)));
 }
 
 TEST(FileTierUrlTest, OpenFromUrlCreatesTheDirectory) {
@@ -338,6 +410,7 @@ TEST(FileTierUrlTest, OpenFromUrlCreatesTheDirectory) {
   auto t = OpenFileTier(*u);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_TRUE(std::filesystem::is_directory(dir.path() + "/sub/dir"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir.path() + "/sub/dir/" + std::string(kFileDirMarker)));
   EXPECT_EQ((*t)->Stats().capacity_bytes, 1ull << 20);
   EXPECT_FALSE(GetFileTierReport(**t).io_engine.empty());
 }

@@ -1,15 +1,18 @@
 // `kvtier verify` end to end: chunks saved through a file:// tier, one byte flipped on disk, then the
-// real executable must exit 1 and the chunk must be a miss afterwards; a sound tier exits 0.
+// real executable must exit 1 and leave the file alone; with --repair it removes it, and the chunk is a
+// miss afterwards; a sound tier exits 0.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/chunk_format.h"
-#include "file/file_layout.h"
 #include "file/file_test_util.h"
+#include "file/file_tier.h"
 #include "kvtier/tier.h"
 
 namespace kvtier {
@@ -26,6 +29,13 @@ struct CliRun {
   int exit_code = -1;
   std::string output;
 };
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 CliRun RunKvtier(const std::string& args) {
   CliRun run;
@@ -55,6 +65,9 @@ class VerifyCliTest : public ::testing::Test {
       ASSERT_TRUE(tier_->Put(ChunkId::Of(ns_, KeyNo(ns_, n)), p.src()).ok());
     }
   }
+  std::string PathOf(uint32_t n) const {
+    return internal::FileChunkPathForTesting(dir_.path(), ChunkId::Of(ns_, KeyNo(ns_, n)));
+  }
   Status Get(uint32_t n) {
     std::vector<std::byte> out(ns_.layout().BytesPerChunk());
     OnePiece p(out);
@@ -73,15 +86,25 @@ TEST_F(VerifyCliTest, SoundTierExitsZero) {
   EXPECT_NE(run.output.find("3 sound, 0 corrupt"), std::string::npos) << run.output;
 }
 
-TEST_F(VerifyCliTest, FlippedByteExitsOneAndTheChunkBecomesAMiss) {
-  const std::string path = internal::ChunkFilePath(dir_.path(), ns_.id(), KeyNo(ns_, 1));
+// Plain verify only looks: it reports the flipped chunk and exits 1 but leaves the file as it was
+// (earlier builds removed it here); --repair removes it.
+TEST_F(VerifyCliTest, FlippedByteExitsOneAndRepairMakesTheChunkAMiss) {
+  const std::string path = PathOf(1);
   FlipByte(path, internal::kChunkHeaderSize + 33);
+  const std::string damaged = ReadAll(path);
   const CliRun run = RunKvtier("verify --target '" + url_ + "'");
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("corrupt  " + ns_.Hex() + "/" + KeyNo(ns_, 1).Hex()), std::string::npos)
       << run.output;
   EXPECT_NE(run.output.find("2 sound, 1 corrupt"), std::string::npos) << run.output;
-  // verify removed the file; the tier that saved it now misses instead of loading bad bytes.
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_EQ(ReadAll(path), damaged);
+  EXPECT_EQ(RunKvtier("verify --target '" + url_ + "'").exit_code, 1);  // still there, still reported
+
+  const CliRun repair = RunKvtier("verify --repair --target '" + url_ + "'");
+  EXPECT_EQ(repair.exit_code, 1) << repair.output;
+  EXPECT_NE(repair.output.find("2 sound, 1 corrupt"), std::string::npos) << repair.output;
+  // verify --repair removed the file; the tier that saved it now misses instead of loading bad bytes.
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(Get(1).ok());
   EXPECT_TRUE(Get(1).IsNotFound());
@@ -91,7 +114,7 @@ TEST_F(VerifyCliTest, FlippedByteExitsOneAndTheChunkBecomesAMiss) {
 }
 
 TEST_F(VerifyCliTest, CorruptChunkIsAMissEvenBeforeVerifyRuns) {
-  FlipByte(internal::ChunkFilePath(dir_.path(), ns_.id(), KeyNo(ns_, 2)), internal::kChunkHeaderSize);
+  FlipByte(PathOf(2), internal::kChunkHeaderSize);
   EXPECT_TRUE(Get(2).IsCorruption());
   EXPECT_TRUE(Get(2).IsNotFound());
   EXPECT_EQ(tier_->Stats().corrupt, 1u);
@@ -104,7 +127,14 @@ TEST(VerifyCliErrors, BadUrlsExitTwo) {
     EXPECT_EQ(run.exit_code, 2) << bad << ": " << run.output;
     EXPECT_NE(run.output.find("cannot open --target"), std::string::npos) << run.output;
   }
+  // Looking at a directory that holds no tier is an error, and does not make one there.
   TempDir dir;
+  const CliRun empty = RunKvtier("inspect --json --target 'file://" + dir.path() + "'");
+  EXPECT_EQ(empty.exit_code, 2) << empty.output;
+  EXPECT_NE(empty.output.find("cannot open --target"), std::string::npos) << empty.output;
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  // An empty tier made by a writer is inspected as such.
+  ASSERT_TRUE(OpenTier("file://" + dir.path()).ok());
   const CliRun inspect = RunKvtier("inspect --json --target 'file://" + dir.path() + "'");
   EXPECT_EQ(inspect.exit_code, 0) << inspect.output;
   EXPECT_NE(inspect.output.find("\"chunks\": 0"), std::string::npos) << inspect.output;

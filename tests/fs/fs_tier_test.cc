@@ -9,6 +9,7 @@
 #include "core/chunk_format.h"
 #include "fs/fs_test_support.h"
 #include "fs/pool_layout.h"
+#include "io/dir_names.h"
 
 namespace kvtier::internal {
 namespace {
@@ -33,7 +34,7 @@ class FsTierTest : public ::testing::Test {
     auto data = PayloadFor(keys_[i], Bytes());
     return t.Put(Id(i), OnePiece(data).src());
   }
-  std::string PathOf(size_t i) const { return PoolLayout(dir_.path() + "/pool").ChunkPath(Id(i)); }
+  std::string PathOf(size_t i) const { return PoolChunkPathForTesting(dir_.path() + "/pool", Id(i)); }
 
   fstest::TempDir dir_;
   Namespace ns_ = fstest::TestNamespace();
@@ -93,7 +94,10 @@ TEST_F(FsTierTest, TemporaryFilesAreInvisible) {
   const std::string path = PathOf(3);
   ASSERT_TRUE(PutKey(*tier, 3).ok());
   ASSERT_TRUE(tier->Remove(Id(3)).ok());
-  std::ofstream(path + ".tmp.999.1") << "half a chunk";
+  // A live writer's temporary, and one of an earlier build's writers.
+  const std::filesystem::path p(path);
+  std::ofstream((p.parent_path() / MakeTempName(p.filename().string())).string()) << "half a chunk";
+  std::ofstream(path + ".tmp.999.1.2") << "half a chunk";
   EXPECT_FALSE(tier->Contains(Id(3)));
   size_t listed = 0;
   ASSERT_TRUE(tier->List([&](const ChunkInfo&) { return ++listed, true; }).ok());
@@ -196,10 +200,38 @@ TEST_F(FsTierTest, RejectsBadOptionsAndNewerPools) {
   EXPECT_TRUE(OpenFsTier(*TierUrl::Parse("fs://" + dir_.path() + "/none?create=false")).status().IsNotFound());
   auto tier = Open();
   tier.reset();
-  std::ofstream(dir_.path() + "/pool/KVTIER_POOL") << EncodePoolMeta(kPoolFormatVersion + 1);
+  std::ofstream(dir_.path() + "/pool/KVTIER_POOL") << EncodeDirMarker(PoolDirSpec(), kPoolFormatVersion + 1);
   auto again = OpenFsTier(*TierUrl::Parse("fs://" + dir_.path() + "/pool"));
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), Code::kVersionMismatch);
+}
+
+// Looking changes nothing: a read-only open runs no gc pass whatever capacity= says, refuses Put and
+// Remove, leaves a corrupt chunk in place, and never creates a pool.
+TEST_F(FsTierTest, ReadOnlyOpenChangesNothing) {
+  {
+    auto tier = Open();
+    for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(PutKey(*tier, i).ok());
+  }
+  ASSERT_TRUE(CorruptPoolChunkForTesting(dir_.path() + "/pool", Id(0)).ok());
+  auto url = TierUrl::Parse("fs://" + dir_.path() + "/pool?capacity=1KiB&neg_ttl_ms=0");
+  ASSERT_TRUE(url.ok());
+  auto ro = OpenFsTier(*url, TierOpenOptions{.read_only = true});
+  ASSERT_TRUE(ro.ok()) << ro.status().ToString();
+  EXPECT_TRUE((*ro)->capabilities().read_only);
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(std::filesystem::exists(PathOf(i))) << i;
+  std::vector<std::byte> out(Bytes());
+  EXPECT_TRUE((*ro)->Get(Id(0), OnePiece(out).dst()).IsCorruption());
+  EXPECT_TRUE(std::filesystem::exists(PathOf(0)));
+  ASSERT_TRUE((*ro)->Get(Id(1), OnePiece(out).dst()).ok());
+  EXPECT_EQ(out, PayloadFor(keys_[1], Bytes()));
+  EXPECT_EQ(PutKey(**ro, 5).code(), Code::kNotSupported);
+  EXPECT_EQ((*ro)->Remove(Id(1)).code(), Code::kNotSupported);
+  EXPECT_TRUE(std::filesystem::exists(PathOf(1)));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/pool/" + std::string(kPoolUsageName)));
+  auto missing = OpenFsTier(*TierUrl::Parse("fs://" + dir_.path() + "/none"), TierOpenOptions{.read_only = true});
+  EXPECT_TRUE(missing.status().IsNotFound()) << missing.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/none"));
 }
 
 }  // namespace

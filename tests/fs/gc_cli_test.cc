@@ -60,7 +60,8 @@ TEST_F(GcCliTest, DryRunThenEvict) {
 }
 
 TEST_F(GcCliTest, CapacityFromTheUrlAndGrace) {
-  const std::string stale = internal::PoolLayout(Pool()).ChunkPath(ChunkId::Of(ns_, keys_[0])) + ".tmp.1.2";
+  // An earlier build's temporary, an hour old.
+  const std::string stale = internal::PoolChunkPathForTesting(Pool(), ChunkId::Of(ns_, keys_[0])) + ".tmp.1.2.3";
   std::ofstream(stale) << "left behind";
   struct timespec times[2];
   ::clock_gettime(CLOCK_REALTIME, &times[0]);

@@ -9,7 +9,6 @@
 #include "fs/fs_tier.h"
 #include "fs/pool_gc.h"
 #include "fs/pool_layout.h"
-#include "fs/pool_walk.h"
 #include "fs/process_runner.h"
 
 namespace kvtier::fstest {
@@ -20,8 +19,11 @@ constexpr int kOpsPerWorker = 2000;
 
 uint64_t PoolChunkBytes(const std::string& root) {
   uint64_t total = 0;
-  EXPECT_TRUE(internal::WalkPool(internal::PoolLayout(root), [&](const internal::PoolEntry& e) {
-    if (e.kind != internal::PoolEntryKind::kOther) total += static_cast<uint64_t>(e.st.st_size);
+  auto pool = internal::OpenPool(root, internal::ChunkDirOptions{.read_only = true});
+  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  if (!pool.ok()) return total;
+  EXPECT_TRUE((*pool)->Walk([&](const internal::WalkEntry& e) {
+    if (e.kind == internal::EntryKind::kChunk || e.kind == internal::EntryKind::kTemp) total += e.stat.size;
     return true;
   }).ok());
   return total;

@@ -13,7 +13,7 @@
 #include "fs/fs_test_support.h"
 #include "fs/fs_tier.h"
 #include "fs/pool_layout.h"
-#include "fs/pool_walk.h"
+#include "io/dir_names.h"
 #include "io/fd.h"
 
 namespace kvtier::internal {
@@ -21,6 +21,12 @@ namespace {
 
 using fstest::OnePiece;
 using fstest::PayloadFor;
+
+// A fresh temporary name beside `path`, as a live writer of this process would make it.
+std::string TempBeside(const std::string& path) {
+  const std::filesystem::path p(path);
+  return (p.parent_path() / MakeTempName(p.filename().string())).string();
+}
 
 // Sets both times of `path` to `seconds_ago` before now, so recency order is fixed by the test.
 void SetAge(const std::string& path, int64_t seconds_ago) {
@@ -43,7 +49,7 @@ class PoolGcTest : public ::testing::Test {
   ChunkId Id(size_t i) const { return ChunkId::Of(ns_, keys_[i]); }
   size_t Bytes() const { return ns_.layout().BytesPerChunk(); }
   uint64_t Stored() const { return StoredChunkBytes(Bytes()); }
-  std::string PathOf(size_t i) const { return PoolLayout(Root()).ChunkPath(Id(i)); }
+  std::string PathOf(size_t i) const { return PoolChunkPathForTesting(Root(), Id(i)); }
   // Saves chunks 0..n-1, chunk i last used n-i minutes ago (chunk 0 is the least recently used).
   void Fill(size_t n) {
     for (size_t i = 0; i < n; ++i) {
@@ -54,11 +60,18 @@ class PoolGcTest : public ::testing::Test {
   }
   uint64_t PoolBytes() {
     uint64_t total = 0;
-    EXPECT_TRUE(WalkPool(PoolLayout(Root()), [&](const PoolEntry& e) {
-      if (e.kind != PoolEntryKind::kOther) total += static_cast<uint64_t>(e.st.st_size);
+    auto pool = OpenPool(Root(), ChunkDirOptions{.read_only = true});
+    EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+    if (!pool.ok()) return total;
+    EXPECT_TRUE((*pool)->Walk([&](const WalkEntry& e) {
+      if (e.kind == EntryKind::kChunk || e.kind == EntryKind::kTemp) total += e.stat.size;
       return true;
     }).ok());
     return total;
+  }
+  Result<PoolUsage> Usage() {
+    KVTIER_ASSIGN_OR_RETURN(auto pool, OpenPool(Root(), ChunkDirOptions{.read_only = true}));
+    return ReadPoolUsage(*pool);
   }
 
   fstest::TempDir dir_;
@@ -101,7 +114,7 @@ TEST_F(PoolGcTest, AReadRefreshesRecency) {
 
 TEST_F(PoolGcTest, DryRunReportsButRemovesNothing) {
   Fill(5);
-  const std::string stale = PathOf(0) + ".tmp.4242.1";
+  const std::string stale = PathOf(0) + ".tmp.4242.1.0";  // an earlier build's writer, an hour ago
   std::ofstream(stale) << "left by a dead writer";
   SetAge(stale, 3600);
   std::vector<GcAction> actions;
@@ -114,19 +127,28 @@ TEST_F(PoolGcTest, DryRunReportsButRemovesNothing) {
   for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(tier_->Contains(Id(i)));
   struct stat st;
   EXPECT_EQ(::stat(stale.c_str(), &st), 0);
-  EXPECT_TRUE(ReadPoolUsage(PoolLayout(Root())).status().IsNotFound());  // dry runs write nothing
+  EXPECT_TRUE(Usage().status().IsNotFound());  // dry runs write nothing
+  EXPECT_FALSE(std::filesystem::exists(Root() + "/" + std::string(kPoolGcLockName)));  // nor lock
+  // A dry run of a pool that does not exist fails and makes none.
+  EXPECT_TRUE(CollectPoolGarbage(dir_.path() + "/nothing", GcOptions{.dry_run = true}).status().IsNotFound());
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/nothing"));
 }
 
 TEST_F(PoolGcTest, RemovesOnlyStaleTemporaries) {
   Fill(1);
-  const std::string stale = PathOf(0) + ".tmp.1.1", fresh = PathOf(0) + ".tmp.2.2";
-  const std::string foreign = PoolLayout(Root()).ChunkDir() + "/README";
+  // kvtier's own temporaries, one past the grace and one within it, and two files that are not ours,
+  // however old: one merely has ".tmp." in its name (never removed, as earlier builds did).
+  const std::string stale = TempBeside(PathOf(0)), fresh = TempBeside(PathOf(0));
+  const std::string foreign = Root() + "/v1/README";
+  const std::string user_tmp = std::filesystem::path(PathOf(0)).parent_path().string() + "/thesis.tmp.1.2.3";
   std::ofstream(stale) << "old";
   std::ofstream(fresh) << "new";
   std::ofstream(foreign) << "not ours";
+  std::ofstream(user_tmp) << "not ours either";
   SetAge(stale, 3600);
   SetAge(fresh, 10);
   SetAge(foreign, 86400);
+  SetAge(user_tmp, 86400);
   auto r = CollectPoolGarbage(Root(), GcOptions{.max_bytes = 1ull << 40, .grace = std::chrono::seconds(600)});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->temps_removed, 1u);
@@ -136,12 +158,34 @@ TEST_F(PoolGcTest, RemovesOnlyStaleTemporaries) {
   EXPECT_NE(::stat(stale.c_str(), &st), 0);
   EXPECT_EQ(::stat(fresh.c_str(), &st), 0);
   EXPECT_EQ(::stat(foreign.c_str(), &st), 0);
+  EXPECT_EQ(::stat(user_tmp.c_str(), &st), 0);
+  EXPECT_EQ(r->skipped.foreign, 2u);
   EXPECT_TRUE(tier_->Contains(Id(0)));
+}
+
+// A chunk-named file whose size no chunk can have is corrupt: removed, never counted, so it never
+// makes good chunks be evicted.
+TEST_F(PoolGcTest, ImpossibleSizeIsCorruptAndNeverEvictsGoodChunks) {
+  Fill(3);
+  ASSERT_EQ(::truncate(PathOf(1).c_str(), 5000), 0);
+  std::vector<GcAction> actions;
+  auto r = CollectPoolGarbage(Root(), GcOptions{.max_bytes = 2 * Stored()},
+                              [&](const GcAction& a) { actions.push_back(a); });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->corrupt_removed, 1u);
+  EXPECT_EQ(r->chunks_scanned, 2u);
+  EXPECT_EQ(r->chunks_evicted, 0u);
+  ASSERT_EQ(actions.size(), 1u);
+  EXPECT_EQ(actions[0].reason, GcReason::kCorrupt);
+  EXPECT_EQ(actions[0].path, PathOf(1));
+  EXPECT_FALSE(std::filesystem::exists(PathOf(1)));
+  EXPECT_TRUE(tier_->Contains(Id(0)));
+  EXPECT_TRUE(tier_->Contains(Id(2)));
 }
 
 TEST_F(PoolGcTest, OneGcAtATime) {
   Fill(1);
-  Fd lock(::open(PoolLayout(Root()).GcLockPath().c_str(), O_RDWR | O_CREAT, 0666));
+  Fd lock(::open((Root() + "/" + std::string(kPoolGcLockName)).c_str(), O_RDWR | O_CREAT, 0666));
   ASSERT_TRUE(lock.valid());
   ASSERT_EQ(::flock(lock.get(), LOCK_EX), 0);
   auto r = CollectPoolGarbage(Root(), GcOptions{.max_bytes = 0});
@@ -152,7 +196,7 @@ TEST_F(PoolGcTest, OneGcAtATime) {
 TEST_F(PoolGcTest, RefusesMissingAndNewerPools) {
   EXPECT_TRUE(CollectPoolGarbage(dir_.path() + "/nothing", GcOptions{}).status().IsNotFound());
   Fill(1);
-  std::ofstream(PoolLayout(Root()).MetaPath()) << EncodePoolMeta(kPoolFormatVersion + 1);
+  std::ofstream(Root() + "/" + std::string(kPoolMetaName)) << EncodeDirMarker(PoolDirSpec(), kPoolFormatVersion + 1);
   EXPECT_EQ(CollectPoolGarbage(Root(), GcOptions{.max_bytes = 0}).status().code(), Code::kVersionMismatch);
   EXPECT_TRUE(tier_->Contains(Id(0)));  // an older gc never deletes a newer pool's chunks
 }

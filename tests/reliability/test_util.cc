@@ -118,7 +118,10 @@ uint64_t ResidentBytes() {
 
 std::string FileNameOf(const std::string& path) { return fs::path(path).filename().string(); }
 
-bool IsTempName(const std::string& name) { return name.find(".tmp.") != std::string::npos; }
+bool IsTempName(const std::string& name) {
+  // kvtier's temporaries (io/dir_names.h), and those of earlier builds.
+  return name.find(".kvtmp.") != std::string::npos || name.find(".tmp.") != std::string::npos;
+}
 
 bool IsChunkName(const std::string& name) {
   return !IsTempName(name) && name.size() > 4 && name.compare(name.size() - 4, 4, ".kvc") == 0;

@@ -70,7 +70,7 @@ std::vector<std::string> FilesUnder(const std::string& dir,
                                     const std::function<bool(const std::string& name)>& pred);
 // Sum of the sizes of those files.
 uint64_t BytesUnder(const std::string& dir);
-bool IsTempName(const std::string& name);   // a writer's temporary: contains ".tmp."
+bool IsTempName(const std::string& name);   // a writer's temporary: contains ".kvtmp." (or ".tmp.")
 bool IsChunkName(const std::string& name);  // a published chunk: ends in ".kvc"
 std::string FileNameOf(const std::string& path);
 
