@@ -134,7 +134,8 @@ Status FileTier::Put(const ChunkId& id, GatherList payload) {
     writing_.insert(key);
   }
   const std::string path = PathOf(key);
-  auto written = WriteChunkFileAtomic(path, TempPathFor(path), id, payload, {options_.sync});
+  auto written = WriteChunkFileAtomic(path, TempPathFor(path), id, payload,
+                                      {.sync = options_.sync, .cipher = options_.reader.cipher});
   std::lock_guard<std::mutex> lock(mu_);
   index_->Unreserve(stored);
   writing_.erase(key);
@@ -266,7 +267,7 @@ Status FileTier::Check(const ChunkInfo& info) {
     generation = e->generation;
     path = PathOf(key);
   }
-  auto header = VerifyChunkFile(path, info.id);
+  auto header = VerifyChunkFile(path, info.id, options_.reader.cipher.get());
   if (header.ok()) return Status::OK();
   const Status s = header.status();
   if (s.IsCorruption()) {
@@ -302,7 +303,7 @@ TierStats FileTier::Stats() const {
 }  // namespace
 
 Result<FileTierOptions> ParseFileTierUrl(const TierUrl& url) {
-  KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "sync", "direct", "inflight"}));
+  KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "sync", "direct", "inflight", "key_file"}));
   FileTierOptions o;
   o.dir = url.path;
   if (o.dir.empty()) {
@@ -316,6 +317,9 @@ Result<FileTierOptions> ParseFileTierUrl(const TierUrl& url) {
     return Status::InvalidArgument("file:// capacity must be positive");
   }
   if (o.reader.max_inflight_bytes == 0) return Status::InvalidArgument("file:// inflight must be positive");
+  if (auto k = url.params.find("key_file"); k != url.params.end()) {
+    KVTIER_ASSIGN_OR_RETURN(o.reader.cipher, ChunkCipher::FromKeyFile(k->second));
+  }
   return o;
 }
 

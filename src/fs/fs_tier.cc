@@ -50,7 +50,8 @@ class FsTier final : public Tier {
         direct_io_(direct_io),
         reader_(ChunkReader::Create(ReaderOptions{.max_inflight_bytes = options_.inflight_bytes,
                                                   .direct_io = direct_io,
-                                                  .use_io_uring = options_.io_uring})),
+                                                  .use_io_uring = options_.io_uring,
+                                                  .cipher = options_.cipher})),
         missing_(options_.neg_ttl, options_.neg_entries),
         touched_(options_.touch_interval, options_.neg_entries) {}
 
@@ -112,7 +113,7 @@ class FsTier final : public Tier {
 
   Status Check(const ChunkInfo& info) override {
     const std::string path = layout_.ChunkPath(info.id);
-    auto header = VerifyChunkFile(path, info.id);
+    auto header = VerifyChunkFile(path, info.id, options_.cipher.get());
     if (header.ok()) return Status::OK();
     if (header.status().IsCorruption()) RemoveCorrupt(path);
     return header.status();
@@ -187,7 +188,7 @@ Status FsTier::Put(const ChunkId& id, GatherList payload) {
   }
   Status s = Reserve(stored);
   if (s.ok()) {
-    auto written = WriteChunkFileAtomic(path, TempPathFor(path), id, payload, WriteOptions{.sync = options_.sync});
+    auto written = WriteChunkFileAtomic(path, TempPathFor(path), id, payload, WriteOptions{.sync = options_.sync, .cipher = options_.cipher});
     if (written.ok()) {
       missing_.Erase(id);
       counters_.puts.fetch_add(1, std::memory_order_relaxed);

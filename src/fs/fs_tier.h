@@ -35,6 +35,7 @@
 #include <memory>
 #include <string>
 
+#include "core/chunk_cipher.h"
 #include "kvtier/tier.h"
 
 namespace kvtier::internal {
@@ -50,6 +51,7 @@ struct FsTierOptions {
   uint64_t inflight_bytes = 256ull << 20;
   bool sync = false;
   bool create = true;
+  std::shared_ptr<const ChunkCipher> cipher;  // key_file=: encrypted chunks only (docs/encryption.md)
 };
 
 Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url);

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/chunk_cipher.h"
 #include "core/chunk_format.h"
 #include "kvtier/status.h"
 #include "kvtier/tier.h"
@@ -36,6 +37,9 @@ class AlignedBuffer {
 
 struct WriteOptions {
   bool sync = false;  // fsync the file before rename (and the directory after), for crash durability
+  // When set, the payload is encrypted and authenticated (AES-256-GCM, per-namespace key) as a v2
+  // encrypted chunk; otherwise it is written as a plain v2 chunk with per-piece xxh3-64 sums.
+  std::shared_ptr<const ChunkCipher> cipher;
 };
 
 // Writes header + payload to `tmp_path`, then renames it to `final_path`, so readers see either no
@@ -55,7 +59,10 @@ std::string TempPathFor(const std::string& final_path);
 // header, length or payload checksum are wrong or the header names another chunk than `expected`
 // (expected.layout_fingerprint == 0 skips the layout check); VersionMismatch for a newer format;
 // IOError when the storage refuses. Thread-safe.
-Result<ChunkHeader> VerifyChunkFile(const std::string& path, const ChunkId& expected);
+// With `cipher`, only encrypted chunks that authenticate under it pass (the payload is decrypted and
+// dropped); without, an encrypted chunk is Corruption.
+Result<ChunkHeader> VerifyChunkFile(const std::string& path, const ChunkId& expected,
+                                    const ChunkCipher* cipher = nullptr);
 
 // One chunk read by ChunkReader::ReadMany.
 struct ChunkRead {
@@ -71,14 +78,20 @@ struct ReaderOptions {
   bool direct_io = true;          // O_DIRECT where the filesystem accepts it
   bool use_io_uring = true;       // else (or if the kernel refuses io_uring) a pool of preadv threads
   // io_uring engine: read the payload straight into the destination when its pieces allow (with
-  // O_DIRECT: 4 KiB aligned), verifying it there; saves a copy. The destination's bytes are then
-  // unspecified when the read fails, as Tier::Get allows.
+  // O_DIRECT: 4 KiB aligned), verifying (and decrypting) it there; saves a copy. Whatever the engine,
+  // a read that fails leaves its destination zeroed.
   bool read_into_destination = true;
   unsigned fallback_threads = 4;
+  // When set, only encrypted chunks that authenticate under this key are accepted (a plain, foreign
+  // or forged chunk is Corruption) and are decrypted into the destination. When unset, an encrypted
+  // chunk is Corruption: ciphertext is never returned as data.
+  std::shared_ptr<const ChunkCipher> cipher;
 };
 
 // Reads many chunk files in parallel, verifies header and checksum of each, and copies each payload
 // into its destination. A chunk that fails verification gets Corruption (the caller removes it).
+// Every read whose status is not OK has its destination zeroed, so no byte of a bad, foreign or
+// partly read chunk reaches the caller.
 // Thread-safe: ReadMany may run on many threads at once; the in-flight byte bound is per reader.
 class ChunkReader {
  public:

@@ -59,26 +59,76 @@ Status SyncDir(const std::string& path) {
   return Status::OK();
 }
 
+// Writes `len` bytes at `offset`, resuming after short writes.
+Status PwriteAll(int fd, const std::byte* data, size_t len, uint64_t offset, const std::string& path) {
+  for (size_t done = 0; done < len;) {
+    const ssize_t n = ::pwrite(fd, data + done, len - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "write " + path);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+const std::array<std::byte, kChunkAlign>& Zeros() {
+  static const std::array<std::byte, kChunkAlign> kZeros{};
+  return kZeros;
+}
+
+// A plain v2 chunk: per-piece xxh3-64 sums, then header + payload + padding in one writev.
+Status WritePlainBody(int fd, const std::string& path, const ChunkId& id, GatherList payload) {
+  ChunkHeader header = NewChunkHeader(id, TotalBytes(payload), /*encrypted=*/false);
+  std::vector<std::span<const std::byte>> piece;
+  for (uint32_t i = 0; i < header.piece_count; ++i) {
+    SubList(payload, header.PieceOffset(i), header.PieceLength(i), piece);
+    header.piece_sums[i] = PayloadChecksum(GatherList(piece));
+  }
+  std::array<std::byte, kChunkHeaderSize> head;
+  EncodeChunkHeader(header, head);
+  std::vector<iovec> iov;
+  iov.reserve(payload.size() + 2);
+  iov.push_back({head.data(), head.size()});
+  for (const auto& p : payload) {
+    if (!p.empty()) iov.push_back({const_cast<std::byte*>(p.data()), p.size()});
+  }
+  const size_t pad = AlignUp(header.payload_bytes) - header.payload_bytes;
+  if (pad > 0) iov.push_back({const_cast<std::byte*>(Zeros().data()), pad});
+  return WriteAll(fd, std::move(iov), path);
+}
+
+// An encrypted v2 chunk: each piece sealed into a piece-sized buffer and written at its offset, then
+// the padding, then the header (which carries the tags) at offset 0.
+Status WriteEncryptedBody(int fd, const std::string& path, const ChunkId& id, GatherList payload,
+                          const ChunkCipher& cipher) {
+  ChunkHeader header = NewChunkHeader(id, TotalBytes(payload), /*encrypted=*/true);
+  KVTIER_ASSIGN_OR_RETURN(header.nonce_base, ChunkCipher::RandomNonceBase());
+  NamespaceKey key;
+  KVTIER_RETURN_IF_ERROR(cipher.DeriveKey(id.ns, &key));
+  AlignedBuffer buf = AlignedBuffer::Allocate(std::max<uint64_t>(header.PieceLength(0), kChunkAlign));
+  if (buf.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
+  std::vector<std::span<const std::byte>> piece;
+  for (uint32_t i = 0; i < header.piece_count; ++i) {
+    const uint64_t len = header.PieceLength(i);
+    SubList(payload, header.PieceOffset(i), len, piece);
+    KVTIER_RETURN_IF_ERROR(SealPiece(&header, key, i, piece, {buf.data(), len}));
+    KVTIER_RETURN_IF_ERROR(PwriteAll(fd, buf.data(), len, kChunkHeaderSize + header.PieceOffset(i), path));
+  }
+  const size_t pad = AlignUp(header.payload_bytes) - header.payload_bytes;
+  KVTIER_RETURN_IF_ERROR(PwriteAll(fd, Zeros().data(), pad, kChunkHeaderSize + header.payload_bytes, path));
+  std::array<std::byte, kChunkHeaderSize> head;
+  EncodeChunkHeader(header, head);
+  return PwriteAll(fd, head.data(), head.size(), 0, path);
+}
+
 Status WriteTemp(const std::string& tmp_path, const ChunkId& id, GatherList payload,
                  const WriteOptions& options) {
   Fd fd(::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (!fd.valid()) return Status::FromErrno(errno, "create " + tmp_path);
-  ChunkHeader header;
-  header.id = id;
-  header.payload_bytes = TotalBytes(payload);
-  header.payload_checksum = PayloadChecksum(payload);
-  std::array<std::byte, kChunkHeaderSize> head;
-  EncodeChunkHeader(header, head);
-  static const std::array<std::byte, kChunkAlign> kZeros{};
-  std::vector<iovec> iov;
-  iov.reserve(payload.size() + 2);
-  iov.push_back({head.data(), head.size()});
-  for (const auto& piece : payload) {
-    if (!piece.empty()) iov.push_back({const_cast<std::byte*>(piece.data()), piece.size()});
-  }
-  const size_t pad = AlignUp(header.payload_bytes) - header.payload_bytes;
-  if (pad > 0) iov.push_back({const_cast<std::byte*>(kZeros.data()), pad});
-  KVTIER_RETURN_IF_ERROR(WriteAll(fd.get(), std::move(iov), tmp_path));
+  KVTIER_RETURN_IF_ERROR(options.cipher != nullptr
+                             ? WriteEncryptedBody(fd.get(), tmp_path, id, payload, *options.cipher)
+                             : WritePlainBody(fd.get(), tmp_path, id, payload));
   if (options.sync && ::fdatasync(fd.get()) != 0) return Status::FromErrno(errno, "fsync " + tmp_path);
   if (fd.Close() != 0) return Status::FromErrno(errno, "close " + tmp_path);
   return Status::OK();
@@ -97,7 +147,7 @@ std::string TempPathFor(const std::string& final_path) {
 Result<uint64_t> WriteChunkFileAtomic(const std::string& final_path, const std::string& tmp_path,
                                       const ChunkId& id, GatherList payload,
                                       const WriteOptions& options) {
-  if (TotalBytes(payload) > (4ull << 30)) return Status::InvalidArgument("chunk payload over 4 GiB");
+  if (TotalBytes(payload) > kMaxChunkPayload) return Status::InvalidArgument("chunk payload over 4 GiB");
   KVTIER_RETURN_IF_ERROR(EnsureParentDir(final_path));
   KVTIER_RETURN_IF_ERROR(EnsureParentDir(tmp_path));
   Status s = WriteTemp(tmp_path, id, payload, options);

@@ -44,6 +44,7 @@ struct Batch {
 void PreadvReader::ReadMany(std::span<ChunkRead> reads) {
   if (reads.size() <= 1) {
     for (ChunkRead& r : reads) ReadOne(r);
+    ZeroFailedReads(reads);
     return;
   }
   Batch batch;
@@ -64,10 +65,11 @@ void PreadvReader::ReadMany(std::span<ChunkRead> reads) {
   drain();
   std::unique_lock<std::mutex> lock(batch.mu);
   batch.cv.wait(lock, [&] { return batch.helpers_running == 0; });
+  ZeroFailedReads(reads);
 }
 
 void PreadvReader::ReadOne(ChunkRead& read) {
-  ReadChunkSync(read, options_.direct_io, budget_, buffers_);
+  ReadChunkSync(read, options_.direct_io, budget_, buffers_, options_.cipher.get());
 }
 
 }  // namespace

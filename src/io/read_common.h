@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -35,16 +36,46 @@ Result<uint64_t> PreadAll(int fd, std::byte* buf, uint64_t len, const std::strin
 // The same from file offset `offset`.
 Result<uint64_t> PreadAt(int fd, std::byte* buf, uint64_t len, uint64_t offset, const std::string& path);
 
+// Verifies a chunk's payload piece by piece against its decoded header: plain pieces by xxh3-64,
+// encrypted ones by AES-GCM, decrypting them. Pieces are independent: Piece() may run for different
+// pieces on different threads at once, in any order, as they land.
+class PayloadVerifier {
+ public:
+  // Corruption when the chunk's protection does not match the reader's: an encrypted chunk without a
+  // cipher, or a plain chunk (v1 or v2) when the reader has one.
+  static Result<std::unique_ptr<PayloadVerifier>> Make(ChunkHeader header, const ChunkCipher* cipher);
+
+  const ChunkHeader& header() const { return header_; }
+  uint32_t pieces() const { return header_.pieces(); }
+  // Checks piece `i` of `src` (the whole stored payload) and leaves its verified plaintext at the same
+  // offsets of `dst` (the whole destination). `in_place`: src and dst are the same memory.
+  Status Piece(uint32_t i, GatherList src, ScatterList dst, bool in_place) const;
+  // The same where `in` and `out` hold piece `i` alone (e.g. a scrubber reading one piece at a time).
+  Status PieceBytes(uint32_t i, GatherList in, ScatterList out, bool in_place) const;
+  // Every piece, in order; stops at the first failure.
+  Status All(GatherList src, ScatterList dst, bool in_place) const;
+
+ private:
+  PayloadVerifier(ChunkHeader header, std::unique_ptr<NamespaceKey> key)
+      : header_(std::move(header)), key_(std::move(key)) {}
+  ChunkHeader header_;
+  std::unique_ptr<NamespaceKey> key_;  // set for an encrypted chunk
+};
+
 // Checks `image` (the first bytes of a chunk file of `file_size` bytes) against `expected` and copies
-// the verified payload into `dst`. Corruption for a bad header, payload or length; VersionMismatch
-// for a newer format; InvalidArgument when `dst` does not match the stored payload size.
+// the verified payload into `dst` (decrypting it with `cipher` when set). Corruption for a bad header,
+// payload, tag or length; VersionMismatch for a newer format; InvalidArgument when `dst` does not
+// match the stored payload size. `dst` is not zeroed on failure: the reader does that.
 Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, const ChunkId& expected,
-                        ScatterList dst);
+                        ScatterList dst, const ChunkCipher* cipher);
 
 // The same for a chunk whose payload was read straight into `dst`: checks `header` (the file's first
-// kChunkHeaderSize bytes), that `valid_bytes` of the file were read, and the checksum of `dst` in place.
+// kChunkHeaderSize bytes), that `valid_bytes` of the file were read, and the payload in place.
 Status VerifyInPlace(std::span<const std::byte> header, uint64_t file_size, uint64_t valid_bytes,
-                     const ChunkId& expected, ScatterList dst);
+                     const ChunkId& expected, ScatterList dst, const ChunkCipher* cipher);
+
+// Zeroes the destination of every read that did not succeed.
+void ZeroFailedReads(std::span<ChunkRead> reads);
 
 // A cache of freed aligned buffers, so steady reads do not fault fresh pages in for every chunk.
 // Holds at most `max_cached_bytes`. Thread-safe.
@@ -65,6 +96,7 @@ class BufferPool {
 // Reads, verifies and copies out one chunk on the calling thread; sets read.status and
 // read.stored_bytes. Takes its bytes from `budget` while it holds the buffer.
 // REQUIRES: the caller holds no bytes of `budget`.
-void ReadChunkSync(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers);
+void ReadChunkSync(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers,
+                   const ChunkCipher* cipher);
 
 }  // namespace kvtier::internal
