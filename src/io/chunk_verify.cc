@@ -32,6 +32,9 @@ Result<ChunkHeader> VerifyChunkFile(const std::string& path, const ChunkId& expe
   if (got < kChunkHeaderSize) return Status::Corruption("chunk truncated: " + path + " has no full header");
   KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, DecodeChunkHeader(buf));
   KVTIER_RETURN_IF_ERROR(CheckChunkHeader(header, expected, file_size));
+  if (file_size != StoredChunkBytes(header.payload_bytes)) {
+    return Status::Corruption("chunk file " + path + " has the wrong size for its payload");
+  }
   KVTIER_ASSIGN_OR_RETURN(auto verifier, PayloadVerifier::Make(header, cipher));
   // v2: one piece at a time (at most 32 MiB, for the largest payloads); v1: streamed in kScrubPiece steps.
   const bool v1 = header.version == kChunkFormatV1;

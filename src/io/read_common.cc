@@ -79,6 +79,10 @@ Result<ChunkHeader> CheckReadHeader(std::span<const std::byte> header_bytes, uin
                                     uint64_t valid_bytes, const ChunkId& expected, uint64_t want) {
   KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, DecodeChunkHeader(header_bytes));
   KVTIER_RETURN_IF_ERROR(CheckChunkHeader(header, expected, file_size));
+  if (file_size != StoredChunkBytes(header.payload_bytes)) {  // extended or cut short behind our back
+    return Status::Corruption("chunk file holds " + std::to_string(file_size) + " bytes, a chunk of this payload " +
+                              std::to_string(StoredChunkBytes(header.payload_bytes)));
+  }
   if (header.payload_bytes != want) {
     return Status::InvalidArgument("destination holds " + std::to_string(want) +
                                    " bytes but the stored chunk has " +
