@@ -39,7 +39,7 @@ struct WriteOptions {
   bool sync = false;  // fsync the file before rename (and the directory after), for crash durability
   // When set, the payload is encrypted and authenticated (AES-256-GCM, per-namespace key) as a v2
   // encrypted chunk; otherwise it is written as a plain v2 chunk with per-piece xxh3-64 sums.
-  std::shared_ptr<const ChunkCipher> cipher;
+  std::shared_ptr<const ChunkCipher> cipher = nullptr;
 };
 
 // Writes header + payload to `tmp_path`, then renames it to `final_path`, so readers see either no
@@ -82,10 +82,13 @@ struct ReaderOptions {
   // a read that fails leaves its destination zeroed.
   bool read_into_destination = true;
   unsigned fallback_threads = 4;
+  // Threads (besides the reading thread) that verify or decrypt the pieces of one chunk in parallel;
+  // 0 keeps it on the reading thread. Only chunks of two or more pieces (over 1 MiB) use them.
+  unsigned verify_threads = 0;
   // When set, only encrypted chunks that authenticate under this key are accepted (a plain, foreign
   // or forged chunk is Corruption) and are decrypted into the destination. When unset, an encrypted
   // chunk is Corruption: ciphertext is never returned as data.
-  std::shared_ptr<const ChunkCipher> cipher;
+  std::shared_ptr<const ChunkCipher> cipher = nullptr;
 };
 
 // Reads many chunk files in parallel, verifies header and checksum of each, and copies each payload

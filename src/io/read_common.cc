@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -139,19 +141,51 @@ Status PayloadVerifier::PieceBytes(uint32_t i, GatherList in, ScatterList out, b
   return Status::OK();
 }
 
-Status PayloadVerifier::All(GatherList src, ScatterList dst, bool in_place) const {
-  for (uint32_t i = 0; i < pieces(); ++i) KVTIER_RETURN_IF_ERROR(Piece(i, src, dst, in_place));
-  return Status::OK();
+Status PayloadVerifier::All(GatherList src, ScatterList dst, bool in_place, ThreadPool* pool) const {
+  const uint32_t n = pieces();
+  if (pool == nullptr || pool->size() == 0 || n < 2) {
+    for (uint32_t i = 0; i < n; ++i) KVTIER_RETURN_IF_ERROR(Piece(i, src, dst, in_place));
+    return Status::OK();
+  }
+  // Helpers that start after every piece is claimed touch only `shared`, which they keep alive; a
+  // claimed piece is always finished before this call returns, so `src`, `dst` and `this` outlive it.
+  struct Shared {
+    std::atomic<uint32_t> next{0};
+    std::mutex mu;
+    std::condition_variable cv;
+    uint32_t done = 0;  // guarded by mu
+    Status first;       // guarded by mu
+  };
+  auto shared = std::make_shared<Shared>();
+  auto work = [this, src, dst, in_place, n](Shared& sh) {
+    for (uint32_t i; (i = sh.next.fetch_add(1)) < n;) {
+      Status st = Piece(i, src, dst, in_place);
+      std::lock_guard<std::mutex> lock(sh.mu);
+      if (!st.ok() && sh.first.ok()) sh.first = std::move(st);
+      if (++sh.done == n) sh.cv.notify_all();
+    }
+  };
+  const uint32_t helpers = std::min<uint32_t>(pool->size(), n - 1);
+  for (uint32_t h = 0; h < helpers; ++h) pool->Schedule([shared, work] { work(*shared); });
+  work(*shared);
+  std::unique_lock<std::mutex> lock(shared->mu);
+  shared->cv.wait(lock, [&] { return shared->done == n; });
+  return shared->first;
+}
+
+std::unique_ptr<ThreadPool> MakeVerifyPool(const ReaderOptions& options) {
+  if (options.verify_threads == 0) return nullptr;
+  return std::make_unique<ThreadPool>(options.verify_threads);
 }
 
 Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, const ChunkId& expected,
-                        ScatterList dst, const ChunkCipher* cipher) {
+                        ScatterList dst, const ChunkCipher* cipher, ThreadPool* pool) {
   const uint64_t want = TotalBytes(dst);
   KVTIER_ASSIGN_OR_RETURN(ChunkHeader header,
                           CheckReadHeader(image, file_size, image.size(), expected, want));
   KVTIER_ASSIGN_OR_RETURN(auto verifier, PayloadVerifier::Make(std::move(header), cipher));
   const std::span<const std::byte> payload = image.subspan(kChunkHeaderSize, want);
-  return verifier->All(GatherList(&payload, 1), dst, /*in_place=*/false);
+  return verifier->All(GatherList(&payload, 1), dst, /*in_place=*/false, pool);
 }
 
 void ZeroFailedReads(std::span<ChunkRead> reads) {
@@ -166,7 +200,7 @@ void ZeroFailedReads(std::span<ChunkRead> reads) {
 namespace {
 
 Status ReadSyncVerified(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers,
-                        const ChunkCipher* cipher) {
+                        const ChunkCipher* cipher, ThreadPool* pool) {
   KVTIER_ASSIGN_OR_RETURN(OpenedChunk chunk, OpenChunk(read.path, TotalBytes(read.dst), direct));
   read.stored_bytes = chunk.file_size;
   budget.Acquire(chunk.read_len);
@@ -183,7 +217,7 @@ Status ReadSyncVerified(ChunkRead& read, bool direct, ByteBudget& budget, Buffer
     if (s.ok()) s = got.status();
     if (s.ok()) {
       const uint64_t valid = std::min(*got, chunk.file_size);
-      s = VerifyAndScatter({buf.data(), valid}, chunk.file_size, read.expected, read.dst, cipher);
+      s = VerifyAndScatter({buf.data(), valid}, chunk.file_size, read.expected, read.dst, cipher, pool);
     }
   }
   buffers.Put(std::move(buf));
@@ -194,18 +228,19 @@ Status ReadSyncVerified(ChunkRead& read, bool direct, ByteBudget& budget, Buffer
 }  // namespace
 
 void ReadChunkSync(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers,
-                   const ChunkCipher* cipher) {
+                   const ChunkCipher* cipher, ThreadPool* pool) {
   read.stored_bytes = 0;
-  read.status = ReadSyncVerified(read, direct, budget, buffers, cipher);
+  read.status = ReadSyncVerified(read, direct, budget, buffers, cipher, pool);
 }
 
 Status VerifyInPlace(std::span<const std::byte> header_bytes, uint64_t file_size, uint64_t valid_bytes,
-                     const ChunkId& expected, ScatterList dst, const ChunkCipher* cipher) {
+                     const ChunkId& expected, ScatterList dst, const ChunkCipher* cipher,
+                     ThreadPool* pool) {
   KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, CheckReadHeader(header_bytes, file_size, valid_bytes,
                                                               expected, TotalBytes(dst)));
   KVTIER_ASSIGN_OR_RETURN(auto verifier, PayloadVerifier::Make(std::move(header), cipher));
   std::vector<std::span<const std::byte>> src(dst.begin(), dst.end());
-  return verifier->All(src, dst, /*in_place=*/true);
+  return verifier->All(src, dst, /*in_place=*/true, pool);
 }
 
 AlignedBuffer BufferPool::Get(uint64_t size) {

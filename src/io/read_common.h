@@ -12,6 +12,7 @@
 #include "io/byte_budget.h"
 #include "io/chunk_io.h"
 #include "io/fd.h"
+#include "io/thread_pool.h"
 
 namespace kvtier::internal {
 
@@ -52,8 +53,10 @@ class PayloadVerifier {
   Status Piece(uint32_t i, GatherList src, ScatterList dst, bool in_place) const;
   // The same where `in` and `out` hold piece `i` alone (e.g. a scrubber reading one piece at a time).
   Status PieceBytes(uint32_t i, GatherList in, ScatterList out, bool in_place) const;
-  // Every piece, in order; stops at the first failure.
-  Status All(GatherList src, ScatterList dst, bool in_place) const;
+  // Every piece. With `pool` and more than one piece, pieces are claimed by the calling thread and up
+  // to pool->size() helpers at once; the call returns when every piece is done. Otherwise in order,
+  // stopping at the first failure.
+  Status All(GatherList src, ScatterList dst, bool in_place, ThreadPool* pool = nullptr) const;
 
  private:
   PayloadVerifier(ChunkHeader header, std::unique_ptr<NamespaceKey> key)
@@ -67,12 +70,13 @@ class PayloadVerifier {
 // payload, tag or length; VersionMismatch for a newer format; InvalidArgument when `dst` does not
 // match the stored payload size. `dst` is not zeroed on failure: the reader does that.
 Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, const ChunkId& expected,
-                        ScatterList dst, const ChunkCipher* cipher);
+                        ScatterList dst, const ChunkCipher* cipher, ThreadPool* pool = nullptr);
 
 // The same for a chunk whose payload was read straight into `dst`: checks `header` (the file's first
 // kChunkHeaderSize bytes), that `valid_bytes` of the file were read, and the payload in place.
 Status VerifyInPlace(std::span<const std::byte> header, uint64_t file_size, uint64_t valid_bytes,
-                     const ChunkId& expected, ScatterList dst, const ChunkCipher* cipher);
+                     const ChunkId& expected, ScatterList dst, const ChunkCipher* cipher,
+                     ThreadPool* pool = nullptr);
 
 // Zeroes the destination of every read that did not succeed.
 void ZeroFailedReads(std::span<ChunkRead> reads);
@@ -97,6 +101,10 @@ class BufferPool {
 // read.stored_bytes. Takes its bytes from `budget` while it holds the buffer.
 // REQUIRES: the caller holds no bytes of `budget`.
 void ReadChunkSync(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers,
-                   const ChunkCipher* cipher);
+                   const ChunkCipher* cipher, ThreadPool* pool = nullptr);
+
+// The pool that verifies the pieces of one chunk in parallel (ReaderOptions::verify_threads), or
+// nullptr when verification stays on the reading thread.
+std::unique_ptr<ThreadPool> MakeVerifyPool(const ReaderOptions& options);
 
 }  // namespace kvtier::internal

@@ -304,7 +304,7 @@ TEST(CryptoReaders, FailedReadsZeroTheDestinationInEveryEngine) {
   ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
   const Namespace ns = MakeNamespace("tenant-a");
   const ChunkId id = ChunkId::Of(ns, Keys(ns, 1, 9)[0]);
-  const size_t bytes = 8192;  // 4 KiB multiples: eligible for reading in place
+  const size_t bytes = 3u << 20;  // three pieces, 4 KiB multiples: eligible for reading in place
   const std::vector<std::byte> payload = PayloadFor(id, bytes);
   const std::span<const std::byte> src(payload);
   const std::string good = tmp.path() + "/good.kvc", forged = tmp.path() + "/forged.kvc";
@@ -312,32 +312,36 @@ TEST(CryptoReaders, FailedReadsZeroTheDestinationInEveryEngine) {
   wo.cipher = *cipher;
   ASSERT_TRUE(internal::WriteChunkFileAtomic(good, good + ".tmp", id, GatherList(&src, 1), wo).ok());
   fs::copy_file(good, forged);
-  EditHeader(forged, [](internal::ChunkHeader&, Bytes& b) { b[internal::kChunkHeaderSize + 4100] ^= 1; });
+  // The last piece changed: with parallel verification the failing piece is not the first one checked.
+  EditHeader(forged, [](internal::ChunkHeader&, Bytes& b) { b[b.size() - 5000] ^= 1; });
+  alignas(4096) static std::byte aligned[2][3u << 20];
   for (bool uring : {true, false}) {
     for (bool in_place : {true, false}) {
-      internal::ReaderOptions o;
-      o.direct_io = false;
-      o.use_io_uring = uring;
-      o.read_into_destination = in_place;
-      o.cipher = *cipher;
-      auto reader = internal::ChunkReader::Create(o);
-      std::vector<std::byte> ok_buf(bytes, kPattern), bad_buf(bytes, kPattern);
-      alignas(4096) static std::byte aligned[2][8192];
-      std::fill(std::begin(aligned[0]), std::end(aligned[0]), kPattern);
-      std::fill(std::begin(aligned[1]), std::end(aligned[1]), kPattern);
-      const std::span<std::byte> a(aligned[0]), b(aligned[1]);
-      internal::ChunkRead reads[2];
-      reads[0].path = good;
-      reads[1].path = forged;
-      reads[0].expected = reads[1].expected = id;
-      reads[0].dst = ScatterList(&a, 1);
-      reads[1].dst = ScatterList(&b, 1);
-      reader->ReadMany(reads);
-      EXPECT_TRUE(reads[0].status.ok()) << reader->engine() << ": " << reads[0].status.ToString();
-      EXPECT_TRUE(std::equal(a.begin(), a.end(), payload.begin()));
-      EXPECT_TRUE(reads[1].status.IsCorruption()) << reader->engine();
-      EXPECT_TRUE(std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{0}; }))
-          << reader->engine() << " in_place=" << in_place;
+      for (unsigned verify_threads : {0u, 2u}) {
+        internal::ReaderOptions o;
+        o.direct_io = false;
+        o.use_io_uring = uring;
+        o.read_into_destination = in_place;
+        o.verify_threads = verify_threads;
+        o.cipher = *cipher;
+        auto reader = internal::ChunkReader::Create(o);
+        std::fill(std::begin(aligned[0]), std::end(aligned[0]), kPattern);
+        std::fill(std::begin(aligned[1]), std::end(aligned[1]), kPattern);
+        const std::span<std::byte> a(aligned[0]), b(aligned[1]);
+        internal::ChunkRead reads[2];
+        reads[0].path = good;
+        reads[1].path = forged;
+        reads[0].expected = reads[1].expected = id;
+        reads[0].dst = ScatterList(&a, 1);
+        reads[1].dst = ScatterList(&b, 1);
+        reader->ReadMany(reads);
+        const std::string where = std::string(reader->engine()) + " in_place=" + std::to_string(in_place) +
+                                  " verify_threads=" + std::to_string(verify_threads);
+        EXPECT_TRUE(reads[0].status.ok()) << where << ": " << reads[0].status.ToString();
+        EXPECT_TRUE(std::equal(a.begin(), a.end(), payload.begin())) << where;
+        EXPECT_TRUE(reads[1].status.IsCorruption()) << where;
+        EXPECT_TRUE(std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{0}; })) << where;
+      }
     }
   }
 }
