@@ -51,7 +51,7 @@ struct FsTierOptions {
   uint64_t inflight_bytes = 256ull << 20;
   bool sync = false;
   bool create = true;
-  std::shared_ptr<const ChunkCipher> cipher;  // key_file=: encrypted chunks only (docs/encryption.md)
+  std::shared_ptr<const ChunkCipher> cipher = nullptr;  // key_file=: encrypted chunks only (docs/encryption.md)
 };
 
 Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url);

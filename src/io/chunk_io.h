@@ -79,7 +79,7 @@ struct ReaderOptions {
   bool use_io_uring = true;       // else (or if the kernel refuses io_uring) a pool of preadv threads
   // io_uring engine: read the payload straight into the destination when its pieces allow (with
   // O_DIRECT: 4 KiB aligned), verifying (and decrypting) it there; saves a copy. Whatever the engine,
-  // a read that fails leaves its destination zeroed.
+  // a read that fails (other than NotFound) leaves its destination zeroed.
   bool read_into_destination = true;
   unsigned fallback_threads = 4;
   // Threads (besides the reading thread) that verify or decrypt the pieces of one chunk in parallel;
@@ -93,8 +93,8 @@ struct ReaderOptions {
 
 // Reads many chunk files in parallel, verifies header and checksum of each, and copies each payload
 // into its destination. A chunk that fails verification gets Corruption (the caller removes it).
-// Every read whose status is not OK has its destination zeroed, so no byte of a bad, foreign or
-// partly read chunk reaches the caller.
+// Every read that fails with a status other than NotFound (a missing file: nothing read) has its
+// destination zeroed, so no byte of a bad, foreign or partly read chunk reaches the caller.
 // Thread-safe: ReadMany may run on many threads at once; the in-flight byte bound is per reader.
 class ChunkReader {
  public:

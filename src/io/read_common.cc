@@ -190,7 +190,8 @@ Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, co
 
 void ZeroFailedReads(std::span<ChunkRead> reads) {
   for (ChunkRead& r : reads) {
-    if (r.status.ok()) continue;
+    // NotFound comes only from open: nothing was read, the destination holds the caller's own bytes.
+    if (r.status.ok() || r.status.IsNotFound()) continue;
     for (const auto& piece : r.dst) {
       if (!piece.empty()) std::memset(piece.data(), 0, piece.size());
     }

@@ -78,7 +78,8 @@ Status VerifyInPlace(std::span<const std::byte> header, uint64_t file_size, uint
                      const ChunkId& expected, ScatterList dst, const ChunkCipher* cipher,
                      ThreadPool* pool = nullptr);
 
-// Zeroes the destination of every read that did not succeed.
+// Zeroes the destination of every read that failed after its file was opened (any status but OK and
+// NotFound; a NotFound read wrote nothing).
 void ZeroFailedReads(std::span<ChunkRead> reads);
 
 // A cache of freed aligned buffers, so steady reads do not fault fresh pages in for every chunk.
