@@ -12,21 +12,66 @@ namespace {
 using kvtier::internal::ChunkHeader;
 using kvtier::internal::kChunkHeaderSize;
 
-std::vector<std::byte> MakeChunk(size_t payload_bytes, uint8_t fill) {
+kvtier::ChunkId SeedId() {
+  kvtier::ChunkId id;
+  for (int i = 0; i < 32; ++i) {
+    id.ns[i] = static_cast<uint8_t>(i);
+    id.key.bytes[i] = static_cast<uint8_t>(255 - i);
+  }
+  id.layout_fingerprint = 0x1234567890abcdefull;
+  return id;
+}
+
+std::vector<std::byte> Payload(size_t payload_bytes, uint8_t fill) {
   std::vector<std::byte> payload(payload_bytes);
   for (size_t i = 0; i < payload_bytes; ++i) payload[i] = std::byte(fill + i * 7);
+  return payload;
+}
+
+std::vector<std::byte> Assemble(const ChunkHeader& h, const std::vector<std::byte>& payload) {
+  std::vector<std::byte> out(kChunkHeaderSize + payload.size());
+  kvtier::internal::EncodeChunkHeader(h, std::span<std::byte, kChunkHeaderSize>(out.data(), kChunkHeaderSize));
+  if (!payload.empty()) std::memcpy(out.data() + kChunkHeaderSize, payload.data(), payload.size());
+  return out;
+}
+
+// A v1 chunk (the format older builds wrote).
+std::vector<std::byte> MakeChunk(size_t payload_bytes, uint8_t fill) {
+  const std::vector<std::byte> payload = Payload(payload_bytes, fill);
   ChunkHeader h;
-  for (int i = 0; i < 32; ++i) {
-    h.id.ns[i] = static_cast<uint8_t>(i);
-    h.id.key.bytes[i] = static_cast<uint8_t>(255 - i);
-  }
-  h.id.layout_fingerprint = 0x1234567890abcdefull;
+  h.version = kvtier::internal::kChunkFormatV1;
+  h.id = SeedId();
   h.payload_bytes = payload_bytes;
   h.payload_checksum = kvtier::internal::PayloadChecksum(std::span<const std::byte>(payload));
-  std::vector<std::byte> out(kChunkHeaderSize + payload_bytes);
-  kvtier::internal::EncodeChunkHeader(h, std::span<std::byte, kChunkHeaderSize>(out.data(), kChunkHeaderSize));
-  std::memcpy(out.data() + kChunkHeaderSize, payload.data(), payload_bytes);
-  return out;
+  return Assemble(h, payload);
+}
+
+// A plain v2 chunk, or an encrypted one under a fixed seed key.
+std::vector<std::byte> MakeV2Chunk(size_t payload_bytes, uint8_t fill, bool encrypted) {
+  namespace ki = kvtier::internal;
+  std::vector<std::byte> payload = Payload(payload_bytes, fill);
+  ChunkHeader h = ki::NewChunkHeader(SeedId(), payload_bytes, encrypted);
+  const std::span<const std::byte> all(payload);
+  if (!encrypted) {
+    for (uint32_t i = 0; i < h.piece_count; ++i) {
+      h.piece_sums[i] = ki::PayloadChecksum(all.subspan(h.PieceOffset(i), h.PieceLength(i)));
+    }
+    return Assemble(h, payload);
+  }
+  std::vector<std::byte> material(32, std::byte{0x5a});
+  auto cipher = ki::ChunkCipher::FromKeyMaterial(material);
+  ki::NamespaceKey key;
+  if (!cipher.ok() || !(*cipher)->DeriveKey(h.id.ns, &key).ok()) return {};
+  for (int i = 0; i < 12; ++i) h.nonce_base[i] = std::byte(0x10 + i);  // seeds are reproducible
+  std::vector<std::byte> sealed(payload_bytes);
+  for (uint32_t i = 0; i < h.piece_count; ++i) {
+    const auto piece = all.subspan(h.PieceOffset(i), h.PieceLength(i));
+    if (!ki::SealPiece(&h, key, i, kvtier::GatherList(&piece, 1),
+                       std::span(sealed).subspan(h.PieceOffset(i), h.PieceLength(i))).ok()) {
+      return {};
+    }
+  }
+  return Assemble(h, sealed);
 }
 
 void Write(const std::string& path, uint8_t mode, const std::vector<std::byte>& bytes) {
@@ -62,6 +107,16 @@ int main(int argc, char** argv) {
     auto repaired = MakeChunk(128, 6);
     repaired[8] = std::byte{2};  // version 2: reached only in repair mode
     Write(t + "seed-repair-version", 1, repaired);
+    Write(t + "seed-v2-valid-64", 0, MakeV2Chunk(64, 7, false));
+    Write(t + "seed-v2-valid-8192", 0, MakeV2Chunk(8192, 8, false));
+    Write(t + "seed-v2-empty-payload", 0, MakeV2Chunk(0, 9, false));
+    Write(t + "seed-v2-encrypted-4096", 0, MakeV2Chunk(4096, 10, true));
+    auto v2flip = MakeV2Chunk(4096, 11, false);
+    v2flip[kChunkHeaderSize + 100] ^= std::byte{0x01};
+    Write(t + "seed-v2-payload-flip", 0, v2flip);
+    auto v2repair = MakeV2Chunk(256, 12, false);
+    v2repair[130] ^= std::byte{0x01};  // a piece sum changed: reached only in v2 repair mode
+    Write(t + "seed-v2-repair-table", 2, v2repair);
   }
   return 0;
 }

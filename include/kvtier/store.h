@@ -42,6 +42,11 @@ struct StoreOptions {
   uint64_t save_queue_bytes = 1ull << 30;
   uint32_t save_queue_chunks = 4096;
   uint32_t background_threads = 2;
+  // Absolute path of a key file (32 raw bytes or 64 hex characters, mode 0600 or stricter). When set,
+  // every file:// and fs:// tier stores AES-256-GCM encrypted, authenticated chunks under a key
+  // derived per namespace, and accepts no others (docs/encryption.md). Added to those URLs as
+  // key_file=; a URL that names a different key_file is refused. Never logged.
+  std::string key_file;
 };
 
 struct StoreStats {
@@ -74,6 +79,8 @@ class Store {
   // Reads chunks 0..n-1 in parallel from the fastest tier holding each, verifies them, and writes
   // chunk i into dsts[i] (whose total size must be ns.layout().BytesPerChunk()). Returns how many
   // leading chunks were loaded: if chunk i cannot be read from any tier, chunks after i are not used.
+  // The destinations of chunks that were read but not reported loaded are zeroed, so a failed or
+  // corrupt load leaves no byte of any other chunk there.
   // InvalidArgument when keys and dsts differ in length or a destination has the wrong size.
   virtual Result<size_t> Load(const Namespace& ns, std::span<const ChunkKey> keys,
                               std::span<const ScatterList> dsts) = 0;

@@ -109,7 +109,8 @@ class Tier {
 
   // Reads and verifies a chunk into `dst` (whose total size must equal the payload size).
   // NotFound on a miss; Corruption when the stored bytes fail verification (the chunk is removed);
-  // InvalidArgument when `dst` has the wrong size. On failure `dst` holds unspecified bytes.
+  // InvalidArgument when `dst` has the wrong size. On NotFound `dst` is untouched; on any other failure
+  // it is zeroed: no byte of a bad, foreign or partly read chunk is left in it.
   virtual Status Get(const ChunkId& id, ScatterList dst) = 0;
 
   // Reads a batch in parallel where the tier can; sets each op's status. Default: one Get at a time.

@@ -1,10 +1,14 @@
 #include "benchlib/datapath.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 
 #include "benchlib/datapath_io.h"
 #include "benchlib/datapath_passes.h"
@@ -168,6 +172,50 @@ Status RunDirectorySweep(const DatapathConfig& c, const DatapathPlan& plan, cons
   return Status::OK();
 }
 
+// A key file of 32 random bytes, mode 0600, for the encrypted row.
+Result<std::string> WriteBenchKey(const DatapathPlan& plan) {
+  const std::string path = plan.bench_dir + "/bench.key";
+  std::random_device rd;
+  std::array<unsigned char, 32> key{};
+  for (auto& b : key) b = static_cast<unsigned char>(rd());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno(errno, "create " + path);
+  const bool ok = ::write(fd, key.data(), key.size()) == static_cast<ssize_t>(key.size());
+  ::close(fd);
+  key.fill(0);
+  if (!ok) return Status::IOError("write " + path);
+  return path;
+}
+
+// The encrypted row: the plain chunks make way, the same chunks are written with a key and read cold
+// at the sweep's largest bytes in flight.
+Status RunEncrypted(const DatapathConfig& c, const DatapathPlan& plan, TierUrl url, ReadArea* area,
+                    DatapathResult* r) {
+  if (r->sweep.empty()) return Status::OK();
+  EncryptedRow row;
+  row.inflight_bytes = r->sweep.back().inflight_bytes;
+  row.plain_write = r->write;
+  row.plain_read = r->sweep.back().kvtier;
+  std::error_code ec;
+  fs::remove_all(plan.tier_dir, ec);
+  fs::create_directories(plan.tier_dir, ec);
+  if (ec) return Status::FromErrno(ec.value(), "recreate " + plan.tier_dir);
+  KVTIER_ASSIGN_OR_RETURN(url.params["key_file"], WriteBenchKey(plan));
+  bool swept = true;
+  {
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, row.inflight_bytes, &swept));
+    KVTIER_ASSIGN_OR_RETURN(row.write, WritePass(*tier, *area));
+  }
+  KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, row.inflight_bytes, &swept));
+  row.read = ReadPass(*tier, area);
+  Progress(c, "  encrypted (AES-256-GCM), " + FormatBytes(row.inflight_bytes) + " in flight: write " +
+                  GbpsText(row.write.BytesPerSecond()) + ", read " + GbpsText(row.read.BytesPerSecond()) +
+                  ", " + std::to_string(row.read.errors) + " errors");
+  r->encrypted = row;
+  return Status::OK();
+}
+
 Status RunMemory(const DatapathConfig& c, Tier& tier, ReadArea* area, DatapathResult* r) {
   const TierCapabilities caps = tier.capabilities();
   r->target.shared = caps.shared;
@@ -266,6 +314,7 @@ Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
       Progress(c, "  write: " + GbpsText(r.write.BytesPerSecond()));
       tier.reset();  // every read pass reopens the tier from what is on storage
       s = RunDirectorySweep(c, plan, url, &area, &r);
+      if (s.ok() && c.run_encrypted) s = RunEncrypted(c, plan, url, &area, &r);
     } else {
       r.write = *written;
       Progress(c, "  write: " + GbpsText(r.write.BytesPerSecond()));

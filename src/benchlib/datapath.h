@@ -10,6 +10,9 @@
 //   fio      after each read: fio on the same directory, same block size, O_DIRECT, matching depth.
 //   serial   one chunk file at a time with a buffered pread after dropping the page cache.
 //   memcpy   (mem:// only) a plain single-threaded memcpy of the same bytes.
+//   encrypted (directory targets) the plain chunks are removed, the same chunks are written again with
+//            a fresh random key_file= (AES-256-GCM) and read cold at the largest bytes in flight: one
+//            row next to the plain figures at that point.
 // Directory targets (file://, fs://) get a work folder DIR/kvtier-bench.<pid>.XXXXXX/ holding tier/
 // and fio/, removed at the end unless keep_files. It carries a marker naming its process, so the next
 // run removes the folder of a run that was killed (core/work_dir.h).
@@ -38,6 +41,7 @@ struct DatapathConfig {
   uint32_t repeat = 1;                 // runs per sweep point; the median is kept (noisy hosts)
   bool run_fio = true;
   bool run_serial = true;
+  bool run_encrypted = true;           // directory targets: the encrypted row
   bool keep_files = false;
   uint64_t context_tokens = 32768;     // the context whose load time and verdict are printed
   std::optional<GpuProfile> gpu;       // for the verdict against recompute

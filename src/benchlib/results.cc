@@ -129,6 +129,12 @@ nlohmann::json ToJson(const DatapathResult& r) {
       {"serial_pread", OptionalPhase(r.serial_pread)},
       {"memcpy", OptionalPhase(r.memcpy_ref)},
       {"verify_copy", OptionalPhase(r.verify_copy)},
+      {"encrypted", r.encrypted ? nlohmann::json{{"inflight_bytes", r.encrypted->inflight_bytes},
+                                                 {"write", PhaseJson(r.encrypted->write)},
+                                                 {"read", PhaseJson(r.encrypted->read)},
+                                                 {"ratio_write_to_plain", EncryptedRow::Ratio(r.encrypted->write, r.encrypted->plain_write)},
+                                                 {"ratio_read_to_plain", EncryptedRow::Ratio(r.encrypted->read, r.encrypted->plain_read)}}
+                                : nlohmann::json(nullptr)},
       {"summary", SummaryJson(r)},
       {"context",
        {{"tokens", r.context_tokens}, {"bytes", context_bytes},
@@ -166,6 +172,19 @@ std::string FormatSummary(const DatapathResult& r) {
     out += "\n";
   }
   if (!r.fio_note.empty()) out += "fio: " + r.fio_note + "\n";
+  if (r.encrypted) {
+    const EncryptedRow& e = *r.encrypted;
+    out += "  mode        in flight  write GB/s  read GB/s | read/plain  write/plain\n";
+    std::snprintf(line, sizeof(line), "  plain     %11s  %10.2f %10.2f |\n", FormatBytes(e.inflight_bytes).c_str(),
+                  Gbps(e.plain_write.BytesPerSecond()), Gbps(e.plain_read.BytesPerSecond()));
+    out += line;
+    std::snprintf(line, sizeof(line), "  encrypted %11s  %10.2f %10.2f | %9.0f%%  %10.0f%%", FormatBytes(e.inflight_bytes).c_str(),
+                  Gbps(e.write.BytesPerSecond()), Gbps(e.read.BytesPerSecond()),
+                  100 * EncryptedRow::Ratio(e.read, e.plain_read), 100 * EncryptedRow::Ratio(e.write, e.plain_write));
+    out += line;
+    if (e.read.errors) out += "  (" + std::to_string(e.read.errors) + " errors)";
+    out += "\n";
+  }
   if (r.serial_pread) {
     std::snprintf(line, sizeof(line),
                   "serial pread baseline (one chunk at a time, buffered, cold): %.2f GB/s, p50 %.1f ms, "

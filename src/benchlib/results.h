@@ -55,6 +55,17 @@ struct TargetInfo {
   std::string cold_method;  // "O_DIRECT", "posix_fadvise(DONTNEED)" or "in-memory"
 };
 
+// The same target, chunks and bytes in flight with encrypted chunks (key_file=), next to the plain
+// figures of that run.
+struct EncryptedRow {
+  uint64_t inflight_bytes = 0;
+  PhaseResult write, read;              // encrypted
+  PhaseResult plain_write, plain_read;  // plain, same sizes, same run
+  static double Ratio(const PhaseResult& a, const PhaseResult& b) {
+    return b.BytesPerSecond() > 0 ? a.BytesPerSecond() / b.BytesPerSecond() : 0;
+  }
+};
+
 struct DatapathResult {
   std::string started_at;  // UTC, ISO 8601
   std::string host;
@@ -68,6 +79,7 @@ struct DatapathResult {
   std::optional<PhaseResult> serial_pread;  // one chunk at a time, buffered pread, cold
   std::optional<PhaseResult> memcpy_ref;    // mem:// only
   std::optional<PhaseResult> verify_copy;   // one thread: checksum + copy per chunk, no I/O
+  std::optional<EncryptedRow> encrypted;    // directory targets, unless disabled
   uint64_t context_tokens = 0;
   std::optional<GpuProfile> gpu;
   std::string fio_note;  // why fio is missing, when it is

@@ -138,7 +138,7 @@ Status FileTier::Put(const ChunkId& id, GatherList payload) {
     index_->Reserve(stored);
     writing_.insert(key);
   }
-  auto written = dir_->WriteChunk(id, payload, WriteOptions{.sync = options_.sync});
+  auto written = dir_->WriteChunk(id, payload, WriteOptions{.sync = options_.sync, .cipher = options_.reader.cipher});
   std::lock_guard<std::mutex> lock(mu_);
   index_->Unreserve(stored);
   writing_.erase(key);
@@ -276,7 +276,7 @@ Status FileTier::Check(const ChunkInfo& info) {
     generation = e->generation;
     path = PathOf(key);
   }
-  auto header = VerifyChunkFile(dir_->fs(), path, info.id);
+  auto header = VerifyChunkFile(dir_->fs(), path, info.id, options_.reader.cipher.get());
   if (header.ok()) return Status::OK();
   const Status s = header.status();
   if (s.IsCorruption()) {
@@ -307,7 +307,7 @@ TierStats FileTier::Stats() const {
 }  // namespace
 
 Result<FileTierOptions> ParseFileTierUrl(const TierUrl& url) {
-  KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "sync", "direct", "inflight"}));
+  KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "sync", "direct", "inflight", "key_file"}));
   FileTierOptions o;
   o.dir = url.path;
   if (o.dir.empty()) {
@@ -321,6 +321,9 @@ Result<FileTierOptions> ParseFileTierUrl(const TierUrl& url) {
     return Status::InvalidArgument("file:// capacity must be positive");
   }
   if (o.reader.max_inflight_bytes == 0) return Status::InvalidArgument("file:// inflight must be positive");
+  if (auto k = url.params.find("key_file"); k != url.params.end()) {
+    KVTIER_ASSIGN_OR_RETURN(o.reader.cipher, ChunkCipher::FromKeyFile(k->second));
+  }
   return o;
 }
 

@@ -7,7 +7,7 @@ namespace kvtier::internal {
 
 Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url) {
   KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "neg_ttl_ms", "neg_entries", "touch_s", "direct",
-                                         "io_uring", "inflight", "sync", "create"}));
+                                         "io_uring", "inflight", "sync", "create", "key_file"}));
   if (url.path.empty()) {
     return Status::InvalidArgument("fs:// needs a directory, e.g. fs:///mnt/shared/kvtier");
   }
@@ -29,6 +29,9 @@ Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url) {
   if (o.inflight_bytes == 0) return Status::InvalidArgument("fs:// inflight must be positive");
   o.neg_ttl = std::chrono::milliseconds(ttl_ms);
   o.touch_interval = std::chrono::seconds(touch_s);
+  if (auto k = url.params.find("key_file"); k != url.params.end()) {
+    KVTIER_ASSIGN_OR_RETURN(o.cipher, ChunkCipher::FromKeyFile(k->second));
+  }
   return o;
 }
 

@@ -34,7 +34,8 @@ class FsTier final : public Tier {
         direct_io_(direct_io),
         reader_(ChunkReader::Create(ReaderOptions{.max_inflight_bytes = options_.inflight_bytes,
                                                   .direct_io = direct_io,
-                                                  .use_io_uring = options_.io_uring})),
+                                                  .use_io_uring = options_.io_uring,
+                                                  .cipher = options_.cipher})),
         missing_(options_.neg_ttl, options_.neg_entries),
         touched_(options_.touch_interval, options_.neg_entries) {}
 
@@ -92,7 +93,7 @@ class FsTier final : public Tier {
   }
 
   Status Check(const ChunkInfo& info) override {
-    auto header = VerifyChunkFile(pool_->fs(), pool_->ChunkPath(info.id), info.id);
+    auto header = VerifyChunkFile(pool_->fs(), pool_->ChunkPath(info.id), info.id, options_.cipher.get());
     if (header.ok()) return Status::OK();
     if (header.status().IsCorruption()) RemoveCorrupt(info.id);
     return header.status();
@@ -166,7 +167,7 @@ Status FsTier::Put(const ChunkId& id, GatherList payload) {
   }
   Status s = Reserve(stored);
   if (s.ok()) {
-    auto written = pool_->WriteChunk(id, payload, WriteOptions{.sync = options_.sync});
+    auto written = pool_->WriteChunk(id, payload, WriteOptions{.sync = options_.sync, .cipher = options_.cipher});
     if (written.ok()) {
       missing_.Erase(id);
       counters_.puts.fetch_add(1, std::memory_order_relaxed);

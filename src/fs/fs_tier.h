@@ -42,6 +42,7 @@
 #include <memory>
 #include <string>
 
+#include "core/chunk_cipher.h"
 #include "io/filesystem.h"
 #include "kvtier/tier.h"
 
@@ -60,6 +61,7 @@ struct FsTierOptions {
   bool create = true;
   bool read_only = false;
   std::shared_ptr<FileSystem> fs = nullptr;  // optional: the filesystem under the pool (tests inject faults here)
+  std::shared_ptr<const ChunkCipher> cipher = nullptr;  // key_file=: encrypted chunks only (docs/encryption.md)
 };
 
 Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url);

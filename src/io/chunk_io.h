@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/chunk_cipher.h"
 #include "core/chunk_format.h"
 #include "io/filesystem.h"
 #include "kvtier/status.h"
@@ -37,6 +38,9 @@ class AlignedBuffer {
 
 struct WriteOptions {
   bool sync = false;  // fsync the file before rename (and the directory after), for crash durability
+  // When set, the payload is encrypted and authenticated (AES-256-GCM, per-namespace key) as a v2
+  // encrypted chunk; otherwise it is written as a plain v2 chunk with per-piece xxh3-64 sums.
+  std::shared_ptr<const ChunkCipher> cipher = nullptr;
 };
 
 // Encodes chunk `id` (header, payload, padding) into `fd`, a new file opened through `fs`, resuming
@@ -50,7 +54,10 @@ Result<uint64_t> WriteChunkBody(FileSystem& fs, int fd, const std::string& where
 // header, length or payload checksum are wrong or the header names another chunk than `expected`
 // (expected.layout_fingerprint == 0 skips the layout check); VersionMismatch for a newer format;
 // IOError when the storage refuses. Thread-safe.
-Result<ChunkHeader> VerifyChunkFile(FileSystem& fs, const std::string& path, const ChunkId& expected);
+// With `cipher`, only encrypted chunks that authenticate under it pass (the payload is decrypted and
+// dropped); without, an encrypted chunk is Corruption.
+Result<ChunkHeader> VerifyChunkFile(FileSystem& fs, const std::string& path, const ChunkId& expected,
+                                    const ChunkCipher* cipher = nullptr);
 
 // Reads and checks only a chunk file's header against `expected` and the file's size (no payload):
 // what an index rebuild needs to trust a file's length. Same errors as VerifyChunkFile.
@@ -71,14 +78,23 @@ struct ReaderOptions {
   bool direct_io = true;          // O_DIRECT where the filesystem accepts it
   bool use_io_uring = true;       // else (or if the kernel refuses io_uring) a pool of preadv threads
   // io_uring engine: read the payload straight into the destination when its pieces allow (with
-  // O_DIRECT: 4 KiB aligned), verifying it there; saves a copy. The destination's bytes are then
-  // unspecified when the read fails, as Tier::Get allows.
+  // O_DIRECT: 4 KiB aligned), verifying (and decrypting) it there; saves a copy. Whatever the engine,
+  // a read that fails (other than NotFound) leaves its destination zeroed.
   bool read_into_destination = true;
   unsigned fallback_threads = 4;
+  // Threads (besides the reading thread) that verify or decrypt the pieces of one chunk in parallel;
+  // 0 keeps it on the reading thread. Only chunks of two or more pieces (over 1 MiB) use them.
+  unsigned verify_threads = 0;
+  // When set, only encrypted chunks that authenticate under this key are accepted (a plain, foreign
+  // or forged chunk is Corruption) and are decrypted into the destination. When unset, an encrypted
+  // chunk is Corruption: ciphertext is never returned as data.
+  std::shared_ptr<const ChunkCipher> cipher = nullptr;
 };
 
 // Reads many chunk files in parallel, verifies header and checksum of each, and copies each payload
 // into its destination. A chunk that fails verification gets Corruption (the caller removes it).
+// Every read that fails with a status other than NotFound (a missing file: nothing read) has its
+// destination zeroed, so no byte of a bad, foreign or partly read chunk reaches the caller.
 // Thread-safe: ReadMany may run on many threads at once; the in-flight byte bound is per reader.
 class ChunkReader {
  public:

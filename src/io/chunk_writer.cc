@@ -40,29 +40,75 @@ Status WriteAll(FileSystem& fs, int fd, std::vector<iovec> iov, const std::strin
   return Status::OK();
 }
 
+// Writes `len` bytes at `offset`, resuming after short writes.
+Status PwriteAll(FileSystem& fs, int fd, const std::byte* data, size_t len, uint64_t offset, const std::string& path) {
+  for (size_t done = 0; done < len;) {
+    KVTIER_ASSIGN_OR_RETURN(uint64_t n, fs.WriteAt(fd, data + done, len - done, offset + done));
+    if (n == 0) return Status::IOError("write " + path + " made no progress");
+    done += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+const std::array<std::byte, kChunkAlign>& Zeros() {
+  static const std::array<std::byte, kChunkAlign> kZeros{};
+  return kZeros;
+}
+
+// A plain v2 chunk: per-piece xxh3-64 sums, then header + payload + padding in one writev.
+Status WritePlainBody(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload) {
+  ChunkHeader header = NewChunkHeader(id, TotalBytes(payload), /*encrypted=*/false);
+  std::vector<std::span<const std::byte>> piece;
+  for (uint32_t i = 0; i < header.piece_count; ++i) {
+    SubList(payload, header.PieceOffset(i), header.PieceLength(i), piece);
+    header.piece_sums[i] = PayloadChecksum(GatherList(piece));
+  }
+  std::array<std::byte, kChunkHeaderSize> head;
+  EncodeChunkHeader(header, head);
+  std::vector<iovec> iov;
+  iov.reserve(payload.size() + 2);
+  iov.push_back({head.data(), head.size()});
+  for (const auto& p : payload) {
+    if (!p.empty()) iov.push_back({const_cast<std::byte*>(p.data()), p.size()});
+  }
+  const size_t pad = AlignUp(header.payload_bytes) - header.payload_bytes;
+  if (pad > 0) iov.push_back({const_cast<std::byte*>(Zeros().data()), pad});
+  return WriteAll(fs, fd, std::move(iov), path);
+}
+
+// An encrypted v2 chunk: each piece sealed into a piece-sized buffer and written at its offset, then
+// the padding, then the header (which carries the tags) at offset 0.
+Status WriteEncryptedBody(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload,
+                          const ChunkCipher& cipher) {
+  ChunkHeader header = NewChunkHeader(id, TotalBytes(payload), /*encrypted=*/true);
+  KVTIER_ASSIGN_OR_RETURN(header.nonce_base, ChunkCipher::RandomNonceBase());
+  NamespaceKey key;
+  KVTIER_RETURN_IF_ERROR(cipher.DeriveKey(id.ns, &key));
+  AlignedBuffer buf = AlignedBuffer::Allocate(std::max<uint64_t>(header.PieceLength(0), kChunkAlign));
+  if (buf.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
+  std::vector<std::span<const std::byte>> piece;
+  for (uint32_t i = 0; i < header.piece_count; ++i) {
+    const uint64_t len = header.PieceLength(i);
+    SubList(payload, header.PieceOffset(i), len, piece);
+    KVTIER_RETURN_IF_ERROR(SealPiece(&header, key, i, piece, {buf.data(), len}));
+    KVTIER_RETURN_IF_ERROR(PwriteAll(fs, fd, buf.data(), len, kChunkHeaderSize + header.PieceOffset(i), path));
+  }
+  const size_t pad = AlignUp(header.payload_bytes) - header.payload_bytes;
+  KVTIER_RETURN_IF_ERROR(PwriteAll(fs, fd, Zeros().data(), pad, kChunkHeaderSize + header.payload_bytes, path));
+  std::array<std::byte, kChunkHeaderSize> head;
+  EncodeChunkHeader(header, head);
+  return PwriteAll(fs, fd, head.data(), head.size(), 0, path);
+}
+
 }  // namespace
 
 Result<uint64_t> WriteChunkBody(FileSystem& fs, int fd, const std::string& where, const ChunkId& id,
                                 GatherList payload, const WriteOptions& options) {
-  if (TotalBytes(payload) > (4ull << 30)) return Status::InvalidArgument("chunk payload over 4 GiB");
-  ChunkHeader header;
-  header.id = id;
-  header.payload_bytes = TotalBytes(payload);
-  header.payload_checksum = PayloadChecksum(payload);
-  std::array<std::byte, kChunkHeaderSize> head;
-  EncodeChunkHeader(header, head);
-  static const std::array<std::byte, kChunkAlign> kZeros{};
-  std::vector<iovec> iov;
-  iov.reserve(payload.size() + 2);
-  iov.push_back({head.data(), head.size()});
-  for (const auto& piece : payload) {
-    if (!piece.empty()) iov.push_back({const_cast<std::byte*>(piece.data()), piece.size()});
-  }
-  const size_t pad = AlignUp(header.payload_bytes) - header.payload_bytes;
-  if (pad > 0) iov.push_back({const_cast<std::byte*>(kZeros.data()), pad});
-  KVTIER_RETURN_IF_ERROR(WriteAll(fs, fd, std::move(iov), where));
+  if (TotalBytes(payload) > kMaxChunkPayload) return Status::InvalidArgument("chunk payload over 4 GiB");
+  KVTIER_RETURN_IF_ERROR(options.cipher != nullptr ? WriteEncryptedBody(fs, fd, where, id, payload, *options.cipher)
+                                                   : WritePlainBody(fs, fd, where, id, payload));
   if (options.sync) KVTIER_RETURN_IF_ERROR(fs.SyncFile(fd));
-  return StoredChunkBytes(header.payload_bytes);
+  return StoredChunkBytes(TotalBytes(payload));
 }
 
 }  // namespace kvtier::internal

@@ -82,6 +82,7 @@ class FileSystem {
   // Data calls on descriptors opened above.
   virtual Result<uint64_t> ReadAt(int fd, std::byte* buf, uint64_t len, uint64_t offset) = 0;
   virtual Result<uint64_t> WriteV(int fd, const iovec* iov, int count) = 0;
+  virtual Result<uint64_t> WriteAt(int fd, const std::byte* data, uint64_t len, uint64_t offset) = 0;
   virtual Status SyncFile(int fd) = 0;
   // Every read completion of `fd` (bytes read, or -errno) passes through here before it is used.
   virtual int64_t FilterRead(int fd, uint64_t offset, uint64_t len, int64_t result) {

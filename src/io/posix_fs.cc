@@ -66,6 +66,7 @@ class PosixFs final : public FileSystem {
   Status SyncAll() override;
   Result<uint64_t> ReadAt(int fd, std::byte* buf, uint64_t len, uint64_t offset) override;
   Result<uint64_t> WriteV(int fd, const iovec* iov, int count) override;
+  Result<uint64_t> WriteAt(int fd, const std::byte* data, uint64_t len, uint64_t offset) override;
   Status SyncFile(int fd) override;
 
  private:
@@ -308,6 +309,14 @@ Result<uint64_t> PosixFs::ReadAt(int fd, std::byte* buf, uint64_t len, uint64_t 
 Result<uint64_t> PosixFs::WriteV(int fd, const iovec* iov, int count) {
   while (true) {
     const ssize_t n = ::writev(fd, iov, count);
+    if (n >= 0) return static_cast<uint64_t>(n);
+    if (errno != EINTR) return Status::FromErrno(errno, "write under " + root_);
+  }
+}
+
+Result<uint64_t> PosixFs::WriteAt(int fd, const std::byte* data, uint64_t len, uint64_t offset) {
+  while (true) {
+    const ssize_t n = ::pwrite(fd, data, len, static_cast<off_t>(offset));
     if (n >= 0) return static_cast<uint64_t>(n);
     if (errno != EINTR) return Status::FromErrno(errno, "write under " + root_);
   }

@@ -18,7 +18,7 @@ class PreadvReader final : public ChunkReader {
  public:
   explicit PreadvReader(const ReaderOptions& o)
       : options_(o), budget_(o.max_inflight_bytes), buffers_(o.max_inflight_bytes),
-        pool_(o.fallback_threads == 0 ? 1 : o.fallback_threads) {}
+        pool_(o.fallback_threads == 0 ? 1 : o.fallback_threads), verify_pool_(MakeVerifyPool(o)) {}
 
   void ReadMany(std::span<ChunkRead> reads) override;
   std::string_view engine() const override { return options_.direct_io ? "preadv+O_DIRECT" : "preadv"; }
@@ -30,6 +30,7 @@ class PreadvReader final : public ChunkReader {
   ByteBudget budget_;
   BufferPool buffers_;
   ThreadPool pool_;
+  std::unique_ptr<ThreadPool> verify_pool_;  // separate from pool_: a reader never waits on its own queue
 };
 
 // One batch shared by the caller and its helpers: each claims the next unread chunk.
@@ -44,6 +45,7 @@ struct Batch {
 void PreadvReader::ReadMany(std::span<ChunkRead> reads) {
   if (reads.size() <= 1) {
     for (ChunkRead& r : reads) ReadOne(r);
+    ZeroFailedReads(reads);
     return;
   }
   Batch batch;
@@ -64,10 +66,11 @@ void PreadvReader::ReadMany(std::span<ChunkRead> reads) {
   drain();
   std::unique_lock<std::mutex> lock(batch.mu);
   batch.cv.wait(lock, [&] { return batch.helpers_running == 0; });
+  ZeroFailedReads(reads);
 }
 
 void PreadvReader::ReadOne(ChunkRead& read) {
-  ReadChunkSync(read, options_.direct_io, budget_, buffers_);
+  ReadChunkSync(read, options_.direct_io, budget_, buffers_, options_.cipher.get(), verify_pool_.get());
 }
 
 }  // namespace

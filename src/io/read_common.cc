@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -66,6 +68,10 @@ Result<ChunkHeader> CheckReadHeader(std::span<const std::byte> header_bytes, uin
                                     uint64_t valid_bytes, const ChunkId& expected, uint64_t want) {
   KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, DecodeChunkHeader(header_bytes));
   KVTIER_RETURN_IF_ERROR(CheckChunkHeader(header, expected, file_size));
+  if (file_size != StoredChunkBytes(header.payload_bytes)) {  // extended or cut short behind our back
+    return Status::Corruption("chunk file holds " + std::to_string(file_size) + " bytes, a chunk of this payload " +
+                              std::to_string(StoredChunkBytes(header.payload_bytes)));
+  }
   if (header.payload_bytes != want) {
     return Status::InvalidArgument("destination holds " + std::to_string(want) +
                                    " bytes but the stored chunk has " +
@@ -77,24 +83,112 @@ Result<ChunkHeader> CheckReadHeader(std::span<const std::byte> header_bytes, uin
 
 }  // namespace
 
-Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, const ChunkId& expected,
-                        ScatterList dst) {
-  const uint64_t want = TotalBytes(dst);
-  KVTIER_ASSIGN_OR_RETURN(ChunkHeader header,
-                          CheckReadHeader(image, file_size, image.size(), expected, want));
-  const std::span<const std::byte> payload = image.subspan(kChunkHeaderSize, want);
-  KVTIER_RETURN_IF_ERROR(CheckPayload(header, payload));
-  size_t at = 0;
-  for (const auto& piece : dst) {
-    if (!piece.empty()) std::memcpy(piece.data(), payload.data() + at, piece.size());
-    at += piece.size();
+Result<std::unique_ptr<PayloadVerifier>> PayloadVerifier::Make(ChunkHeader header, const ChunkCipher* cipher) {
+  std::unique_ptr<NamespaceKey> key;
+  if (header.encrypted()) {
+    if (cipher == nullptr) {
+      return Status::Corruption("chunk is encrypted and this tier has no key (set key_file=)");
+    }
+    key = std::make_unique<NamespaceKey>();
+    KVTIER_RETURN_IF_ERROR(cipher->DeriveKey(header.id.ns, key.get()));
+  } else if (cipher != nullptr) {
+    return Status::Corruption("chunk is not encrypted, but this tier accepts only encrypted chunks");
+  }
+  return std::unique_ptr<PayloadVerifier>(new PayloadVerifier(std::move(header), std::move(key)));
+}
+
+Status PayloadVerifier::Piece(uint32_t i, GatherList src, ScatterList dst, bool in_place) const {
+  if (i >= pieces()) return Status::Internal("piece index out of range");
+  std::vector<std::span<const std::byte>> in;
+  std::vector<std::span<std::byte>> out;
+  SubList(src, header_.PieceOffset(i), header_.PieceLength(i), in);
+  SubList(dst, header_.PieceOffset(i), header_.PieceLength(i), out);
+  return PieceBytes(i, in, out, in_place);
+}
+
+Status PayloadVerifier::PieceBytes(uint32_t i, GatherList in, ScatterList out, bool in_place) const {
+  if (TotalBytes(in) != TotalBytes(out)) return Status::Internal("piece source and destination differ in size");
+  if (key_ != nullptr) return OpenPiece(header_, *key_, i, in, out);
+  KVTIER_RETURN_IF_ERROR(CheckPiece(header_, i, in));
+  if (in_place) return Status::OK();
+  size_t ii = 0, io = 0;
+  for (const auto& o : out) {  // copy: both lists cover the same byte count
+    for (size_t done = 0; done < o.size();) {
+      if (io == in[ii].size()) {
+        ++ii;
+        io = 0;
+        continue;
+      }
+      const size_t n = std::min(o.size() - done, in[ii].size() - io);
+      std::memcpy(o.data() + done, in[ii].data() + io, n);
+      done += n;
+      io += n;
+    }
   }
   return Status::OK();
 }
 
+Status PayloadVerifier::All(GatherList src, ScatterList dst, bool in_place, ThreadPool* pool) const {
+  const uint32_t n = pieces();
+  if (pool == nullptr || pool->size() == 0 || n < 2) {
+    for (uint32_t i = 0; i < n; ++i) KVTIER_RETURN_IF_ERROR(Piece(i, src, dst, in_place));
+    return Status::OK();
+  }
+  // Helpers that start after every piece is claimed touch only `shared`, which they keep alive; a
+  // claimed piece is always finished before this call returns, so `src`, `dst` and `this` outlive it.
+  struct Shared {
+    std::atomic<uint32_t> next{0};
+    std::mutex mu;
+    std::condition_variable cv;
+    uint32_t done = 0;  // guarded by mu
+    Status first;       // guarded by mu
+  };
+  auto shared = std::make_shared<Shared>();
+  auto work = [this, src, dst, in_place, n](Shared& sh) {
+    for (uint32_t i; (i = sh.next.fetch_add(1)) < n;) {
+      Status st = Piece(i, src, dst, in_place);
+      std::lock_guard<std::mutex> lock(sh.mu);
+      if (!st.ok() && sh.first.ok()) sh.first = std::move(st);
+      if (++sh.done == n) sh.cv.notify_all();
+    }
+  };
+  const uint32_t helpers = std::min<uint32_t>(pool->size(), n - 1);
+  for (uint32_t h = 0; h < helpers; ++h) pool->Schedule([shared, work] { work(*shared); });
+  work(*shared);
+  std::unique_lock<std::mutex> lock(shared->mu);
+  shared->cv.wait(lock, [&] { return shared->done == n; });
+  return shared->first;
+}
+
+std::unique_ptr<ThreadPool> MakeVerifyPool(const ReaderOptions& options) {
+  if (options.verify_threads == 0) return nullptr;
+  return std::make_unique<ThreadPool>(options.verify_threads);
+}
+
+Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, const ChunkId& expected,
+                        ScatterList dst, const ChunkCipher* cipher, ThreadPool* pool) {
+  const uint64_t want = TotalBytes(dst);
+  KVTIER_ASSIGN_OR_RETURN(ChunkHeader header,
+                          CheckReadHeader(image, file_size, image.size(), expected, want));
+  KVTIER_ASSIGN_OR_RETURN(auto verifier, PayloadVerifier::Make(std::move(header), cipher));
+  const std::span<const std::byte> payload = image.subspan(kChunkHeaderSize, want);
+  return verifier->All(GatherList(&payload, 1), dst, /*in_place=*/false, pool);
+}
+
+void ZeroFailedReads(std::span<ChunkRead> reads) {
+  for (ChunkRead& r : reads) {
+    // NotFound comes only from open: nothing was read, the destination holds the caller's own bytes.
+    if (r.status.ok() || r.status.IsNotFound()) continue;
+    for (const auto& piece : r.dst) {
+      if (!piece.empty()) std::memset(piece.data(), 0, piece.size());
+    }
+  }
+}
+
 namespace {
 
-Status ReadSyncVerified(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers) {
+Status ReadSyncVerified(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers,
+                        const ChunkCipher* cipher, ThreadPool* pool) {
   KVTIER_ASSIGN_OR_RETURN(OpenedChunk chunk, OpenChunk(*read.fs, read.path, TotalBytes(read.dst), direct));
   read.stored_bytes = chunk.file_size;
   budget.Acquire(chunk.read_len);
@@ -111,7 +205,7 @@ Status ReadSyncVerified(ChunkRead& read, bool direct, ByteBudget& budget, Buffer
     if (s.ok()) s = got.status();
     if (s.ok()) {
       const uint64_t valid = std::min(*got, chunk.file_size);
-      s = VerifyAndScatter({buf.data(), valid}, chunk.file_size, read.expected, read.dst);
+      s = VerifyAndScatter({buf.data(), valid}, chunk.file_size, read.expected, read.dst, cipher, pool);
     }
   }
   buffers.Put(std::move(buf));
@@ -121,20 +215,20 @@ Status ReadSyncVerified(ChunkRead& read, bool direct, ByteBudget& budget, Buffer
 
 }  // namespace
 
-void ReadChunkSync(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers) {
+void ReadChunkSync(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers,
+                   const ChunkCipher* cipher, ThreadPool* pool) {
   read.stored_bytes = 0;
-  read.status = ReadSyncVerified(read, direct, budget, buffers);
+  read.status = ReadSyncVerified(read, direct, budget, buffers, cipher, pool);
 }
 
 Status VerifyInPlace(std::span<const std::byte> header_bytes, uint64_t file_size, uint64_t valid_bytes,
-                     const ChunkId& expected, ScatterList dst) {
+                     const ChunkId& expected, ScatterList dst, const ChunkCipher* cipher,
+                     ThreadPool* pool) {
   KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, CheckReadHeader(header_bytes, file_size, valid_bytes,
                                                               expected, TotalBytes(dst)));
-  std::vector<std::span<const std::byte>> pieces(dst.begin(), dst.end());
-  if (PayloadChecksum(GatherList(pieces)) != header.payload_checksum) {
-    return Status::Corruption("chunk payload checksum mismatch");
-  }
-  return Status::OK();
+  KVTIER_ASSIGN_OR_RETURN(auto verifier, PayloadVerifier::Make(std::move(header), cipher));
+  std::vector<std::span<const std::byte>> src(dst.begin(), dst.end());
+  return verifier->All(src, dst, /*in_place=*/true, pool);
 }
 
 AlignedBuffer BufferPool::Get(uint64_t size) {

@@ -4,9 +4,10 @@
 // lands. A file unlinked after open is still read whole: the descriptor keeps it alive.
 //
 // Where the caller's pieces allow it (ReaderOptions::read_into_destination; with O_DIRECT, pieces
-// aligned to 4 KiB), the payload is read straight into them and verified there, saving a copy of every
-// byte; the Tier contract leaves a destination unspecified on failure, and the chunk is reported only
-// once verified. Otherwise it goes through an aligned bounce buffer and is copied out after verification.
+// aligned to 4 KiB), the payload is read straight into them and verified (or decrypted) there, saving a
+// copy of every byte; the chunk is reported only once verified, and a failed read's destination is
+// zeroed before ReadMany returns. Otherwise it goes through an aligned bounce buffer and is copied (or
+// decrypted) out after verification.
 #include <liburing.h>
 
 #include <algorithm>
@@ -45,7 +46,8 @@ std::unique_ptr<Ring> NewRing() {
 class UringReader final : public ChunkReader {
  public:
   explicit UringReader(const ReaderOptions& o)
-      : options_(o), budget_(o.max_inflight_bytes), buffers_(o.max_inflight_bytes) {}
+      : options_(o), budget_(o.max_inflight_bytes), buffers_(o.max_inflight_bytes),
+        verify_pool_(MakeVerifyPool(o)) {}
 
   void ReadMany(std::span<ChunkRead> reads) override;
   std::string_view engine() const override {
@@ -71,6 +73,7 @@ class UringReader final : public ChunkReader {
   const ReaderOptions options_;
   ByteBudget budget_;
   BufferPool buffers_;
+  std::unique_ptr<ThreadPool> verify_pool_;  // pieces of one chunk verified in parallel; may be null
 
  private:
   std::mutex mu_;
@@ -306,9 +309,10 @@ void Batch::Finish(Job* job) {
   }
   if (s.ok() && job->into_dst) {
     s = VerifyInPlace({job->buf.data(), kChunkHeaderSize}, job->chunk.file_size, valid, read.expected,
-                      read.dst);
+                      read.dst, r_.options_.cipher.get(), r_.verify_pool_.get());
   } else if (s.ok()) {
-    s = VerifyAndScatter({job->buf.data(), valid}, job->chunk.file_size, read.expected, read.dst);
+    s = VerifyAndScatter({job->buf.data(), valid}, job->chunk.file_size, read.expected, read.dst,
+                         r_.options_.cipher.get(), r_.verify_pool_.get());
   }
   read.status = std::move(s);
   r_.buffers_.Put(std::move(job->buf));
@@ -327,7 +331,8 @@ Status Batch::RereadBuffered(Job* job) {
     s = got.status();
     if (s.ok()) {
       const uint64_t valid = std::min(*got, job->chunk.file_size);
-      s = VerifyAndScatter({job->buf.data(), valid}, job->chunk.file_size, read.expected, read.dst);
+      s = VerifyAndScatter({job->buf.data(), valid}, job->chunk.file_size, read.expected, read.dst,
+                         r_.options_.cipher.get(), r_.verify_pool_.get());
     }
   }
   r_.buffers_.Put(std::move(job->buf));
@@ -364,18 +369,22 @@ void Batch::FailEverything() {
   queued_.clear();
   opened_next_.reset();  // that read is retried below
   for (; next_ < reads_.size(); ++next_) {
-    ReadChunkSync(reads_[next_], r_.options_.direct_io, r_.budget_, r_.buffers_);
+    ReadChunkSync(reads_[next_], r_.options_.direct_io, r_.budget_, r_.buffers_, r_.options_.cipher.get(), r_.verify_pool_.get());
   }
 }
 
 void UringReader::ReadMany(std::span<ChunkRead> reads) {
   std::unique_ptr<Ring> ring = TakeRing();
   if (ring == nullptr) {  // e.g. out of locked memory for another ring: read on this thread
-    for (ChunkRead& r : reads) ReadChunkSync(r, options_.direct_io, budget_, buffers_);
+    for (ChunkRead& r : reads) {
+      ReadChunkSync(r, options_.direct_io, budget_, buffers_, options_.cipher.get(), verify_pool_.get());
+    }
+    ZeroFailedReads(reads);
     return;
   }
   Batch batch(*this, &ring->ring, reads);
   if (batch.Run()) PutRing(std::move(ring));
+  ZeroFailedReads(reads);
 }
 
 }  // namespace

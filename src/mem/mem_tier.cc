@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -215,6 +216,7 @@ Status MemTier::Get(const ChunkId& id, ScatterList dst) {
     UnpinLocked(e);
   }
   if (bad) {
+    for (const auto& piece : dst) std::memset(piece.data(), 0, piece.size());  // Tier::Get contract
     counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
     counters_.misses.fetch_add(1, std::memory_order_relaxed);
     return Status::Corruption(url_ + ": chunk " + id.key.Hex() + " failed its checksum (removed)");

@@ -1,5 +1,7 @@
 // Store::Open and the read side of StoreImpl (Lookup, Load, promotion, stats).
 // The write side (Save, Prefetch, background jobs) is in store_save.cc.
+#include <cctype>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -22,10 +24,44 @@ Result<std::unique_ptr<Store>> Store::Open(std::vector<std::unique_ptr<Tier>> ti
   return std::unique_ptr<Store>(new StoreImpl(std::move(tiers), options));
 }
 
+namespace {
+
+std::string PercentEncode(const std::string& s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+// `url` with key_file= set for the persistent tiers (file://, fs://) when `key_file` is not empty.
+Result<std::string> WithKeyFile(const std::string& url, const std::string& key_file) {
+  if (key_file.empty()) return url;
+  KVTIER_ASSIGN_OR_RETURN(TierUrl parsed, TierUrl::Parse(url));
+  if (parsed.scheme != "file" && parsed.scheme != "fs") return url;
+  if (auto it = parsed.params.find("key_file"); it != parsed.params.end()) {
+    if (it->second != key_file) {
+      return Status::InvalidArgument("tier URL names another key_file than StoreOptions::key_file");
+    }
+    return url;
+  }
+  return url + (url.find('?') == std::string::npos ? "?" : "&") + "key_file=" + PercentEncode(key_file);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   if (options.tiers.empty()) return Status::InvalidArgument("StoreOptions::tiers is empty");
   std::vector<std::unique_ptr<Tier>> tiers;
-  for (const std::string& url : options.tiers) {
+  for (const std::string& given : options.tiers) {
+    KVTIER_ASSIGN_OR_RETURN(const std::string url, WithKeyFile(given, options.key_file));
     auto t = OpenTier(url);
     if (!t.ok()) {
       const Status& s = t.status();
@@ -134,6 +170,12 @@ Result<size_t> StoreImpl::Load(const Namespace& ns, std::span<const ChunkKey> ke
     from.push_back(t);
   }
   const size_t n = ReadPlanned(ids, dsts.first(ids.size()), from);
+  // Past the loaded prefix nothing is reported loaded: leave no bytes of a partly read batch there.
+  for (size_t i = n; i < ids.size(); ++i) {
+    for (const auto& piece : dsts[i]) {
+      if (!piece.empty()) std::memset(piece.data(), 0, piece.size());
+    }
+  }
   for (size_t i = 0; i < n; ++i) {
     if (from[i] > 0 && options_.promote_on_load) Promote(ids[i], dsts[i], bytes);
     if (seen_ && background_mask_ != 0 && seen_->NoteUse(keys[i])) {

@@ -132,6 +132,15 @@ Result<uint64_t> FaultFileSystem::WriteV(int fd, const iovec* iov, int count) {
   return inner_->WriteV(fd, iov, count);
 }
 
+Result<uint64_t> FaultFileSystem::WriteAt(int fd, const std::byte* data, uint64_t len, uint64_t offset) {
+  const std::string path = PathOf(fd);
+  if (const FsFault* f = Match(FsOp::kWrite, path)) {
+    if (!f->short_write || len < 2) return Injected(*f, FsOp::kWrite, path);
+    return inner_->WriteAt(fd, data, len / 2, offset);
+  }
+  return inner_->WriteAt(fd, data, len, offset);
+}
+
 Status FaultFileSystem::SyncFile(int fd) {
   const std::string path = PathOf(fd);
   if (const FsFault* f = Match(FsOp::kSyncFile, path)) return Injected(*f, FsOp::kSyncFile, path);

@@ -63,6 +63,7 @@ class FaultFileSystem final : public internal::FileSystem {
   Status SyncAll() override;
   Result<uint64_t> ReadAt(int fd, std::byte* buf, uint64_t len, uint64_t offset) override;
   Result<uint64_t> WriteV(int fd, const iovec* iov, int count) override;
+  Result<uint64_t> WriteAt(int fd, const std::byte* data, uint64_t len, uint64_t offset) override;
   Status SyncFile(int fd) override;
   int64_t FilterRead(int fd, uint64_t offset, uint64_t len, int64_t result) override;
 

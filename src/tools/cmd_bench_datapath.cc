@@ -25,7 +25,7 @@ struct Args {
   std::optional<double> mfu, peak_tflops;
   uint64_t context_tokens = 32768;
   uint32_t repeat = 1;
-  bool no_fio = false, no_serial = false, keep = false;
+  bool no_fio = false, no_serial = false, no_encrypted = false, keep = false;
 };
 
 // Far above any run, and low enough that the plan's byte sums cannot overflow.
@@ -61,6 +61,7 @@ Result<internal::DatapathConfig> MakeConfig(const Args& a) {
   c.repeat = a.repeat;
   c.run_fio = !a.no_fio;
   c.run_serial = !a.no_serial;
+  c.run_encrypted = !a.no_encrypted;
   c.keep_files = a.keep;
   c.progress = [](const std::string& line) { std::cerr << line << std::endl; };
   return c;
@@ -129,6 +130,7 @@ KVTIER_COMMAND(
           ->check(WholeNumber(1, 100));
       cmd.add_flag("--no-fio", a->no_fio, "skip the fio reference");
       cmd.add_flag("--no-serial", a->no_serial, "skip the serial pread baseline");
+      cmd.add_flag("--no-encrypted", a->no_encrypted, "skip the encrypted (key_file=) row of directory targets");
       cmd.add_flag("--keep", a->keep, "keep the bench's files at the target");
       return [a] { return Run(*a); };
     });

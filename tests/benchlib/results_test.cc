@@ -72,7 +72,7 @@ TEST(ResultsJsonTest, KeySetIsStable) {
       "sweep.[].fio.iodepth", "sweep.[].fio.command",
       "serial_pread", "serial_pread.chunks", "serial_pread.bytes", "serial_pread.seconds",
       "serial_pread.gbps", "serial_pread.errors", "serial_pread.p50_us", "serial_pread.p99_us",
-      "memcpy", "verify_copy",
+      "memcpy", "verify_copy", "encrypted",
       "summary", "summary.best_inflight_bytes", "summary.gbps", "summary.p50_us", "summary.p99_us",
       "summary.fio_gbps", "summary.ratio_to_fio", "summary.best_fio_gbps",
       "summary.ratio_to_best_fio", "summary.serial_gbps", "summary.speedup_over_serial",

@@ -45,7 +45,7 @@ void WriteAll(const std::string& path, const std::vector<char>& bytes) {
 
 // Offsets the format covers (header fields and payload); header and file padding carry no data.
 size_t CoveredOffset(std::mt19937_64& rng, size_t payload_bytes) {
-  const size_t covered_header = 112;
+  const size_t covered_header = 136;  // v2: fields [0, 128) and the first piece's sum
   const size_t pick = rng() % (covered_header + payload_bytes);
   return pick < covered_header ? pick : internal::kChunkHeaderSize + (pick - covered_header);
 }
