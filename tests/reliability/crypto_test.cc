@@ -17,6 +17,7 @@
 
 #include "core/chunk_cipher.h"
 #include "core/chunk_format.h"
+#include "io/chunk_dir.h"
 #include "io/chunk_io.h"
 #include "kvtier/store.h"
 #include "kvtier/tier.h"
@@ -307,10 +308,12 @@ TEST(CryptoReaders, FailedReadsZeroTheDestinationInEveryEngine) {
   const size_t bytes = 3u << 20;  // three pieces, 4 KiB multiples: eligible for reading in place
   const std::vector<std::byte> payload = PayloadFor(id, bytes);
   const std::span<const std::byte> src(payload);
+  auto dir_fs = internal::OpenPosixFileSystem(tmp.path());
+  ASSERT_TRUE(dir_fs.ok());
   const std::string good = tmp.path() + "/good.kvc", forged = tmp.path() + "/forged.kvc";
   internal::WriteOptions wo;
   wo.cipher = *cipher;
-  ASSERT_TRUE(internal::WriteChunkFileAtomic(good, good + ".tmp", id, GatherList(&src, 1), wo).ok());
+  ASSERT_TRUE(internal::WriteChunkFileAtomic(**dir_fs, "good.kvc", id, GatherList(&src, 1), wo).ok());
   fs::copy_file(good, forged);
   // The last piece changed: with parallel verification the failing piece is not the first one checked.
   EditHeader(forged, [](internal::ChunkHeader&, Bytes& b) { b[b.size() - 5000] ^= 1; });
@@ -329,8 +332,9 @@ TEST(CryptoReaders, FailedReadsZeroTheDestinationInEveryEngine) {
         std::fill(std::begin(aligned[1]), std::end(aligned[1]), kPattern);
         const std::span<std::byte> a(aligned[0]), b(aligned[1]);
         internal::ChunkRead reads[2];
-        reads[0].path = good;
-        reads[1].path = forged;
+        reads[0].fs = reads[1].fs = dir_fs->get();
+        reads[0].path = "good.kvc";
+        reads[1].path = "forged.kvc";
         reads[0].expected = reads[1].expected = id;
         reads[0].dst = ScatterList(&a, 1);
         reads[1].dst = ScatterList(&b, 1);
