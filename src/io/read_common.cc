@@ -152,7 +152,7 @@ Status VerifyInPlace(std::span<const std::byte> header_bytes, uint64_t file_size
 
 AlignedBuffer BufferPool::Get(uint64_t size) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (size_t i = 0; i < free_.size(); ++i) {
       // Reuse only a close fit, so one huge buffer does not serve (and pin) every small read.
       if (free_[i].size() >= size && free_[i].size() <= 2 * size) {
@@ -169,7 +169,7 @@ AlignedBuffer BufferPool::Get(uint64_t size) {
 
 void BufferPool::Put(AlignedBuffer buffer) {
   if (buffer.data() == nullptr) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (cached_ + buffer.size() > max_cached_) return;  // freed on return
   cached_ += buffer.size();
   free_.push_back(std::move(buffer));
