@@ -4,7 +4,7 @@ JOBS     ?= 2
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVTIER_WERROR=ON
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS) --no-tests=error
 
-.PHONY: deps build demo test test-asan test-tsan fuzz fuzz-smoke fuzz-build clean
+.PHONY: deps build demo test test-asan test-tsan check-locking fuzz fuzz-smoke fuzz-build clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -33,6 +33,18 @@ test-tsan:
 	@$(SAN_ENV) $(MAKE) --no-print-directory test BUILD=build-tsan \
 	  CMAKE_FLAGS="$(CMAKE_FLAGS) -DKVTIER_SANITIZE=thread -DKVTIER_BUILD_BENCH=OFF"
 
+# Compiler-checked locking (src/core/thread_annotations.h): a clang build of the libraries and the CLI
+# in which every finding of the thread-safety analysis, and every other warning, is an error. Unoptimised:
+# only the compile-time check counts (the tests run in the builds above).
+LOCKING_CMAKE_FLAGS = -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DKVTIER_WERROR=ON \
+  -DKVTIER_BUILD_TESTS=OFF -DKVTIER_BUILD_BENCH=OFF \
+  "-DCMAKE_CXX_FLAGS=-Wthread-safety -Wthread-safety-beta -Werror=thread-safety -Werror=thread-safety-beta"
+
+check-locking: deps
+	@cmake -S . -B build-locking $(LOCKING_CMAKE_FLAGS) >/dev/null
+	@cmake --build build-locking -j$(JOBS)
+
 # libFuzzer targets (fuzz/): a clang build with ASan+UBSan; `fuzz` runs each target FUZZ_SECONDS,
 # `fuzz-smoke` a few seconds each (CI).
 FUZZ_SECONDS ?= 60
@@ -51,4 +63,4 @@ fuzz-smoke: fuzz-build
 	@bash fuzz/run.sh build-fuzz 5
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-locking

@@ -4,18 +4,35 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <new>
 #include <thread>
 
 #include "core/chunk_format.h"
 #include "core/latency.h"
+#include "core/thread_annotations.h"
 #include "kvtier/keys.h"
 
 namespace kvtier::internal {
 namespace {
 
 constexpr unsigned kWriters = 4;
+
+// The first failure among threads that run side by side.
+class FirstError {
+ public:
+  void Note(Status s) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    if (status_.ok()) status_ = std::move(s);
+  }
+  Status Get() const EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return status_;
+  }
+
+ private:
+  mutable Mutex mu_;
+  Status status_ GUARDED_BY(mu_);
+};
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -116,8 +133,7 @@ Result<std::unique_ptr<Tier>> OpenTierForPass(const TierUrl& url, uint64_t infli
 
 Result<PhaseResult> WritePass(Tier& tier, const ReadArea& area) {
   std::atomic<uint64_t> next{0};
-  std::mutex mu;
-  Status first_error;
+  FirstError first_error;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (unsigned w = 0; w < kWriters; ++w) {
@@ -125,14 +141,13 @@ Result<PhaseResult> WritePass(Tier& tier, const ReadArea& area) {
       for (uint64_t i = next++; i < area.chunks(); i = next++) {
         Status s = tier.Put(area.id(i), area.Payload(i));
         if (s.ok()) continue;
-        std::lock_guard<std::mutex> lock(mu);
-        if (first_error.ok()) first_error = std::move(s);
+        first_error.Note(std::move(s));
         next = area.chunks();  // stop the other writers too
       }
     });
   }
   for (auto& t : threads) t.join();
-  KVTIER_RETURN_IF_ERROR(first_error);
+  KVTIER_RETURN_IF_ERROR(first_error.Get());
   KVTIER_RETURN_IF_ERROR(tier.Flush());
   PhaseResult r;
   r.seconds = SecondsSince(t0);

@@ -8,10 +8,10 @@ DeviceLoop::DeviceLoop(Engine* engine) : engine_(engine), thread_([this] { Loop(
 
 DeviceLoop::~DeviceLoop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
-  work_cv_.notify_all();
+  work_cv_.NotifyAll();
   thread_.join();
 }
 
@@ -19,10 +19,10 @@ Status DeviceLoop::RunPrefill(Request& req) {
   Job job;
   job.req = &req;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     prefill_.push_back(&job);
   }
-  work_cv_.notify_one();
+  work_cv_.NotifyOne();
   return Wait(job);
 }
 
@@ -31,16 +31,16 @@ Status DeviceLoop::RunDecode(Request& req) {
   Job job;
   job.req = &req;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     decoding_.push_back(&job);
   }
-  work_cv_.notify_one();
+  work_cv_.NotifyOne();
   return Wait(job);
 }
 
 Status DeviceLoop::Wait(Job& job) {
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return job.done; });
+  MutexLock lock(mu_);
+  while (!job.done) done_cv_.Wait(mu_);
   return job.status;
 }
 
@@ -49,8 +49,8 @@ void DeviceLoop::Loop() {
     Job* prefill = nullptr;
     std::vector<Job*> batch;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || !prefill_.empty() || !decoding_.empty(); });
+      MutexLock lock(mu_);
+      while (!stop_ && prefill_.empty() && decoding_.empty()) work_cv_.Wait(mu_);
       if (stop_) return;
       if (!prefill_.empty()) prefill = prefill_.front();
       batch = decoding_;
@@ -63,25 +63,25 @@ void DeviceLoop::Loop() {
 void DeviceLoop::StepPrefill(Job* job) {
   Result<uint32_t> left = engine_->PrefillStep(*job->req);
   if (left.ok() && *left > 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   prefill_.pop_front();
   job->status = left.status();
   job->done = true;
-  done_cv_.notify_all();
+  done_cv_.NotifyAll();
 }
 
 void DeviceLoop::StepDecode(const std::vector<Job*>& batch) {
   std::vector<Request*> reqs;
   for (Job* j : batch) reqs.push_back(j->req);
   Status s = engine_->Decode(reqs);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (Job* j : batch) {
     if (s.ok() && j->req->output().size() < j->req->max_new_tokens()) continue;
     j->status = s;
     j->done = true;
     decoding_.erase(std::find(decoding_.begin(), decoding_.end(), j));
   }
-  done_cv_.notify_all();
+  done_cv_.NotifyAll();
 }
 
 }  // namespace kvtier::internal

@@ -9,12 +9,11 @@
 // The destructor stops the loop; no call may be in flight then.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "engine/engine.h"
 
 namespace kvtier::internal {
@@ -27,9 +26,9 @@ class DeviceLoop {
   DeviceLoop& operator=(const DeviceLoop&) = delete;
 
   // Returns once the prompt is fully computed and its first output token chosen.
-  Status RunPrefill(Request& req);
+  Status RunPrefill(Request& req) EXCLUDES(mu_);
   // Returns once the request holds max_new_tokens outputs.
-  Status RunDecode(Request& req);
+  Status RunDecode(Request& req) EXCLUDES(mu_);
 
  private:
   struct Job {
@@ -37,17 +36,17 @@ class DeviceLoop {
     bool done = false;
     Status status;
   };
-  Status Wait(Job& job);
-  void Loop();
-  void StepPrefill(Job* job);
-  void StepDecode(const std::vector<Job*>& batch);
+  Status Wait(Job& job) EXCLUDES(mu_);
+  void Loop() EXCLUDES(mu_);
+  void StepPrefill(Job* job) EXCLUDES(mu_);
+  void StepDecode(const std::vector<Job*>& batch) EXCLUDES(mu_);
 
   Engine* const engine_;
-  std::mutex mu_;
-  std::condition_variable work_cv_, done_cv_;
-  std::deque<Job*> prefill_;     // guarded by mu_
-  std::vector<Job*> decoding_;   // guarded by mu_
-  bool stop_ = false;            // guarded by mu_
+  Mutex mu_;  // also guards each queued Job's `done` and `status`
+  CondVar work_cv_, done_cv_;
+  std::deque<Job*> prefill_ GUARDED_BY(mu_);
+  std::vector<Job*> decoding_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -2,9 +2,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <thread>
 
+#include "core/thread_annotations.h"
 #include "e2e/device_loop.h"
 
 namespace kvtier::internal {
@@ -49,6 +49,13 @@ Result<RequestRecord> Serve(Engine& engine, DeviceLoop& loop, const WorkloadOpti
   return rec;
 }
 
+// What the clients of a round hand back, each from its own thread.
+struct Collected {
+  Mutex mu;
+  std::vector<RequestRecord> requests GUARDED_BY(mu);
+  std::string error GUARDED_BY(mu);  // the first failure
+};
+
 }  // namespace
 
 RoundResult RunRound(Engine& engine, const WorkloadOptions& w, const std::string& mode,
@@ -56,7 +63,7 @@ RoundResult RunRound(Engine& engine, const WorkloadOptions& w, const std::string
   RoundResult result;
   result.mode = mode;
   result.concurrency = concurrency;
-  std::mutex mu;  // guards result.requests and result.error
+  Collected collected;
   std::atomic<uint32_t> next{0}, done{0};
   const auto t0 = Clock::now();
   {
@@ -66,11 +73,11 @@ RoundResult RunRound(Engine& engine, const WorkloadOptions& w, const std::string
       clients.emplace_back([&] {
         for (uint32_t s = next++; s < sessions; s = next++) {
           Result<RequestRecord> rec = Serve(engine, loop, w, s);
-          std::lock_guard<std::mutex> lock(mu);
+          MutexLock lock(collected.mu);
           if (rec.ok()) {
-            result.requests.push_back(std::move(rec).value());
-          } else if (result.error.empty()) {
-            result.error = "session " + std::to_string(s) + ": " + rec.status().ToString();
+            collected.requests.push_back(std::move(rec).value());
+          } else if (collected.error.empty()) {
+            collected.error = "session " + std::to_string(s) + ": " + rec.status().ToString();
           }
           ++done;
         }
@@ -87,6 +94,9 @@ RoundResult RunRound(Engine& engine, const WorkloadOptions& w, const std::string
     for (auto& t : clients) t.join();
   }
   result.wall_s = Since(t0);
+  MutexLock lock(collected.mu);
+  result.requests = std::move(collected.requests);
+  result.error = std::move(collected.error);
   return result;
 }
 

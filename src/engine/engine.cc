@@ -58,7 +58,7 @@ Result<std::unique_ptr<Request>> Engine::Begin(uint64_t session, std::span<const
   req->stats_.prompt_tokens = static_cast<uint32_t>(prompt.size());
   req->keys_ = ComputeChunkKeys(ns_, prompt);
 
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Resident& res = sessions_[session];
   if (res.active) return Status::InvalidArgument("session " + std::to_string(session) + " is busy");
   // Keep the whole chunks of resident KV that the prompt repeats, never the last prompt token.
@@ -106,18 +106,18 @@ bool Engine::EvictOneIdle() {
 }
 
 void Engine::EvictIdle() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (EvictOneIdle()) {
   }
 }
 
 uint64_t Engine::evictions() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return evictions_;
 }
 
 Engine::Resident& Engine::ResidentOf(const Request& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return sessions_.at(req.session_);  // active sessions are never erased
 }
 
@@ -166,7 +166,7 @@ Result<uint32_t> Engine::PrefillStep(Request& req, uint32_t max_tokens) {
     seg.logits = req.prompt_logits_.data();
   }
   {
-    std::lock_guard<std::mutex> lock(compute_mu_);
+    MutexLock lock(compute_mu_);
     auto t0 = std::chrono::steady_clock::now();
     transformer_->Forward(std::span<const Segment>(&seg, 1));
     req.stats_.compute_seconds += SecondsSince(t0);
@@ -215,7 +215,7 @@ Status Engine::Decode(std::span<Request* const> reqs) {
     segs.push_back(seg);
   }
   {
-    std::lock_guard<std::mutex> lock(compute_mu_);
+    MutexLock lock(compute_mu_);
     transformer_->Forward(segs);
   }
   for (size_t i = 0; i < reqs.size(); ++i) reqs[i]->output_.push_back(Greedy(logits[i]));
@@ -225,7 +225,7 @@ Status Engine::Decode(std::span<Request* const> reqs) {
 void Engine::End(Request& req) {
   if (req.ended_) return;
   req.ended_ = true;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Resident& res = sessions_.at(req.session_);
   res.tokens.assign(req.prompt_.begin(), req.prompt_.begin() + req.computed_);
   if (req.prefill_done() && !req.output_.empty()) {

@@ -19,12 +19,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "engine/kv_pool.h"
 #include "engine/model_config.h"
 #include "engine/transformer.h"
@@ -95,7 +95,7 @@ class Engine {
   // End); NoSpace when it never could; InvalidArgument for an empty prompt or a session that already
   // has a request in flight.
   Result<std::unique_ptr<Request>> Begin(uint64_t session, std::span<const uint32_t> prompt,
-                                         uint32_t max_new_tokens);
+                                         uint32_t max_new_tokens) EXCLUDES(mu_);
   // Loads the longest cached prefix (whole chunks, never the last prompt token) into the request's
   // blocks. A store failure is not an error: the unread part is computed instead.
   Status LoadCached(Request& req);
@@ -108,7 +108,7 @@ class Engine {
   // Appends one greedy token to each request (prefill done, output below max_new_tokens), in one batch.
   Status Decode(std::span<Request* const> reqs);
   // Ends the request; its session's KV stays resident (idle) until evicted.
-  void End(Request& req);
+  void End(Request& req) EXCLUDES(mu_);
 
   // Begin + LoadCached + PrefillStep until done + SaveNew.
   Result<std::unique_ptr<Request>> Prefill(uint64_t session, std::span<const uint32_t> prompt,
@@ -117,13 +117,13 @@ class Engine {
   Status Generate(Request& req);
 
   // Drops every idle session's KV (as if the pool had been needed by others).
-  void EvictIdle();
+  void EvictIdle() EXCLUDES(mu_);
 
   const ModelConfig& config() const { return options_.model; }
   const Namespace& ns() const { return ns_; }
   KvPool& pool() { return *pool_; }
   uint32_t prefill_step_tokens() const { return step_; }
-  uint64_t evictions() const;
+  uint64_t evictions() const EXCLUDES(mu_);
 
  private:
   struct Resident {  // a session's blocks: in use by a request (active) or idle
@@ -134,9 +134,11 @@ class Engine {
   };
 
   Engine(const EngineOptions& options, Namespace ns, std::unique_ptr<KvPool> pool);
-  Status Reserve(Resident& res, uint32_t blocks_needed);  // REQUIRES: mu_ held
-  bool EvictOneIdle();                                    // REQUIRES: mu_ held
-  Resident& ResidentOf(const Request& req);
+  Status Reserve(Resident& res, uint32_t blocks_needed) REQUIRES(mu_);
+  bool EvictOneIdle() REQUIRES(mu_);
+  // The request's session; used without the lock afterwards (an active session is never erased, and
+  // only its request's thread touches it).
+  Resident& ResidentOf(const Request& req) EXCLUDES(mu_);
   static uint32_t Greedy(std::span<const float> logits);
 
   const EngineOptions options_;
@@ -144,13 +146,13 @@ class Engine {
   std::unique_ptr<KvPool> pool_;
   uint32_t step_;
 
-  std::mutex compute_mu_;  // serialises the transformer (one "device")
-  std::unique_ptr<Transformer> transformer_;
+  Mutex compute_mu_;  // serialises the transformer (one "device")
+  std::unique_ptr<Transformer> transformer_ PT_GUARDED_BY(compute_mu_);
 
-  mutable std::mutex mu_;  // guards the session table
-  std::unordered_map<uint64_t, Resident> sessions_;
-  uint64_t clock_ = 0;
-  uint64_t evictions_ = 0;
+  mutable Mutex mu_;  // guards the session table
+  std::unordered_map<uint64_t, Resident> sessions_ GUARDED_BY(mu_);
+  uint64_t clock_ GUARDED_BY(mu_) = 0;
+  uint64_t evictions_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvtier::internal

@@ -34,12 +34,12 @@ KvPool::KvPool(const Layout& layout, uint32_t blocks)
 }
 
 uint32_t KvPool::free_blocks() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return static_cast<uint32_t>(free_.size());
 }
 
 Result<std::vector<uint32_t>> KvPool::Allocate(uint32_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (free_.size() < n) {
     return Status::NoSpace("KV pool: " + std::to_string(n) + " blocks wanted, " +
                            std::to_string(free_.size()) + " free");
@@ -50,7 +50,7 @@ Result<std::vector<uint32_t>> KvPool::Allocate(uint32_t n) {
 }
 
 void KvPool::Free(std::span<const uint32_t> blocks) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   free_.insert(free_.end(), blocks.begin(), blocks.end());
 }
 

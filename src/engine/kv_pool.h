@@ -14,10 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "kvtier/layout.h"
 #include "kvtier/status.h"
 #include "kvtier/tier.h"
@@ -33,11 +33,11 @@ class KvPool {
   const Layout& layout() const { return layout_; }
   uint32_t block_count() const { return blocks_; }
   uint64_t block_bytes() const { return layout_.BytesPerChunk(); }
-  uint32_t free_blocks() const;
+  uint32_t free_blocks() const EXCLUDES(mu_);
 
   // Takes `n` free blocks; NoSpace (nothing taken) when fewer are free.
-  Result<std::vector<uint32_t>> Allocate(uint32_t n);
-  void Free(std::span<const uint32_t> blocks);
+  Result<std::vector<uint32_t>> Allocate(uint32_t n) EXCLUDES(mu_);
+  void Free(std::span<const uint32_t> blocks) EXCLUDES(mu_);
 
   // Row of K (or V) of `slot` (0..tokens_per_chunk-1) in `block` at `layer`: kv_heads*head_dim values.
   uint16_t* KRow(uint32_t layer, uint32_t block, uint32_t slot) { return Piece(layer, 0, block) + slot * row_; }
@@ -58,8 +58,8 @@ class KvPool {
   const size_t row_;    // values per token row
   const size_t piece_;  // values per (layer, K or V, block)
   std::unique_ptr<uint16_t[]> data_;
-  mutable std::mutex mu_;
-  std::vector<uint32_t> free_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::vector<uint32_t> free_ GUARDED_BY(mu_);
 };
 
 }  // namespace kvtier::internal

@@ -2,12 +2,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <unordered_set>
 #include <vector>
 
 #include "core/latency.h"
 #include "core/tier_counters.h"
+#include "core/thread_annotations.h"
 #include "file/file_index.h"
 #include "file/file_scan.h"
 
@@ -66,9 +66,9 @@ class FileTier final : public Tier {
   std::unique_ptr<ChunkReader> reader_;
   FileTierReport report_;
 
-  mutable std::mutex mu_;
-  std::unique_ptr<FileIndex> index_;                         // guarded by mu_; set by Init
-  std::unordered_set<IndexKey, IndexKeyHash> writing_;       // guarded by mu_
+  mutable Mutex mu_;
+  std::unique_ptr<FileIndex> index_ PT_GUARDED_BY(mu_);  // set by Init
+  std::unordered_set<IndexKey, IndexKeyHash> writing_ GUARDED_BY(mu_);
 
   TierCounters counters_;
 };
@@ -93,7 +93,7 @@ Status FileTier::Init() {
   report_.foreign_skipped = scan.skipped.foreign;
   std::vector<IndexKey> victims;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const ScannedChunk& c : scan.chunks) {
       index_->Insert(IndexKey::Of(c.id), IndexEntry{c.stored_bytes, c.id.layout_fingerprint, 0, 0});
     }
@@ -111,7 +111,7 @@ void FileTier::UnlinkVictims(const std::vector<IndexKey>& victims) {
 }
 
 bool FileTier::Contains(const ChunkId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return index_->Find(IndexKey::Of(id)) != nullptr;
 }
 
@@ -125,7 +125,7 @@ Status FileTier::Put(const ChunkId& id, GatherList payload) {
   }
   const IndexKey key = IndexKey::Of(id);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (index_->Find(key) != nullptr || writing_.count(key) != 0) return Status::OK();
     std::vector<IndexKey> victims;
     if (!index_->MakeRoom(stored, &victims)) {
@@ -139,7 +139,7 @@ Status FileTier::Put(const ChunkId& id, GatherList payload) {
     writing_.insert(key);
   }
   auto written = dir_->WriteChunk(id, payload, WriteOptions{.sync = options_.sync, .cipher = options_.reader.cipher});
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   index_->Unreserve(stored);
   writing_.erase(key);
   if (!written.ok()) {
@@ -154,7 +154,7 @@ Status FileTier::Put(const ChunkId& id, GatherList payload) {
 
 uint64_t FileTier::Lookup(const ChunkId& id, std::string* path) {
   const IndexKey key = IndexKey::Of(id);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   IndexEntry* e = index_->Touch(key);
   if (e == nullptr) return 0;
   *path = PathOf(key);
@@ -163,7 +163,7 @@ uint64_t FileTier::Lookup(const ChunkId& id, std::string* path) {
 
 void FileTier::DropIfSameGeneration(const ChunkId& id, uint64_t generation, bool unlink_file) {
   const IndexKey key = IndexKey::Of(id);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (index_->Erase(key, generation) && unlink_file) RemoveFile(key);
 }
 
@@ -171,7 +171,7 @@ void FileTier::RefreshMtime(const ChunkId& id, uint64_t generation) {
   if (options_.read_only) return;  // looking changes nothing, not even recency
   const int64_t now = NowSeconds();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     IndexEntry* e = index_->Find(IndexKey::Of(id));
     if (e == nullptr || e->generation != generation || e->mtime_touched_s >= now) return;
     e->mtime_touched_s = now;
@@ -256,7 +256,7 @@ Status FileTier::Remove(const ChunkId& id) {
 Status FileTier::List(const std::function<bool(const ChunkInfo&)>& fn) {
   std::vector<ChunkInfo> all;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     all = index_->Snapshot();
   }
   for (const ChunkInfo& info : all) {
@@ -270,7 +270,7 @@ Status FileTier::Check(const ChunkInfo& info) {
   uint64_t generation;
   {
     const IndexKey key = IndexKey::Of(info.id);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     IndexEntry* e = index_->Find(key);
     if (e == nullptr) return Status::NotFound("chunk " + info.id.key.Hex() + " not in " + url_);
     generation = e->generation;
@@ -297,7 +297,7 @@ TierStats FileTier::Stats() const {
   TierStats s;
   s.url = url_;
   counters_.FillInto(s);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   s.chunks = index_->size();
   s.usage_bytes = index_->usage();
   s.capacity_bytes = index_->capacity();

@@ -4,12 +4,12 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <mutex>
 #include <random>
 #include <vector>
 
 #include "core/latency.h"
 #include "core/tier_counters.h"
+#include "core/thread_annotations.h"
 #include "fs/pool_gc.h"
 #include "fs/pool_layout.h"
 #include "fs/ttl_key_set.h"
@@ -107,8 +107,8 @@ class FsTier final : public Tier {
   void Finish(ChunkRead& read, ReadOp* op);
   // Makes room for `stored` more bytes under the capacity and reserves them.
   Status Reserve(uint64_t stored);
-  // REQUIRES: evict_mu_ held. One gc pass down to `max_bytes`; refreshes the usage figures.
-  Status EvictTo(uint64_t max_bytes);
+  // One gc pass down to `max_bytes`; refreshes the usage figures.
+  Status EvictTo(uint64_t max_bytes) REQUIRES(evict_mu_);
   void RemoveCorrupt(const ChunkId& id);
   void Forget(uint64_t stored) {
     SubClamped(usage_, stored);
@@ -133,7 +133,7 @@ class FsTier final : public Tier {
 
   // This process's view of the pool: the last pass's measurement plus its own puts and removes since.
   std::atomic<uint64_t> usage_{0}, chunks_{0};
-  std::mutex evict_mu_;  // one eviction pass at a time in this process (gc's flock is per open file)
+  Mutex evict_mu_;  // one eviction pass at a time in this process (gc's flock is per open file)
 
   TierCounters counters_;
 };
@@ -147,7 +147,7 @@ Status FsTier::Init() {
     }
     return Status::OK();
   }
-  std::lock_guard<std::mutex> lock(evict_mu_);
+  MutexLock lock(evict_mu_);
   Status s = EvictTo(options_.capacity_bytes);
   if (s.code() != Code::kBusy) return s;
   // Another gc is evicting right now: measure without removing anything.
@@ -191,7 +191,7 @@ Status FsTier::Reserve(uint64_t stored) {
   if (stored > cap) {
     return Status::NoSpace("chunk of " + FormatBytes(stored) + " exceeds the pool capacity " + FormatBytes(cap));
   }
-  std::lock_guard<std::mutex> lock(evict_mu_);
+  MutexLock lock(evict_mu_);
   if (usage_.load() + stored > cap) {
     // Evict to 90% so a full pool is not rescanned for every Put.
     const uint64_t low_water = cap - cap / 10;

@@ -30,7 +30,7 @@ bool TtlKeySet::Contains(const ChunkId& id) {
   if (ttl_.count() <= 0) return false;
   const Key k = KeyOf(id);
   Shard& s = ShardOf(k);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.expiry.find(k);
   if (it == s.expiry.end()) return false;
   if (it->second <= Now()) {
@@ -46,7 +46,7 @@ void TtlKeySet::Insert(const ChunkId& id) {
   Shard& s = ShardOf(k);
   const TimePoint now = Now();
   const TimePoint expires = now + ttl_;
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   s.expiry[k] = expires;
   s.order.emplace_back(k, expires);
   Sweep(s, now);
@@ -55,7 +55,7 @@ void TtlKeySet::Insert(const ChunkId& id) {
 void TtlKeySet::Erase(const ChunkId& id) {
   const Key k = KeyOf(id);
   Shard& s = ShardOf(k);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   s.expiry.erase(k);  // its entry in `order` becomes stale and is dropped by a later sweep
 }
 
@@ -75,7 +75,7 @@ void TtlKeySet::Sweep(Shard& s, TimePoint now) {
 size_t TtlKeySet::size() const {
   size_t n = 0;
   for (const Shard& s : shards_) {
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     n += s.expiry.size();
   }
   return n;

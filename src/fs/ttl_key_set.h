@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <unordered_map>
 
+#include "core/thread_annotations.h"
 #include "kvtier/tier.h"
 
 namespace kvtier::internal {
@@ -46,16 +46,16 @@ class TtlKeySet {
   };
   using TimePoint = std::chrono::steady_clock::time_point;
   struct Shard {
-    mutable std::mutex mu;
-    std::unordered_map<Key, TimePoint, KeyHash> expiry;  // guarded by mu
-    std::deque<std::pair<Key, TimePoint>> order;         // insertion order; may hold stale entries
+    mutable Mutex mu;
+    std::unordered_map<Key, TimePoint, KeyHash> expiry GUARDED_BY(mu);
+    std::deque<std::pair<Key, TimePoint>> order GUARDED_BY(mu);  // insertion order; may hold stale entries
   };
   static constexpr size_t kShards = 16;
 
   static Key KeyOf(const ChunkId& id);
   Shard& ShardOf(const Key& k);
-  // REQUIRES: shard.mu held. Drops expired entries and, while over the bound, the oldest ones.
-  void Sweep(Shard& shard, TimePoint now);
+  // Drops expired entries and, while over the bound, the oldest ones.
+  void Sweep(Shard& shard, TimePoint now) REQUIRES(shard.mu);
   TimePoint Now() const;
 
   const std::chrono::milliseconds ttl_;

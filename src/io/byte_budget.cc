@@ -3,13 +3,13 @@
 namespace kvtier::internal {
 
 void ByteBudget::Acquire(uint64_t n) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return Fits(n); });
+  MutexLock lock(mu_);
+  while (!Fits(n)) cv_.Wait(mu_);
   used_ += n;
 }
 
 bool ByteBudget::TryAcquire(uint64_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!Fits(n)) return false;
   used_ += n;
   return true;
@@ -17,14 +17,14 @@ bool ByteBudget::TryAcquire(uint64_t n) {
 
 void ByteBudget::Release(uint64_t n) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     used_ -= n;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 uint64_t ByteBudget::used() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return used_;
 }
 

@@ -3,9 +3,8 @@
 // ByteBudget shared by every call.
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 
+#include "core/thread_annotations.h"
 #include "io/byte_budget.h"
 #include "io/read_common.h"
 #include "io/readers.h"
@@ -37,9 +36,9 @@ class PreadvReader final : public ChunkReader {
 struct Batch {
   std::span<ChunkRead> reads;
   std::atomic<size_t> next{0};
-  std::mutex mu;
-  std::condition_variable cv;
-  unsigned helpers_running = 0;  // guarded by mu
+  Mutex mu;
+  CondVar cv;
+  unsigned helpers_running GUARDED_BY(mu) = 0;
 };
 
 void PreadvReader::ReadMany(std::span<ChunkRead> reads) {
@@ -55,17 +54,20 @@ void PreadvReader::ReadMany(std::span<ChunkRead> reads) {
   };
   const unsigned helpers =
       static_cast<unsigned>(std::min<size_t>(reads.size() - 1, pool_.size()));
-  batch.helpers_running = helpers;
+  {
+    MutexLock lock(batch.mu);  // before any helper runs; taken to keep one rule for helpers_running
+    batch.helpers_running = helpers;
+  }
   for (unsigned h = 0; h < helpers; ++h) {
     pool_.Schedule([&batch, drain] {
       drain();
-      std::lock_guard<std::mutex> lock(batch.mu);
-      if (--batch.helpers_running == 0) batch.cv.notify_all();
+      MutexLock lock(batch.mu);
+      if (--batch.helpers_running == 0) batch.cv.NotifyAll();
     });
   }
   drain();
-  std::unique_lock<std::mutex> lock(batch.mu);
-  batch.cv.wait(lock, [&] { return batch.helpers_running == 0; });
+  MutexLock lock(batch.mu);
+  while (batch.helpers_running != 0) batch.cv.Wait(batch.mu);
   ZeroFailedReads(reads);
 }
 

@@ -1,5 +1,7 @@
 #include "io/read_common.h"
 
+#include "core/thread_annotations.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -138,25 +140,25 @@ Status PayloadVerifier::All(GatherList src, ScatterList dst, bool in_place, Thre
   // claimed piece is always finished before this call returns, so `src`, `dst` and `this` outlive it.
   struct Shared {
     std::atomic<uint32_t> next{0};
-    std::mutex mu;
-    std::condition_variable cv;
-    uint32_t done = 0;  // guarded by mu
-    Status first;       // guarded by mu
+    Mutex mu;
+    CondVar cv;
+    uint32_t done GUARDED_BY(mu) = 0;
+    Status first GUARDED_BY(mu);
   };
   auto shared = std::make_shared<Shared>();
   auto work = [this, src, dst, in_place, n](Shared& sh) {
     for (uint32_t i; (i = sh.next.fetch_add(1)) < n;) {
       Status st = Piece(i, src, dst, in_place);
-      std::lock_guard<std::mutex> lock(sh.mu);
+      MutexLock lock(sh.mu);
       if (!st.ok() && sh.first.ok()) sh.first = std::move(st);
-      if (++sh.done == n) sh.cv.notify_all();
+      if (++sh.done == n) sh.cv.NotifyAll();
     }
   };
   const uint32_t helpers = std::min<uint32_t>(pool->size(), n - 1);
   for (uint32_t h = 0; h < helpers; ++h) pool->Schedule([shared, work] { work(*shared); });
   work(*shared);
-  std::unique_lock<std::mutex> lock(shared->mu);
-  shared->cv.wait(lock, [&] { return shared->done == n; });
+  MutexLock lock(shared->mu);
+  while (shared->done != n) shared->cv.Wait(shared->mu);
   return shared->first;
 }
 
@@ -233,7 +235,7 @@ Status VerifyInPlace(std::span<const std::byte> header_bytes, uint64_t file_size
 
 AlignedBuffer BufferPool::Get(uint64_t size) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (size_t i = 0; i < free_.size(); ++i) {
       // Reuse only a close fit, so one huge buffer does not serve (and pin) every small read.
       if (free_[i].size() >= size && free_[i].size() <= 2 * size) {
@@ -250,7 +252,7 @@ AlignedBuffer BufferPool::Get(uint64_t size) {
 
 void BufferPool::Put(AlignedBuffer buffer) {
   if (buffer.data() == nullptr) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (cached_ + buffer.size() > max_cached_) return;  // freed on return
   cached_ += buffer.size();
   free_.push_back(std::move(buffer));

@@ -4,11 +4,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "io/byte_budget.h"
 #include "io/chunk_io.h"
 #include "io/fd.h"
@@ -89,14 +89,14 @@ class BufferPool {
  public:
   explicit BufferPool(uint64_t max_cached_bytes) : max_cached_(max_cached_bytes) {}
   // An empty buffer when memory is exhausted.
-  AlignedBuffer Get(uint64_t size);
-  void Put(AlignedBuffer buffer);
+  AlignedBuffer Get(uint64_t size) EXCLUDES(mu_);
+  void Put(AlignedBuffer buffer) EXCLUDES(mu_);
 
  private:
   const uint64_t max_cached_;
-  std::mutex mu_;
-  std::vector<AlignedBuffer> free_;  // guarded by mu_
-  uint64_t cached_ = 0;              // guarded by mu_
+  Mutex mu_;
+  std::vector<AlignedBuffer> free_ GUARDED_BY(mu_);
+  uint64_t cached_ GUARDED_BY(mu_) = 0;
 };
 
 // Reads, verifies and copies out one chunk on the calling thread; sets read.status and

@@ -13,10 +13,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "io/byte_budget.h"
 #include "io/read_common.h"
 #include "io/readers.h"
@@ -54,13 +54,13 @@ class UringReader final : public ChunkReader {
     return options_.direct_io ? "io_uring+O_DIRECT" : "io_uring";
   }
 
-  void PutRing(std::unique_ptr<Ring> ring) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void PutRing(std::unique_ptr<Ring> ring) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     rings_.push_back(std::move(ring));
   }
-  std::unique_ptr<Ring> TakeRing() {
+  std::unique_ptr<Ring> TakeRing() EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (!rings_.empty()) {
         auto r = std::move(rings_.back());
         rings_.pop_back();
@@ -76,8 +76,8 @@ class UringReader final : public ChunkReader {
   std::unique_ptr<ThreadPool> verify_pool_;  // pieces of one chunk verified in parallel; may be null
 
  private:
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Ring>> rings_;  // idle rings; guarded by mu_
+  Mutex mu_;
+  std::vector<std::unique_ptr<Ring>> rings_ GUARDED_BY(mu_);  // idle rings
 };
 
 // One chunk being read.

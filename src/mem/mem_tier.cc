@@ -5,12 +5,12 @@
 
 #include <atomic>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/chunk_format.h"
 #include "core/latency.h"
+#include "core/thread_annotations.h"
 #include "core/tier_counters.h"
 #include "mem/mem_index.h"
 #include "mem/page_arena.h"
@@ -29,7 +29,8 @@ class MemTier final : public Tier {
   MemTier(std::string url, std::unique_ptr<PageArena> arena, bool verify)
       : url_(std::move(url)), arena_(std::move(arena)), verify_(verify) {}
 
-  Status Init() {
+  Status Init() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return index_.Init(std::min<uint32_t>(arena_->total_pages(), kMaxEntries));
   }
 
@@ -40,35 +41,39 @@ class MemTier final : public Tier {
     return c;
   }
 
-  bool Contains(const ChunkId& id) override {
-    std::lock_guard<std::mutex> lock(mu_);
+  bool Contains(const ChunkId& id) override EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return index_.Find(id) != ChunkIndex::kNone;
   }
 
-  Status Put(const ChunkId& id, GatherList payload) override;
-  Status Get(const ChunkId& id, ScatterList dst) override;
-  Status Remove(const ChunkId& id) override;
-  Status List(const std::function<bool(const ChunkInfo&)>& fn) override;
-  Status Check(const ChunkInfo& info) override;
-  TierStats Stats() const override;
+  Status Put(const ChunkId& id, GatherList payload) override EXCLUDES(mu_);
+  Status Get(const ChunkId& id, ScatterList dst) override EXCLUDES(mu_);
+  Status Remove(const ChunkId& id) override EXCLUDES(mu_);
+  Status List(const std::function<bool(const ChunkInfo&)>& fn) override EXCLUDES(mu_);
+  Status Check(const ChunkInfo& info) override EXCLUDES(mu_);
+  TierStats Stats() const override EXCLUDES(mu_);
 
-  Status CorruptForTesting(const ChunkId& id);
+  Status CorruptForTesting(const ChunkId& id) EXCLUDES(mu_);
 
  private:
   // Makes room for `pages` pages and one entry by evicting unpinned LRU chunks; returns a kWriting
-  // entry owning the pages. NoSpace when readers pin too much to make room. REQUIRES: mu_ held.
-  Result<uint32_t> ReserveLocked(uint32_t pages);
-  bool EvictOneLocked();
-  void ReleaseLocked(uint32_t e);        // frees pages and entry
-  void RemoveLocked(uint32_t e);         // takes a live entry out; freed now or by its last reader
-  void UnpinLocked(uint32_t e);
-  uint64_t HashChunk(const MemEntry& e) const;  // xxh3 of the stored payload (entry pinned)
+  // entry owning the pages. NoSpace when readers pin too much to make room.
+  Result<uint32_t> ReserveLocked(uint32_t pages) REQUIRES(mu_);
+  bool EvictOneLocked() REQUIRES(mu_);
+  void ReleaseLocked(uint32_t e) REQUIRES(mu_);  // frees pages and entry
+  void RemoveLocked(uint32_t e) REQUIRES(mu_);   // takes a live entry out; freed now or by its last reader
+  void UnpinLocked(uint32_t e) REQUIRES(mu_);
+  // xxh3 of the `bytes` stored from `first_page` (a pinned entry's pages: read without the lock).
+  uint64_t HashChunk(uint32_t first_page, uint64_t bytes) const;
 
   const std::string url_;
-  const std::unique_ptr<PageArena> arena_;  // pages: guarded by mu_; bytes of pinned chunks: readers
+  // The arena's page lists change only in REQUIRES(mu_) functions (Allocate/Free/free_pages); the
+  // bytes of a page are written by the Put that reserved it and read by readers that pin its chunk,
+  // without the lock. So the pointer itself is not marked PT_GUARDED_BY.
+  const std::unique_ptr<PageArena> arena_;
   const bool verify_;
-  mutable std::mutex mu_;
-  ChunkIndex index_;  // guarded by mu_
+  mutable Mutex mu_;
+  ChunkIndex index_ GUARDED_BY(mu_);
 
   TierCounters counters_;
 };
@@ -119,10 +124,10 @@ void MemTier::UnpinLocked(uint32_t e) {
   if (--x.pins == 0 && x.state == EntryState::kDead) ReleaseLocked(e);
 }
 
-uint64_t MemTier::HashChunk(const MemEntry& e) const {
+uint64_t MemTier::HashChunk(uint32_t first_page, uint64_t bytes) const {
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  arena_->ForEachRun(e.first_page, e.bytes,
+  arena_->ForEachRun(first_page, bytes,
                      [&](std::byte* p, size_t n) { XXH3_64bits_update(&state, p, n); });
   return XXH3_64bits_digest(&state);
 }
@@ -138,7 +143,7 @@ Status MemTier::Put(const ChunkId& id, GatherList payload) {
   }
   uint32_t e, first_page;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const uint32_t old = index_.Find(id);
     if (old != ChunkIndex::kNone) {  // one copy per key
       index_.Touch(old);
@@ -155,7 +160,7 @@ Status MemTier::Put(const ChunkId& id, GatherList payload) {
   // The pages belong to this writer alone until published, so the copy runs without the lock.
   arena_->Write(first_page, payload);
   const uint64_t checksum = verify_ ? PayloadChecksum(payload) : 0;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   MemEntry& x = index_.at(e);
   if (index_.Find(id) != ChunkIndex::kNone) {  // a concurrent Put of the same chunk won
     ReleaseLocked(e);
@@ -175,7 +180,7 @@ Status MemTier::Get(const ChunkId& id, ScatterList dst) {
   uint32_t e, first_page;
   uint64_t bytes, checksum;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     e = index_.Find(id);
     if (e == ChunkIndex::kNone) {
       counters_.misses.fetch_add(1, std::memory_order_relaxed);
@@ -208,7 +213,7 @@ Status MemTier::Get(const ChunkId& id, ScatterList dst) {
     bad = XXH3_64bits_digest(&state) != checksum;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (bad && index_.at(e).state == EntryState::kLive) {
       index_.Erase(e);
       index_.at(e).state = EntryState::kDead;  // freed by the last reader, below or elsewhere
@@ -227,7 +232,7 @@ Status MemTier::Get(const ChunkId& id, ScatterList dst) {
 }
 
 Status MemTier::Remove(const ChunkId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint32_t e = index_.Find(id);
   if (e != ChunkIndex::kNone) RemoveLocked(e);
   return Status::OK();
@@ -237,7 +242,7 @@ Status MemTier::List(const std::function<bool(const ChunkInfo&)>& fn) {
   // A snapshot, so `fn` may call back into the tier without deadlocking.
   std::vector<ChunkInfo> infos;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     infos.reserve(index_.live());
     for (uint32_t e = index_.lru_head(); e != ChunkIndex::kNone; e = index_.at(e).next) {
       const MemEntry& x = index_.at(e);
@@ -251,16 +256,21 @@ Status MemTier::List(const std::function<bool(const ChunkInfo&)>& fn) {
 }
 
 Status MemTier::Check(const ChunkInfo& info) {
-  uint32_t e;
+  uint32_t e, first_page;
+  uint64_t bytes, checksum;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     e = index_.Find(info.id);
     if (e == ChunkIndex::kNone) return Status::NotFound(url_ + ": no chunk " + info.id.key.Hex());
     if (!verify_) return Status::OK();  // no checksum kept: nothing to check against
-    ++index_.at(e).pins;
+    MemEntry& x = index_.at(e);
+    ++x.pins;
+    first_page = x.first_page;
+    bytes = x.bytes;
+    checksum = x.checksum;
   }
-  const bool bad = HashChunk(index_.at(e)) != index_.at(e).checksum;
-  std::lock_guard<std::mutex> lock(mu_);
+  const bool bad = HashChunk(first_page, bytes) != checksum;
+  MutexLock lock(mu_);
   if (bad && index_.at(e).state == EntryState::kLive) {
     index_.Erase(e);
     index_.at(e).state = EntryState::kDead;
@@ -276,14 +286,14 @@ TierStats MemTier::Stats() const {
   s.url = url_;
   counters_.FillInto(s);
   s.capacity_bytes = uint64_t{arena_->total_pages()} * arena_->page_bytes();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   s.chunks = index_.live();
   s.usage_bytes = uint64_t{arena_->total_pages() - arena_->free_pages()} * arena_->page_bytes();
   return s;
 }
 
 Status MemTier::CorruptForTesting(const ChunkId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint32_t e = index_.Find(id);
   if (e == ChunkIndex::kNone) return Status::NotFound("no such chunk");
   bool done = false;

@@ -1,7 +1,7 @@
 // The scheme -> factory registry behind OpenTier. Built-in tiers register here at first use.
 #include <map>
-#include <mutex>
 
+#include "core/thread_annotations.h"
 #include "store/builtin_tiers.h"
 #include "kvtier/tier.h"
 
@@ -9,14 +9,15 @@ namespace kvtier {
 namespace {
 
 struct Registry {
-  std::mutex mu;
-  std::map<std::string, TierFactory> factories;  // guarded by mu
+  internal::Mutex mu;
+  std::map<std::string, TierFactory> factories GUARDED_BY(mu);
 };
 
 Registry& GetRegistry() {
   static Registry* r = [] {
     auto* reg = new Registry;
     internal::RegisterBuiltinTiers([reg](const std::string& scheme, TierFactory f) {
+      internal::MutexLock lock(reg->mu);  // not yet shared; taken to keep one rule for `factories`
       reg->factories[scheme] = std::move(f);
     });
     return reg;
@@ -28,7 +29,7 @@ Registry& GetRegistry() {
 
 void RegisterTierScheme(const std::string& scheme, TierFactory factory) {
   Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  internal::MutexLock lock(r.mu);
   r.factories[scheme] = std::move(factory);
 }
 
@@ -37,7 +38,7 @@ Result<std::unique_ptr<Tier>> OpenTier(std::string_view url, const TierOpenOptio
   TierFactory factory;
   {
     Registry& r = GetRegistry();
-    std::lock_guard<std::mutex> lock(r.mu);
+    internal::MutexLock lock(r.mu);
     auto it = r.factories.find(parsed.scheme);
     if (it == r.factories.end()) {
       std::string known;

@@ -10,10 +10,10 @@ SaveQueue::SaveQueue(uint64_t max_bytes, uint32_t max_jobs, uint32_t threads, Ru
 
 SaveQueue::~SaveQueue() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;  // workers finish what is queued, then exit
   }
-  work_cv_.notify_all();
+  work_cv_.NotifyAll();
   for (auto& t : workers_) t.join();
 }
 
@@ -25,47 +25,47 @@ bool SaveQueue::FitsLocked(uint64_t bytes) const {
 }
 
 bool SaveQueue::HasRoom(uint64_t bytes) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return !stopping_ && FitsLocked(bytes);
 }
 
 bool SaveQueue::TryPush(SaveJob&& job) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_ || !FitsLocked(job.bytes)) return false;
     bytes_ += job.bytes;
     jobs_.push_back(std::move(job));
   }
-  work_cv_.notify_one();
+  work_cv_.NotifyOne();
   return true;
 }
 
 void SaveQueue::Drain() {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [this] { return jobs_.empty() && running_ == 0; });
+  MutexLock lock(mu_);
+  while (!jobs_.empty() || running_ != 0) idle_cv_.Wait(mu_);
 }
 
 uint64_t SaveQueue::bytes_now() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return bytes_;
 }
 
 void SaveQueue::WorkerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    while (!stopping_ && jobs_.empty()) work_cv_.Wait(mu_);
     if (jobs_.empty()) return;  // stopping and drained
     SaveJob job = std::move(jobs_.front());
     jobs_.pop_front();
     ++running_;
-    lock.unlock();
+    lock.Unlock();
     run_(job);
     const uint64_t bytes = job.bytes;
     job = SaveJob{};  // free a staged copy before taking the lock
-    lock.lock();
+    lock.Lock();
     --running_;
     bytes_ -= bytes;
-    if (jobs_.empty() && running_ == 0) idle_cv_.notify_all();
+    if (jobs_.empty() && running_ == 0) idle_cv_.NotifyAll();
   }
 }
 

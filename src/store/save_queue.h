@@ -9,14 +9,13 @@
 // wait on itself (TryPush never waits, so it is safe).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "kvtier/tier.h"
 
 namespace kvtier::internal {
@@ -43,27 +42,27 @@ class SaveQueue {
 
   // True when a job of `bytes` would be accepted now (a cheap check before staging a copy; TryPush
   // still decides).
-  bool HasRoom(uint64_t bytes) const;
+  bool HasRoom(uint64_t bytes) const EXCLUDES(mu_);
   // Queues the job, or returns false (and drops it) when the queue is full. Never waits.
-  bool TryPush(SaveJob&& job);
+  bool TryPush(SaveJob&& job) EXCLUDES(mu_);
   // Waits until the queue is empty and no job runs (every job pushed before the call has run).
-  void Drain();
-  uint64_t bytes_now() const;
+  void Drain() EXCLUDES(mu_);
+  uint64_t bytes_now() const EXCLUDES(mu_);
 
  private:
-  bool FitsLocked(uint64_t bytes) const;
-  void WorkerLoop();
+  bool FitsLocked(uint64_t bytes) const REQUIRES(mu_);
+  void WorkerLoop() EXCLUDES(mu_);
 
   const uint64_t max_bytes_;
   const uint32_t max_jobs_;
   const RunFn run_;
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;  // a job arrived or stopping
-  std::condition_variable idle_cv_;  // the queue emptied and no job runs
-  std::deque<SaveJob> jobs_;         // guarded by mu_
-  uint64_t bytes_ = 0;               // guarded by mu_: queued and running jobs
-  uint32_t running_ = 0;             // guarded by mu_
-  bool stopping_ = false;            // guarded by mu_
+  mutable Mutex mu_;
+  CondVar work_cv_;  // a job arrived or stopping
+  CondVar idle_cv_;  // the queue emptied and no job runs
+  std::deque<SaveJob> jobs_ GUARDED_BY(mu_);
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;  // queued and running jobs
+  uint32_t running_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
 };
 

@@ -6,21 +6,21 @@
 #pragma once
 
 #include <cstddef>
-#include <mutex>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "kvtier/keys.h"
 
 namespace kvtier::internal {
 
 class SeenTable {
  public:
-  explicit SeenTable(size_t slots = 1 << 16) : keys_(slots), used_(slots, false) {}
+  explicit SeenTable(size_t slots = 1 << 16) : slots_(slots), keys_(slots), used_(slots, false) {}
 
   // Records a use of `key`; true when it had been used before (second use or later).
-  bool NoteUse(const ChunkKey& key) {
-    const size_t slot = ChunkKeyHash{}(key) % keys_.size();
-    std::lock_guard<std::mutex> lock(mu_);
+  bool NoteUse(const ChunkKey& key) EXCLUDES(mu_) {
+    const size_t slot = ChunkKeyHash{}(key) % slots_;
+    MutexLock lock(mu_);
     if (used_[slot] && keys_[slot] == key) return true;
     keys_[slot] = key;
     used_[slot] = true;
@@ -28,9 +28,10 @@ class SeenTable {
   }
 
  private:
-  std::mutex mu_;
-  std::vector<ChunkKey> keys_;  // guarded by mu_
-  std::vector<bool> used_;      // guarded by mu_
+  const size_t slots_;
+  Mutex mu_;
+  std::vector<ChunkKey> keys_ GUARDED_BY(mu_);
+  std::vector<bool> used_ GUARDED_BY(mu_);
 };
 
 }  // namespace kvtier::internal

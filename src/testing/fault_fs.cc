@@ -9,23 +9,23 @@ using internal::Fd;
 using internal::FileStat;
 
 size_t FaultFileSystem::Add(FsFault fault) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   rules_.push_back(Rule{std::move(fault)});
   return rules_.size() - 1;
 }
 
 void FaultFileSystem::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   rules_.clear();
 }
 
 uint64_t FaultFileSystem::Fired(size_t index) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   return index < rules_.size() ? rules_[index].fired : 0;
 }
 
 const FsFault* FaultFileSystem::Match(FsOp op, std::string_view path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   for (Rule& r : rules_) {
     if (r.fault.op != op || path.find(r.fault.path) == std::string_view::npos) continue;
     if (r.matches++ < static_cast<uint64_t>(r.fault.skip)) continue;
@@ -37,13 +37,13 @@ const FsFault* FaultFileSystem::Match(FsOp op, std::string_view path) {
 }
 
 std::string FaultFileSystem::PathOf(int fd) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   auto it = fd_path_.find(fd);
   return it == fd_path_.end() ? std::string() : it->second;
 }
 
 void FaultFileSystem::Remember(int fd, std::string_view rel) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   fd_path_[fd] = std::string(rel);
 }
 

@@ -13,12 +13,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "io/filesystem.h"
+#include "core/thread_annotations.h"
 
 namespace kvtier::testing {
 
@@ -74,15 +74,15 @@ class FaultFileSystem final : public internal::FileSystem {
     uint64_t fired = 0;
   };
   // The rule that fires for (op, path) now, if any (counts the match).
-  const FsFault* Match(FsOp op, std::string_view path);
+  const FsFault* Match(FsOp op, std::string_view path) EXCLUDES(mu_);
   std::string PathOf(int fd);
   void Remember(int fd, std::string_view rel);
   Status Injected(const FsFault& f, FsOp op, std::string_view path) const;
 
   const std::shared_ptr<internal::FileSystem> inner_;
-  mutable std::mutex mu_;
-  std::vector<Rule> rules_;                       // guarded by mu_
-  std::unordered_map<int, std::string> fd_path_;  // guarded by mu_: what each descriptor opened
+  mutable internal::Mutex mu_;
+  std::vector<Rule> rules_ GUARDED_BY(mu_);
+  std::unordered_map<int, std::string> fd_path_ GUARDED_BY(mu_);  // what each descriptor opened
 };
 
 }  // namespace kvtier::testing

@@ -3,11 +3,10 @@
 // that owns the wrapper is gone.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "core/thread_annotations.h"
 #include "kvtier/forwarding_tier.h"
 #include "kvtier/tier.h"
 
@@ -37,24 +36,24 @@ class BlockingTier : public ForwardingTier {
 
   Status Put(const ChunkId& id, GatherList payload) override {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      internal::MutexLock lock(mu_);
       ++waiting_;
-      cv_.wait(lock, [this] { return released_; });
+      while (!released_) cv_.Wait(mu_);
       --waiting_;
     }
     return ForwardingTier::Put(id, payload);
   }
   void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     released_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool released_ = false;  // guarded by mu_
-  int waiting_ = 0;        // guarded by mu_
+  internal::Mutex mu_;
+  internal::CondVar cv_;
+  bool released_ GUARDED_BY(mu_) = false;
+  int waiting_ GUARDED_BY(mu_) = 0;
 };
 
 // Every Put fails with an I/O error.
