@@ -24,16 +24,16 @@ uint64_t FaultFileSystem::Fired(size_t index) const {
   return index < rules_.size() ? rules_[index].fired : 0;
 }
 
-const FsFault* FaultFileSystem::Match(FsOp op, std::string_view path) {
+std::optional<FsFault> FaultFileSystem::Match(FsOp op, std::string_view path) {
   internal::MutexLock lock(mu_);
   for (Rule& r : rules_) {
     if (r.fault.op != op || path.find(r.fault.path) == std::string_view::npos) continue;
     if (r.matches++ < static_cast<uint64_t>(r.fault.skip)) continue;
     if (r.fault.times >= 0 && r.fired >= static_cast<uint64_t>(r.fault.times)) continue;
     ++r.fired;
-    return &r.fault;  // rules are never removed while a test runs (Clear aside)
+    return r.fault;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 std::string FaultFileSystem::PathOf(int fd) {
@@ -56,29 +56,29 @@ Status FaultFileSystem::Injected(const FsFault& f, FsOp op, std::string_view pat
 // An operation on one path: fail before, or perform and then fail.
 #define KVTIER_FAULT_OP(op, path, call)                          \
   do {                                                           \
-    const FsFault* f = Match(op, path);                          \
-    if (f != nullptr && !f->after_effect) return Injected(*f, op, path); \
+    const std::optional<FsFault> f = Match(op, path);                          \
+    if (f && !f->after_effect) return Injected(*f, op, path); \
     auto r = (call);                                             \
-    if (f != nullptr) return Injected(*f, op, path);             \
+    if (f) return Injected(*f, op, path);             \
     return r;                                                    \
   } while (0)
 
 Result<Fd> FaultFileSystem::OpenForRead(std::string_view rel, bool direct) {
-  if (const FsFault* f = Match(FsOp::kOpenRead, rel)) return Injected(*f, FsOp::kOpenRead, rel);
+  if (const std::optional<FsFault> f = Match(FsOp::kOpenRead, rel)) return Injected(*f, FsOp::kOpenRead, rel);
   auto fd = inner_->OpenForRead(rel, direct);
   if (fd.ok()) Remember(fd->get(), rel);
   return fd;
 }
 
 Result<Fd> FaultFileSystem::CreateNew(std::string_view rel, bool direct) {
-  if (const FsFault* f = Match(FsOp::kCreate, rel)) return Injected(*f, FsOp::kCreate, rel);
+  if (const std::optional<FsFault> f = Match(FsOp::kCreate, rel)) return Injected(*f, FsOp::kCreate, rel);
   auto fd = inner_->CreateNew(rel, direct);
   if (fd.ok()) Remember(fd->get(), rel);
   return fd;
 }
 
 Result<Fd> FaultFileSystem::OpenLockFile(std::string_view rel) {
-  if (const FsFault* f = Match(FsOp::kOpenLock, rel)) return Injected(*f, FsOp::kOpenLock, rel);
+  if (const std::optional<FsFault> f = Match(FsOp::kOpenLock, rel)) return Injected(*f, FsOp::kOpenLock, rel);
   return inner_->OpenLockFile(rel);
 }
 
@@ -95,18 +95,18 @@ Status FaultFileSystem::SyncDir(std::string_view rel) { KVTIER_FAULT_OP(FsOp::kS
 Status FaultFileSystem::SyncAll() { KVTIER_FAULT_OP(FsOp::kSyncAll, "", inner_->SyncAll()); }
 
 Result<FileStat> FaultFileSystem::Stat(std::string_view rel) {
-  if (const FsFault* f = Match(FsOp::kStat, rel)) return Injected(*f, FsOp::kStat, rel);
+  if (const std::optional<FsFault> f = Match(FsOp::kStat, rel)) return Injected(*f, FsOp::kStat, rel);
   return inner_->Stat(rel);
 }
 
 Result<std::vector<DirEntry>> FaultFileSystem::List(std::string_view rel) {
-  if (const FsFault* f = Match(FsOp::kList, rel)) return Injected(*f, FsOp::kList, rel);
+  if (const std::optional<FsFault> f = Match(FsOp::kList, rel)) return Injected(*f, FsOp::kList, rel);
   return inner_->List(rel);
 }
 
 Result<uint64_t> FaultFileSystem::ReadAt(int fd, std::byte* buf, uint64_t len, uint64_t offset) {
   const std::string path = PathOf(fd);
-  if (const FsFault* f = Match(FsOp::kRead, path)) {
+  if (const std::optional<FsFault> f = Match(FsOp::kRead, path)) {
     if (!f->short_read) return Injected(*f, FsOp::kRead, path);
     return inner_->ReadAt(fd, buf, len > 1 ? len / 2 : len, offset);
   }
@@ -115,8 +115,8 @@ Result<uint64_t> FaultFileSystem::ReadAt(int fd, std::byte* buf, uint64_t len, u
 
 int64_t FaultFileSystem::FilterRead(int fd, uint64_t offset, uint64_t len, int64_t result) {
   const std::string path = PathOf(fd);
-  const FsFault* f = Match(FsOp::kRead, path);
-  if (f == nullptr || result <= 0) return inner_->FilterRead(fd, offset, len, result);
+  const std::optional<FsFault> f = Match(FsOp::kRead, path);
+  if (!f || result <= 0) return inner_->FilterRead(fd, offset, len, result);
   // A short read: the caller must resubmit the rest (the bytes past the cut are read again).
   if (f->short_read) return result > 1 ? result / 2 : result;
   return -(f->error == 0 ? EIO : f->error);
@@ -124,7 +124,7 @@ int64_t FaultFileSystem::FilterRead(int fd, uint64_t offset, uint64_t len, int64
 
 Result<uint64_t> FaultFileSystem::WriteV(int fd, const iovec* iov, int count) {
   const std::string path = PathOf(fd);
-  if (const FsFault* f = Match(FsOp::kWrite, path)) {
+  if (const std::optional<FsFault> f = Match(FsOp::kWrite, path)) {
     if (!f->short_write || count == 0 || iov[0].iov_len < 2) return Injected(*f, FsOp::kWrite, path);
     iovec half{iov[0].iov_base, iov[0].iov_len / 2};
     return inner_->WriteV(fd, &half, 1);
@@ -134,7 +134,7 @@ Result<uint64_t> FaultFileSystem::WriteV(int fd, const iovec* iov, int count) {
 
 Result<uint64_t> FaultFileSystem::WriteAt(int fd, const std::byte* data, uint64_t len, uint64_t offset) {
   const std::string path = PathOf(fd);
-  if (const FsFault* f = Match(FsOp::kWrite, path)) {
+  if (const std::optional<FsFault> f = Match(FsOp::kWrite, path)) {
     if (!f->short_write || len < 2) return Injected(*f, FsOp::kWrite, path);
     return inner_->WriteAt(fd, data, len / 2, offset);
   }
@@ -143,7 +143,7 @@ Result<uint64_t> FaultFileSystem::WriteAt(int fd, const std::byte* data, uint64_
 
 Status FaultFileSystem::SyncFile(int fd) {
   const std::string path = PathOf(fd);
-  if (const FsFault* f = Match(FsOp::kSyncFile, path)) return Injected(*f, FsOp::kSyncFile, path);
+  if (const std::optional<FsFault> f = Match(FsOp::kSyncFile, path)) return Injected(*f, FsOp::kSyncFile, path);
   return inner_->SyncFile(fd);
 }
 

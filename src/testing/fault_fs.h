@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -73,8 +74,9 @@ class FaultFileSystem final : public internal::FileSystem {
     uint64_t matches = 0;
     uint64_t fired = 0;
   };
-  // The rule that fires for (op, path) now, if any (counts the match).
-  const FsFault* Match(FsOp op, std::string_view path) EXCLUDES(mu_);
+  // The rule that fires for (op, path) now, if any (counts the match); a copy, so rules may be added
+  // while calls are in flight.
+  std::optional<FsFault> Match(FsOp op, std::string_view path) EXCLUDES(mu_);
   std::string PathOf(int fd);
   void Remember(int fd, std::string_view rel);
   Status Injected(const FsFault& f, FsOp op, std::string_view path) const;
