@@ -21,6 +21,8 @@
 //   sync      fsync each chunk and its directory before publishing (default false)
 //   direct    read with O_DIRECT where accepted (default true)
 //   inflight  bound on bytes read but not yet verified and copied out (default 256MiB)
+//   verify_threads  threads that verify or decrypt the pieces of one chunk in parallel (0-64, default 0)
+//   key_file  encrypted, authenticated chunks (docs/encryption.md)
 // Unknown options are an InvalidArgument.
 //
 // Read-only (TierOpenOptions::read_only, used by `kvtier inspect`, `stats`, `verify`): the directory

@@ -7,7 +7,7 @@ namespace kvtier::internal {
 
 Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url) {
   KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "neg_ttl_ms", "neg_entries", "touch_s", "direct",
-                                         "io_uring", "inflight", "sync", "create", "key_file"}));
+                                         "io_uring", "inflight", "sync", "create", "key_file", "verify_threads"}));
   if (url.path.empty()) {
     return Status::InvalidArgument("fs:// needs a directory, e.g. fs:///mnt/shared/kvtier");
   }
@@ -22,6 +22,8 @@ Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url) {
   KVTIER_ASSIGN_OR_RETURN(o.inflight_bytes, url.GetSize("inflight", 256ull << 20));
   KVTIER_ASSIGN_OR_RETURN(o.sync, url.GetBool("sync", false));
   KVTIER_ASSIGN_OR_RETURN(o.create, url.GetBool("create", true));
+  KVTIER_ASSIGN_OR_RETURN(uint64_t verify_threads, url.GetUint("verify_threads", 0, 64));
+  o.verify_threads = static_cast<unsigned>(verify_threads);
   // A day bounds both: a longer negative cache would hide other hosts' chunks for too long.
   if (ttl_ms > 86'400'000 || touch_s > 86'400) {
     return Status::InvalidArgument("fs:// neg_ttl_ms and touch_s are limited to one day");

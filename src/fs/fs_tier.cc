@@ -35,6 +35,7 @@ class FsTier final : public Tier {
         reader_(ChunkReader::Create(ReaderOptions{.max_inflight_bytes = options_.inflight_bytes,
                                                   .direct_io = direct_io,
                                                   .use_io_uring = options_.io_uring,
+                                                  .verify_threads = options_.verify_threads,
                                                   .cipher = options_.cipher})),
         missing_(options_.neg_ttl, options_.neg_entries),
         touched_(options_.touch_interval, options_.neg_entries) {}

@@ -24,6 +24,8 @@
 //   inflight=256MiB      bound on bytes being read at once
 //   sync=false           fsync each chunk before publishing it
 //   create=true          create the pool when the directory has none
+//   verify_threads=0     threads that verify or decrypt the pieces of one chunk in parallel (0-64)
+//   key_file=PATH        encrypted, authenticated chunks (docs/encryption.md)
 //
 // Read-only (TierOpenOptions::read_only, used by `kvtier inspect`, `stats`, `verify`): the pool must
 // exist; no gc pass runs (whatever capacity= says), nothing is created, written, touched or removed,
@@ -60,6 +62,7 @@ struct FsTierOptions {
   bool sync = false;
   bool create = true;
   bool read_only = false;
+  unsigned verify_threads = 0;  // threads verifying or decrypting one chunk's pieces in parallel
   std::shared_ptr<FileSystem> fs = nullptr;  // optional: the filesystem under the pool (tests inject faults here)
   std::shared_ptr<const ChunkCipher> cipher = nullptr;  // key_file=: encrypted chunks only (docs/encryption.md)
 };

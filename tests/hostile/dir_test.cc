@@ -309,6 +309,21 @@ TEST_P(HostileDirTest, ReadOnlyOpenOfAMissingOrEmptyTargetIsAnErrorAndCreatesNot
   EXPECT_TRUE(fs::is_empty(root_));
 }
 
+TEST_P(HostileDirTest, VerifyThreadsIsRangeCheckedAndServesVerifiedBytes) {
+  const std::string scheme = kind() == Kind::kFile ? "file://" : "fs://";
+  EXPECT_EQ(OpenTier(scheme + root_ + "?verify_threads=65").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(OpenTier(scheme + root_ + "?verify_threads=-1").status().code(), Code::kInvalidArgument);
+  EXPECT_FALSE(Exists(root_));
+  // Chunks of several pieces (3 MiB), verified on two helper threads.
+  const Namespace big = Namespace::Make("test/model", Layout{2, 2, 16, DType::kFP16, 24576}, "t").value();
+  auto t = OpenTier(scheme + root_ + "?verify_threads=2");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_TRUE(PutNo(**t, big, 0).ok());
+  EXPECT_TRUE(GetNo(**t, big, 0).ok());
+  FlipByte(ChunkFile(kind(), root_, IdNo(big, 0)), 4096 + (2u << 20) + 5);  // in the third piece
+  EXPECT_TRUE(GetNo(**t, big, 0).IsCorruption());
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiers, HostileDirTest, ::testing::Values(Kind::kFile, Kind::kFs),
                          [](const auto& info) { return KindName(info.param); });
 
