@@ -191,10 +191,9 @@ Status FileTier::AfterRead(const ChunkId& id, uint64_t generation, const ChunkRe
   if (s.IsCorruption()) {
     ++counters_.corrupt;
     DropIfSameGeneration(id, generation, /*unlink_file=*/true);
-  } else if (s.IsNotFound() && s.message().find("symbolic link") != std::string::npos) {
-    DropIfSameGeneration(id, generation, /*unlink_file=*/false);  // replaced by a link: skipped, kept
   } else if (s.IsNotFound()) {
-    DropIfSameGeneration(id, generation, /*unlink_file=*/false);  // removed behind our back
+    // Removed behind our back, or replaced by a link (skipped and kept): forget it, remove nothing.
+    DropIfSameGeneration(id, generation, /*unlink_file=*/false);
   } else if (s.code() == Code::kVersionMismatch) {
     return Status::NotFound(s.message());  // a newer kvtier's chunk: not ours to read or remove
   }

@@ -10,10 +10,17 @@
 namespace kvtier::internal {
 namespace {
 
+// Counts an entry the walk skips, by its type.
+void CountSkipped(FileType type, WalkCounts* counts) {
+  ++(type == FileType::kSymlink ? counts->links : type == FileType::kOther ? counts->special : counts->foreign);
+}
+
 std::string LayoutLine(const ChunkDirSpec& spec) {
   std::string s = spec.chunk_root.empty() ? "" : spec.chunk_root + "/";
-  s += "<namespace>/<key[0:2]>/";
-  if (spec.fanout_levels >= 2) s += "<key[2:4]>/";
+  s += "<namespace>/";
+  for (int level = 0; level < spec.fanout_levels; ++level) {
+    s += "<key[" + std::to_string(2 * level) + ":" + std::to_string(2 * level + 2) + "]>/";
+  }
   return s + "<key>.kvc";
 }
 
@@ -96,15 +103,20 @@ Status ChunkDir::CheckAdoptable() {
   return Status::OK();
 }
 
-Status ChunkDir::PublishMarker() {
-  const std::string tmp = MakeTempName(spec_.marker);
-  const std::string text = EncodeDirMarker(spec_, spec_.version);
+Status ChunkDir::WriteTextTemp(const std::string& tmp, std::string_view text) {
   KVTIER_ASSIGN_OR_RETURN(Fd fd, fs_->CreateNew(tmp));
   iovec iov{const_cast<char*>(text.data()), text.size()};
   auto wrote = fs_->WriteV(fd.get(), &iov, 1);
-  Status s = wrote.ok() && *wrote == text.size() ? fs_->SyncFile(fd.get())
-                                                 : (wrote.ok() ? Status::IOError("short write of " + tmp) : wrote.status());
+  Status s = !wrote.ok() ? wrote.status()
+             : *wrote != text.size() ? Status::IOError("short write of " + Describe(tmp))
+                                     : fs_->SyncFile(fd.get());
   if (fd.Close() != 0 && s.ok()) s = Status::FromErrno(errno, "close " + Describe(tmp));
+  return s;
+}
+
+Status ChunkDir::PublishMarker() {
+  const std::string tmp = MakeTempName(spec_.marker);
+  Status s = WriteTextTemp(tmp, EncodeDirMarker(spec_, spec_.version));
   if (s.ok()) {
     // link() never replaces a marker another process published first (even one of a newer version).
     s = fs_->Link(tmp, spec_.marker);
@@ -133,6 +145,12 @@ std::string ChunkRelPath(const ChunkDirSpec& spec, const ChunkId& id) {
   p += key;
   p += kChunkSuffix;
   return p;
+}
+
+bool ChunkDir::IsOwnTopLevel(const DirEntry& e) const {
+  return IsOwnFinalName(e.name) ||
+         ParseTempName(e.name, [this](std::string_view n) { return IsOwnFinalName(n); }).has_value() ||
+         (spec_.legacy_entry && spec_.legacy_entry(e.name, e.type));
 }
 
 bool ChunkDir::IsOwnFinalName(std::string_view name) const {
@@ -211,13 +229,7 @@ Result<std::string> ChunkDir::ReadSmallFile(std::string_view name, size_t max_by
 Status ChunkDir::WriteSmallFile(std::string_view name, std::string_view text) {
   KVTIER_RETURN_IF_ERROR(RefuseIfReadOnly("write"));
   const std::string tmp = MakeTempName(name);
-  KVTIER_ASSIGN_OR_RETURN(Fd fd, fs_->CreateNew(tmp));
-  iovec iov{const_cast<char*>(text.data()), text.size()};
-  auto wrote = fs_->WriteV(fd.get(), &iov, 1);
-  Status s = !wrote.ok() ? wrote.status()
-             : *wrote != text.size() ? Status::IOError("short write of " + Describe(tmp))
-                                     : fs_->SyncFile(fd.get());
-  if (fd.Close() != 0 && s.ok()) s = Status::FromErrno(errno, "close " + Describe(tmp));
+  Status s = WriteTextTemp(tmp, text);
   if (s.ok()) s = fs_->Rename(tmp, name);
   if (!s.ok()) (void)fs_->Unlink(tmp);
   return s;
@@ -242,16 +254,11 @@ Status ChunkDir::Walk(const std::function<bool(const WalkEntry&)>& fn, WalkCount
   bool stop = false;
   for (const DirEntry& e : *top) {
     if (stop) break;
-    const std::string rel = JoinRel(spec_.chunk_root, e.name);
-    auto ns = IsLowerHex(e.name, 64) ? DigestFromHex(e.name) : Result<Digest>(Status::InvalidArgument(""));
-    if (ns.ok() && e.type == FileType::kDirectory) {
-      KVTIER_RETURN_IF_ERROR(WalkNamespace(rel, *ns, fn, counts, &stop));
-    } else if (e.type == FileType::kSymlink) {
-      ++counts->links;
-    } else if (!(spec_.chunk_root.empty() && (IsOwnFinalName(e.name) ||
-                                              ParseTempName(e.name, [this](std::string_view n) { return IsOwnFinalName(n); }) ||
-                                              (spec_.legacy_entry && spec_.legacy_entry(e.name, e.type))))) {
-      ++(e.type == FileType::kOther ? counts->special : counts->foreign);
+    if (IsLowerHex(e.name, 64) && e.type == FileType::kDirectory) {
+      const Digest ns = DigestFromHex(e.name).value();
+      KVTIER_RETURN_IF_ERROR(WalkNamespace(JoinRel(spec_.chunk_root, e.name), ns, fn, counts, &stop));
+    } else if (e.type == FileType::kSymlink || !spec_.chunk_root.empty() || !IsOwnTopLevel(e)) {
+      CountSkipped(e.type, counts);
     }
   }
   return Status::OK();
@@ -273,7 +280,7 @@ Status ChunkDir::WalkNamespace(const std::string& ns_rel, const Digest& ns,
         if (IsLowerHex(e.name, 2) && e.type == FileType::kDirectory) {
           next.push_back(JoinRel(d, e.name));
         } else {
-          ++(e.type == FileType::kSymlink ? counts->links : e.type == FileType::kOther ? counts->special : counts->foreign);
+          CountSkipped(e.type, counts);
         }
       }
     }
@@ -290,22 +297,13 @@ Status ChunkDir::WalkLeaf(const std::string& rel, const Digest& ns, const std::f
                           WalkCounts* counts, bool* stop) {
   auto entries = fs_->List(rel);
   if (!entries.ok()) return entries.status().IsNotFound() ? Status::OK() : entries.status();
-  // The fan-out names a chunk must sit under: "aa" or "aa/bb" after the namespace.
-  const std::string_view fan = std::string_view(rel).substr(rel.size() - static_cast<size_t>(spec_.fanout_levels) * 3 + 1);
   auto is_chunk_name = [](std::string_view n) { return ParseChunkFileName(n).has_value(); };
   for (const DirEntry& d : *entries) {
     WalkEntry e;
     e.rel = JoinRel(rel, d.name);
-    auto key = ParseChunkFileName(d.name);
-    std::string fan_of_key;
-    if (key) {
-      const std::string hex = key->Hex();
-      for (int level = 0; level < spec_.fanout_levels; ++level) {
-        if (level > 0) fan_of_key += '/';
-        fan_of_key.append(hex, static_cast<size_t>(level) * 2, 2);
-      }
-    }
-    if (key && fan_of_key == fan) {
+    // A chunk name counts only where kvtier puts that chunk (its own namespace and fan-out folders).
+    const auto key = ParseChunkFileName(d.name);
+    if (key && ChunkRelPath(spec_, ChunkId{ns, *key, 0}) == e.rel) {
       e.kind = EntryKind::kChunk;
       e.id.ns = ns;
       e.id.key = *key;
@@ -313,14 +311,11 @@ Status ChunkDir::WalkLeaf(const std::string& rel, const Digest& ns, const std::f
       e.kind = EntryKind::kTemp;
       e.temp = std::move(t);
     }
-    if (d.type == FileType::kSymlink) {
-      ++counts->links;
+    if (d.type == FileType::kSymlink || e.kind == EntryKind::kForeign) {
+      CountSkipped(d.type, counts);
       if (e.kind == EntryKind::kForeign) continue;
       e.kind = EntryKind::kLink;
       e.stat.type = FileType::kSymlink;
-    } else if (e.kind == EntryKind::kForeign) {
-      ++(d.type == FileType::kOther ? counts->special : counts->foreign);
-      continue;
     } else {
       auto st = fs_->Stat(e.rel);
       if (!st.ok()) continue;  // removed meanwhile

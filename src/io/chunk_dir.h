@@ -136,6 +136,11 @@ class ChunkDir {
   Status Mark(bool create);
   Status CheckAdoptable();
   Status PublishMarker();
+  // Writes `text` to the new file `tmp` and fsyncs it; the caller publishes or removes it.
+  Status WriteTextTemp(const std::string& tmp, std::string_view text);
+  // Whether a top-level entry is one of this tier's own files (marker, small files, their temporaries,
+  // or an earlier build's names).
+  bool IsOwnTopLevel(const DirEntry& e) const;
   Status MakeParents(std::string_view rel);
   Status RefuseIfReadOnly(std::string_view what) const;
   Status WalkNamespace(const std::string& ns_rel, const Digest& ns, const std::function<bool(const WalkEntry&)>& fn,

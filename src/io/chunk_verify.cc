@@ -18,25 +18,33 @@ namespace {
 
 constexpr uint64_t kScrubPiece = 4ull << 20;
 
-}  // namespace
-
-Result<ChunkHeader> VerifyChunkFile(FileSystem& fs, const std::string& path, const ChunkId& expected,
-                                    const ChunkCipher* cipher) {
-  KVTIER_ASSIGN_OR_RETURN(Fd fd, fs.OpenForRead(path, /*direct=*/false));
+// Reads the header of the open chunk file `fd` and checks it against `expected` and the file's size,
+// which must be exactly what a chunk of the header's payload occupies.
+Result<ChunkHeader> ReadCheckedHeader(FileSystem& fs, int fd, const std::string& path, const ChunkId& expected) {
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "stat " + path);
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat " + path);
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   std::vector<std::byte> buf(kChunkHeaderSize);
-  KVTIER_ASSIGN_OR_RETURN(uint64_t got, PreadAll(fs, fd.get(), buf.data(), kChunkHeaderSize, path));
+  KVTIER_ASSIGN_OR_RETURN(uint64_t got, PreadAll(fs, fd, buf.data(), kChunkHeaderSize, path));
   if (got < kChunkHeaderSize) return Status::Corruption("chunk truncated: " + path + " has no full header");
   KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, DecodeChunkHeader(buf));
   KVTIER_RETURN_IF_ERROR(CheckChunkHeader(header, expected, file_size));
   if (file_size != StoredChunkBytes(header.payload_bytes)) {
     return Status::Corruption("chunk file " + path + " has the wrong size for its payload");
   }
+  return header;
+}
+
+}  // namespace
+
+Result<ChunkHeader> VerifyChunkFile(FileSystem& fs, const std::string& path, const ChunkId& expected,
+                                    const ChunkCipher* cipher) {
+  KVTIER_ASSIGN_OR_RETURN(Fd fd, fs.OpenForRead(path, /*direct=*/false));
+  KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, ReadCheckedHeader(fs, fd.get(), path, expected));
   KVTIER_ASSIGN_OR_RETURN(auto verifier, PayloadVerifier::Make(header, cipher));
   // v2: one piece at a time (at most 32 MiB, for the largest payloads); v1: streamed in kScrubPiece steps.
   const bool v1 = header.version == kChunkFormatV1;
+  std::vector<std::byte> buf;
   buf.resize(std::min<uint64_t>(v1 ? kScrubPiece : header.PieceLength(0), std::max<uint64_t>(header.payload_bytes, 1)));
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
@@ -63,17 +71,7 @@ Result<ChunkHeader> VerifyChunkFile(FileSystem& fs, const std::string& path, con
 
 Result<ChunkHeader> ReadChunkHeader(FileSystem& fs, const std::string& path, const ChunkId& expected) {
   KVTIER_ASSIGN_OR_RETURN(Fd fd, fs.OpenForRead(path, /*direct=*/false));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "stat " + path);
-  std::vector<std::byte> buf(kChunkHeaderSize);
-  KVTIER_ASSIGN_OR_RETURN(uint64_t got, PreadAll(fs, fd.get(), buf.data(), kChunkHeaderSize, path));
-  if (got < kChunkHeaderSize) return Status::Corruption("chunk truncated: " + path + " has no full header");
-  KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, DecodeChunkHeader(buf));
-  KVTIER_RETURN_IF_ERROR(CheckChunkHeader(header, expected, static_cast<uint64_t>(st.st_size)));
-  if (static_cast<uint64_t>(st.st_size) != StoredChunkBytes(header.payload_bytes)) {
-    return Status::Corruption("chunk file " + path + " has the wrong size for its payload");
-  }
-  return header;
+  return ReadCheckedHeader(fs, fd.get(), path, expected);
 }
 
 }  // namespace kvtier::internal

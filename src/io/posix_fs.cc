@@ -77,6 +77,8 @@ class PosixFs final : public FileSystem {
   // The directory holding `rel`, opened O_PATH beneath the root.
   Result<Fd> OpenParent(std::string_view rel);
   Status Fail(int err, std::string_view what, std::string_view rel) const;
+  // What was opened is a regular file (a name can be swapped between a look and an open).
+  Status CheckOpenedRegular(int fd, std::string_view rel) const;
   Status BetweenNames(std::string_view from, std::string_view to, std::string_view what,
                       int (*op)(int, const char*, int, const char*));
   Status CheckRel(std::string_view rel, bool allow_empty = false) const {
@@ -98,6 +100,13 @@ Status PosixFs::Fail(int err, std::string_view what, std::string_view rel) const
     return Status::NotFound(std::string(what) + " " + Where(rel) + ": a component is not a directory");
   }
   return Status::FromErrno(err, std::string(what) + " " + Where(rel));
+}
+
+Status PosixFs::CheckOpenedRegular(int fd, std::string_view rel) const {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat " + Where(rel));
+  if (!S_ISREG(st.st_mode)) return Status::Corruption(Where(rel) + " is not a regular file");
+  return Status::OK();
 }
 
 int PosixFs::OpenByWalk(std::string_view rel, int flags, mode_t mode) {
@@ -154,9 +163,7 @@ Result<Fd> PosixFs::OpenForRead(std::string_view rel, bool direct) {
   const int fd = OpenBeneath(rel, flags, 0);
   if (fd < 0) return Fail(-fd, "open", rel);
   Fd out(fd);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat " + Where(rel));
-  if (!S_ISREG(st.st_mode)) return Status::Corruption(Where(rel) + " is not a regular file");
+  KVTIER_RETURN_IF_ERROR(CheckOpenedRegular(fd, rel));
   const int fl = ::fcntl(fd, F_GETFL);
   if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) return Status::FromErrno(errno, "fcntl " + Where(rel));
   return out;
@@ -176,9 +183,7 @@ Result<Fd> PosixFs::OpenLockFile(std::string_view rel) {
   const int fd = OpenBeneath(rel, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) return Fail(-fd, "open", rel);
   Fd out(fd);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat " + Where(rel));
-  if (!S_ISREG(st.st_mode)) return Status::Corruption(Where(rel) + " is not a regular file");
+  KVTIER_RETURN_IF_ERROR(CheckOpenedRegular(fd, rel));
   return out;
 }
 
