@@ -1,0 +1,205 @@
+/* kvtier C API: the stable interface of libkvtier.so, for engines written in C, C++, Python (ctypes)
+ * or anything else that can call C.
+ *
+ * Rules of this interface:
+ * - Only C types cross it: opaque handles, fixed-width integers, plain structs, NUL-terminated strings.
+ * - Every call that can fail returns a kvtier_status; KVTIER_OK is 0. The message of the last failed
+ *   call is kept per thread: kvtier_last_error() returns it until the next failing call on that thread.
+ * - Handles are thread-safe unless a function says otherwise: many threads may use one store at once.
+ * - kvtier never keeps a pointer to a caller's array after a call returns, except the data buffers of an
+ *   asynchronous operation, which must stay valid until the operation completes (kvtier_op_wait,
+ *   kvtier_op_done or the notify descriptor say so).
+ * - Bytes loaded are verified before the call reports them loaded; a chunk that fails verification is
+ *   never reported loaded, and its destination is zeroed.
+ * - Version: kvtier_abi_version() changes only when a struct or signature here changes incompatibly;
+ *   callers check it at load time.
+ *
+ * Typical use:
+ *   kvtier_store_options o; kvtier_store_options_init(&o);
+ *   const char* tiers[] = {"mem://?capacity=4GiB", "file:///var/lib/kvtier?capacity=200GiB"};
+ *   o.tiers = tiers; o.tier_count = 2;
+ *   kvtier_store* s; if (kvtier_store_open(&o, &s) != KVTIER_OK) puts(kvtier_last_error());
+ *   kvtier_layout l = {32, 8, 128, KVTIER_DTYPE_BF16, 256};
+ *   kvtier_ns* ns; kvtier_ns_create("meta-llama/Llama-3.1-8B", &l, "tenant-a", "", &ns);
+ *   size_t n = kvtier_chunk_keys(ns, tokens, n_tokens, keys, max_keys);
+ *   size_t hit = kvtier_lookup(s, ns, keys, n);
+ *   kvtier_load(s, ns, keys, hit, bufs, NULL, &loaded);
+ */
+#ifndef KVTIER_KVTIER_H_
+#define KVTIER_KVTIER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define KVTIER_API __attribute__((visibility("default")))
+#else
+#define KVTIER_API
+#endif
+
+/* ---- Version and errors ------------------------------------------------------------------------- */
+
+#define KVTIER_ABI_VERSION 1u
+
+/* Same values as kvtier::Code. */
+typedef enum kvtier_status {
+  KVTIER_OK = 0,
+  KVTIER_NOT_FOUND = 1,        /* a miss */
+  KVTIER_CORRUPTION = 2,       /* stored bytes failed verification (and were removed) */
+  KVTIER_INVALID_ARGUMENT = 3, /* the caller's input is malformed */
+  KVTIER_IO_ERROR = 4,         /* the storage refused an operation */
+  KVTIER_NO_SPACE = 5,         /* the storage or a budget is full */
+  KVTIER_BUSY = 6,             /* a bounded resource is saturated, or a wait timed out: try later */
+  KVTIER_NOT_SUPPORTED = 7,
+  KVTIER_VERSION_MISMATCH = 8,
+  KVTIER_INTERNAL = 9
+} kvtier_status;
+
+KVTIER_API const char* kvtier_version(void);     /* e.g. "0.3.0" */
+KVTIER_API uint32_t kvtier_abi_version(void);    /* KVTIER_ABI_VERSION of the library */
+KVTIER_API const char* kvtier_status_name(int status); /* "OK", "NotFound", ...; "Unknown" otherwise */
+/* Message of the last failed call on this thread ("" if none). Valid until the next call on it. */
+KVTIER_API const char* kvtier_last_error(void);
+
+/* ---- Namespaces and keys ------------------------------------------------------------------------ */
+
+typedef enum kvtier_dtype {
+  KVTIER_DTYPE_FP32 = 0,
+  KVTIER_DTYPE_FP16 = 1,
+  KVTIER_DTYPE_BF16 = 2,
+  KVTIER_DTYPE_FP8 = 3
+} kvtier_dtype;
+
+/* KV geometry of one model; a chunk holds 2 x layers x kv_heads x head_dim x dtype size x
+ * tokens_per_chunk bytes. */
+typedef struct kvtier_layout {
+  uint32_t layers;
+  uint32_t kv_heads;
+  uint32_t head_dim;
+  uint32_t dtype; /* kvtier_dtype */
+  uint32_t tokens_per_chunk;
+} kvtier_layout;
+
+#define KVTIER_KEY_BYTES 32
+/* A chunk key: names a whole prefix (see kvtier/keys.h), or any 32-byte digest an engine supplies
+ * (e.g. SHA-256 of its own block hash), as long as one key always names the same bytes. */
+typedef struct kvtier_key {
+  uint8_t bytes[KVTIER_KEY_BYTES];
+} kvtier_key;
+
+typedef struct kvtier_ns kvtier_ns; /* immutable once created; free with kvtier_ns_free */
+
+/* model_id must be non-empty; tenant and salt may be NULL or "". */
+KVTIER_API kvtier_status kvtier_ns_create(const char* model_id, const kvtier_layout* layout,
+                                          const char* tenant, const char* salt, kvtier_ns** out);
+KVTIER_API void kvtier_ns_free(kvtier_ns* ns); /* NULL is allowed */
+KVTIER_API uint64_t kvtier_ns_chunk_bytes(const kvtier_ns* ns);
+KVTIER_API uint32_t kvtier_ns_tokens_per_chunk(const kvtier_ns* ns);
+KVTIER_API void kvtier_ns_id(const kvtier_ns* ns, uint8_t out[KVTIER_KEY_BYTES]);
+
+/* Keys of every full chunk of `tokens` (n_tokens / tokens_per_chunk of them). Writes at most `cap` keys
+ * into `out` and returns how many the tokens have (call with cap 0 to size the array). */
+KVTIER_API size_t kvtier_chunk_keys(const kvtier_ns* ns, const uint32_t* tokens, size_t n_tokens,
+                                    kvtier_key* out, size_t cap);
+/* Key of the chunk after `prev` (NULL for the first) holding `tokens`; InvalidArgument unless
+ * n_tokens == tokens_per_chunk. */
+KVTIER_API kvtier_status kvtier_next_chunk_key(const kvtier_ns* ns, const kvtier_key* prev,
+                                               const uint32_t* tokens, size_t n_tokens,
+                                               kvtier_key* out);
+
+/* ---- Store -------------------------------------------------------------------------------------- */
+
+typedef struct kvtier_store_options {
+  uint32_t struct_size;      /* sizeof(kvtier_store_options); set by kvtier_store_options_init */
+  const char* const* tiers;  /* tier URLs, fastest first (see kvtier/tier.h) */
+  size_t tier_count;
+  int promote_on_load;       /* default 1 */
+  int admit_on_second_use;   /* default 0: every saved chunk goes to the lower tiers */
+  uint64_t save_queue_bytes; /* default 1 GiB */
+  uint32_t save_queue_chunks;  /* default 4096 */
+  uint32_t background_threads; /* default 2: writes to the lower tiers */
+  uint32_t async_threads;      /* default 4: run kvtier_*_async operations */
+  const char* key_file;        /* NULL: no encryption; else an absolute path (docs/encryption.md) */
+} kvtier_store_options;
+
+typedef struct kvtier_store kvtier_store;
+
+KVTIER_API void kvtier_store_options_init(kvtier_store_options* options);
+KVTIER_API kvtier_status kvtier_store_open(const kvtier_store_options* options, kvtier_store** out);
+/* Waits for running asynchronous operations and the background write queue, then frees the store.
+ * Operations not yet freed stay valid (they report their result); NULL is allowed. */
+KVTIER_API void kvtier_store_close(kvtier_store* store);
+/* Waits for every queued background write, then flushes every tier. */
+KVTIER_API kvtier_status kvtier_store_flush(kvtier_store* store);
+
+/* One caller buffer. */
+typedef struct kvtier_buf {
+  void* data;
+  size_t size;
+} kvtier_buf;
+
+/* Chunk buffers: chunk i is `pieces_per_chunk[i]` consecutive entries of `pieces`, filled or read in
+ * order, whose sizes add up to the chunk size. `pieces_per_chunk` NULL means one piece per chunk. */
+
+/* Number of leading keys present in some tier (a later load may still return fewer). */
+KVTIER_API size_t kvtier_lookup(kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
+                                size_t n_keys);
+/* Loads chunks 0..n_keys-1, verified, into the buffers; *loaded is set to how many leading chunks were
+ * loaded (a miss or a corrupt chunk ends the prefix; later destinations read are zeroed).
+ * InvalidArgument on a wrong buffer size. */
+KVTIER_API kvtier_status kvtier_load(kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
+                                     size_t n_keys, const kvtier_buf* pieces,
+                                     const size_t* pieces_per_chunk, size_t* loaded);
+/* Copies each chunk into the top tier; lower tiers are written in the background. */
+KVTIER_API kvtier_status kvtier_save(kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
+                                     size_t n_keys, const kvtier_buf* pieces,
+                                     const size_t* pieces_per_chunk);
+/* Promotes the leading available chunks into the top tier in the background. */
+KVTIER_API void kvtier_prefetch(kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
+                                size_t n_keys);
+
+/* ---- Asynchronous operations -------------------------------------------------------------------- */
+
+typedef struct kvtier_op kvtier_op;
+
+/* Start a load or save on the store's async threads and return at once. The key and piece arrays are
+ * copied; the data buffers must stay valid until the operation is done. When notify_fd >= 0 (e.g. an
+ * eventfd) kvtier writes the 8-byte value 1 to it once the operation is done. */
+KVTIER_API kvtier_status kvtier_load_async(kvtier_store* store, const kvtier_ns* ns,
+                                           const kvtier_key* keys, size_t n_keys,
+                                           const kvtier_buf* pieces, const size_t* pieces_per_chunk,
+                                           int notify_fd, kvtier_op** out);
+KVTIER_API kvtier_status kvtier_save_async(kvtier_store* store, const kvtier_ns* ns,
+                                           const kvtier_key* keys, size_t n_keys,
+                                           const kvtier_buf* pieces, const size_t* pieces_per_chunk,
+                                           int notify_fd, kvtier_op** out);
+/* 1 when done, 0 otherwise; never blocks. */
+KVTIER_API int kvtier_op_done(const kvtier_op* op);
+/* Blocks until done or `timeout_ms` passed (negative: no limit). KVTIER_BUSY on timeout; otherwise the
+ * operation's status (its message through kvtier_op_error). */
+KVTIER_API kvtier_status kvtier_op_wait(kvtier_op* op, int64_t timeout_ms);
+/* Of a finished operation: chunks loaded (loads) or saved (saves); 0 while running. */
+KVTIER_API size_t kvtier_op_count(const kvtier_op* op);
+/* Message of a failed operation; "" while running or on success. Valid until kvtier_op_free. */
+KVTIER_API const char* kvtier_op_error(const kvtier_op* op);
+/* Waits for the operation if it is still running, then frees it; NULL is allowed. */
+KVTIER_API void kvtier_op_free(kvtier_op* op);
+
+/* ---- Observability ------------------------------------------------------------------------------ */
+
+/* Copies a NUL-terminated text into buf (at most cap bytes, always terminated when cap > 0) and returns
+ * the length of the whole text, without the NUL: call again with a larger buffer when it is >= cap. */
+/* The store's counters and latency histograms in the Prometheus text exposition format (kvtier_*). */
+KVTIER_API size_t kvtier_store_metrics_text(kvtier_store* store, char* buf, size_t cap);
+/* The store's statistics as one JSON object (the fields of kvtier::StoreStats). */
+KVTIER_API size_t kvtier_store_stats_json(kvtier_store* store, char* buf, size_t cap);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KVTIER_KVTIER_H_ */

@@ -1,0 +1,74 @@
+// ObjectClient: the one thing a key/value object store (Redis, RADOS, S3, ...) implements to become a
+// kvtier tier. Everything else -- chunk framing and verification, encryption, bytes-in-flight bounds,
+// retries with backoff, timeouts, stats -- lives once in ObjectTier (object_tier.h).
+//
+// A client moves whole objects by name. It is thread-safe: ObjectTier calls it from several threads.
+// Errors are kvtier::Status values: NotFound for a missing object (a miss, never an error), Status with
+// retryable() set for what may succeed when tried again (timeouts, a node failing over, a redirection
+// that needs a refreshed map), NoSpace when the store is full, InvalidArgument/IOError otherwise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "kvtier/status.h"
+#include "kvtier/tier.h"
+
+namespace kvtier::object {
+
+// One read of a batch. The client writes the object into `dst` and sets `bytes` to its full size;
+// an object larger than dst.size() is not copied (bytes set, status InvalidArgument), so the tier can
+// tell a foreign or damaged object from a miss.
+struct ObjectRead {
+  std::string name;
+  std::span<std::byte> dst;
+  uint64_t bytes = 0;
+  Status status;
+};
+
+// One write of a batch: the object's bytes are the concatenation of `data`.
+struct ObjectWrite {
+  std::string name;
+  GatherList data;
+  Status status;
+};
+
+struct ObjectInfo {
+  std::string name;
+  uint64_t bytes = 0;
+};
+
+struct ObjectClientStats {
+  uint64_t requests = 0;     // round trips to the store (a pipelined batch of k commands counts k)
+  uint64_t retries = 0;      // requests the client itself repeated (e.g. after a redirection)
+  uint64_t errors = 0;
+};
+
+class ObjectClient {
+ public:
+  virtual ~ObjectClient() = default;
+
+  // What the client talks to, without credentials, e.g. "redis://127.0.0.1:7000 (cluster, 3 shards)".
+  virtual std::string Describe() const = 0;
+
+  // Runs a batch; sets every op's status. The client overlaps the ops as its store allows (pipelines,
+  // async operations, one connection per shard); the caller bounds the batch's bytes.
+  virtual void GetMany(std::span<ObjectRead> ops) = 0;
+  virtual void PutMany(std::span<ObjectWrite> ops) = 0;
+
+  // OK when the object was removed or was not there.
+  virtual Status Delete(std::string_view name) = 0;
+  // Whether an object exists (NotFound is a false, not an error).
+  virtual Result<bool> Exists(std::string_view name) = 0;
+  // Every object whose name starts with `prefix`, until fn returns false. Objects written
+  // concurrently may be missed.
+  virtual Status List(std::string_view prefix, const std::function<bool(const ObjectInfo&)>& fn) = 0;
+
+  virtual ObjectClientStats Stats() const = 0;
+};
+
+}  // namespace kvtier::object
