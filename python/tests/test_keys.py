@@ -74,3 +74,22 @@ def test_closed_namespace(ns):
     with pytest.raises(kvtier.KvtierError) as e:
         ns.chunk_keys(tokens(1))
     assert e.value.status == kvtier.Status.INVALID_ARGUMENT
+
+
+def test_library_not_found_names_the_paths(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+    pkg = tmp_path / "a" / "b" / "kvtier"
+    pkg.mkdir(parents=True)
+    for f in (Path(kvtier.__file__).parent).glob("*.py"):
+        shutil.copy(f, pkg)  # the package without a library beside it or a build tree above it
+    env = dict(os.environ, KVTIER_LIBRARY=str(tmp_path / "missing.so"), PYTHONDONTWRITEBYTECODE="1")
+    code = ("import kvtier\ntry:\n    kvtier.Store(['mem://'])\nexcept kvtier.KvtierError as e:\n"
+            "    print(int(e.status), e.message)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=pkg.parent, env=env, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.startswith(f"{int(kvtier.Status.NOT_FOUND)} libkvtier.so not found")
+    assert "missing.so (absent)" in out and str(pkg / "libkvtier.so") in out
