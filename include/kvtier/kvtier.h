@@ -160,7 +160,8 @@ KVTIER_API size_t kvtier_lookup(kvtier_store* store, const kvtier_ns* ns, const 
 KVTIER_API kvtier_status kvtier_load(kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
                                      size_t n_keys, const kvtier_buf* pieces,
                                      const size_t* pieces_per_chunk, size_t* loaded);
-/* Copies each chunk into the top tier; lower tiers are written in the background. */
+/* Copies each chunk into the memory tiers and returns; the other tiers (a file:// or fs:// top tier
+ * too) are written in the background: kvtier_store_flush waits for them. */
 KVTIER_API kvtier_status kvtier_save(kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
                                      size_t n_keys, const kvtier_buf* pieces,
                                      const size_t* pieces_per_chunk);
