@@ -85,6 +85,8 @@ size_t kvtier_store_stats_json(kvtier_store* store, char* buf, size_t cap) {
   return StatsText("kvtier_store_stats_json", store, buf, cap, StatsJson);
 }
 
+// To become StatsText(fn, store, buf, cap, [](const kvtier::StoreStats& s) { return
+// kvtier::PrometheusText(s); }) once kvtier/metrics.h is on main.
 size_t kvtier_store_metrics_text(kvtier_store* store, char* buf, size_t cap) {
   const char* fn = "kvtier_store_metrics_text";
   (void)Fail(Status::NotSupported(std::string(fn) + ": not built yet"));
