@@ -30,6 +30,7 @@ name), ``tenant``, ``salt`` and the Store options (``kvtier.connectors.STORE_OPT
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import Any, List, Optional
@@ -62,6 +63,22 @@ def _rank_salt(cfg: Any) -> str:
     return ";".join(parts)
 
 
+def _while_open(closed_result: Any) -> Any:
+    """Runs a store call unless the backend is closed (then ``closed_result(keys)``); close()
+    waits for the calls that have started."""
+    def wrap(method: Any) -> Any:
+        @functools.wraps(method)
+        def guarded(self: "KvtierHiCacheStorage", keys: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self._enter():
+                return closed_result(keys)
+            try:
+                return method(self, keys, *args, **kwargs)
+            finally:
+                self._leave()
+        return guarded
+    return wrap
+
+
 class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
     """HiCache storage backed by a kvtier Store (see the module docstring)."""
 
@@ -82,17 +99,33 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
         page_bytes = extra.get("page_bytes")
         self._page_size_bytes: int | None = int(page_bytes) if page_bytes else None
         self._closed = False
+        self._calls = 0  # store calls running on HiCache's threads; close() waits for them
+        self._idle = threading.Condition(self._lock)
+
+    def _enter(self) -> bool:
+        with self._lock:
+            if self._closed:
+                return False
+            self._calls += 1
+            return True
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._calls -= 1
+            if self._calls == 0:
+                self._idle.notify_all()
 
     # ---- namespaces --------------------------------------------------------------------------------
 
     def _ns(self, page_bytes: int) -> kvtier.Namespace:
         with self._lock:
             ns = self._namespaces.get(page_bytes)
-            if ns is None:
-                ns = self._store.namespace(self._model_id, byte_layout(page_bytes),
-                                           tenant=self._tenant, salt=self._salt)
-                self._namespaces[page_bytes] = ns
-            return ns
+        if ns is None:
+            ns = self._store.namespace(self._model_id, byte_layout(page_bytes),
+                                       tenant=self._tenant, salt=self._salt)
+            with self._lock:
+                ns = self._namespaces.setdefault(page_bytes, ns)
+        return ns
 
     def _page_bytes(self) -> int:
         """Bytes of one page of the registered host pool (its flat page), computed once."""
@@ -116,6 +149,7 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
         return [[(int(ptrs[i * per_page + j]), int(sizes[i * per_page + j]))
                  for j in range(per_page)] for i in range(len(keys))]
 
+    @_while_open(lambda keys: [False] * len(keys))
     def batch_get_v1(self, keys: List[str], host_indices: Any,
                      extra_info: Any = None) -> List[bool]:
         """Loads each page into its host-pool slots; True per page loaded and verified."""
@@ -130,6 +164,7 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
             loaded = 0
         return [i < loaded for i in range(len(keys))]
 
+    @_while_open(lambda keys: [False] * len(keys))
     def batch_set_v1(self, keys: List[str], host_indices: Any,
                      extra_info: Any = None) -> List[bool]:
         """Stores each page from its host-pool slots; True per page stored."""
@@ -150,6 +185,7 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
         """Loads one page into ``target_location``; returns it, or None on a miss."""
         return self.batch_get([key], [target_location])[0]
 
+    @_while_open(lambda keys: [None] * len(keys))
     def batch_get(self, keys: List[str], target_locations: Any = None,
                   target_sizes: Any = None) -> List[Any]:
         """One target per key, or None from the first page that is missing or corrupt."""
@@ -174,6 +210,7 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
             target_sizes: Any = None) -> bool:
         return self.batch_set([key], [value])
 
+    @_while_open(lambda keys: False)
     def batch_set(self, keys: List[str], values: Any = None, target_locations: Any = None,
                   target_sizes: Any = None) -> bool:
         """Stores one page per key; True when every page was stored."""
@@ -194,6 +231,7 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
     def exists(self, key: str) -> bool:
         return self.batch_exists([key]) == 1
 
+    @_while_open(lambda keys: 0)
     def batch_exists(self, keys: List[str], extra_info: Any = None) -> int:
         """How many leading keys are present (a later load may still find fewer)."""
         if not keys:
@@ -220,9 +258,12 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
 
     def close(self) -> None:
         """Waits for kvtier's background writes and closes the store it opened. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            while self._calls:
+                self._idle.wait()
         if self._own_store:
             self._store.close()
 
