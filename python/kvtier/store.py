@@ -1,0 +1,408 @@
+"""Layout, Namespace, Store and Handle: the Python face of kvtier's C API.
+
+Every call into libkvtier.so goes through ctypes.CDLL, which releases the GIL while C runs, so loads and
+saves of several Python threads proceed in parallel. Failures raise KvtierError carrying the Status.
+"""
+from __future__ import annotations
+
+import array
+import ctypes
+import hashlib
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from . import _lib
+from ._buffers import ChunkBuf, Pieces
+from ._lib import KEY_BYTES, KvKey, KvLayout, KvStoreOptions, KvtierError, Status, check
+
+_DTYPES = {"fp32": (0, 4), "fp16": (1, 2), "bf16": (2, 2), "fp8": (3, 1)}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """KV geometry of one model: a chunk holds 2 x layers x kv_heads x head_dim x dtype size x
+    tokens_per_chunk bytes. dtype is "fp32", "fp16", "bf16" or "fp8"."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype: str = "bf16"
+    tokens_per_chunk: int = 256
+
+    @property
+    def chunk_bytes(self) -> int:
+        """Bytes of one chunk."""
+        return (2 * self.layers * self.kv_heads * self.head_dim * _dtype(self.dtype)[1]
+                * self.tokens_per_chunk)
+
+    def _c(self) -> KvLayout:
+        return KvLayout(self.layers, self.kv_heads, self.head_dim, _dtype(self.dtype)[0],
+                        self.tokens_per_chunk)
+
+
+def _dtype(name: str) -> tuple[int, int]:
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise KvtierError(Status.INVALID_ARGUMENT,
+                          f"unknown dtype {name!r}; known: {', '.join(_DTYPES)}") from None
+
+
+def key_of(data: bytes | str) -> bytes:
+    """A 32-byte chunk key for an engine's own key (e.g. a block hash): SHA-256 of its bytes (str: UTF-8)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).digest()
+
+
+def _key_array(keys: Sequence[bytes]) -> Any:
+    """A kvtier_key array (copied: keys are small) from 32-byte bytes-like keys."""
+    if isinstance(keys, (bytes, bytearray, memoryview)):
+        raise KvtierError(Status.INVALID_ARGUMENT, "keys must be a sequence of 32-byte keys")
+    joined = bytearray()
+    for i, key in enumerate(keys):
+        raw = bytes(key)
+        if len(raw) != KEY_BYTES:
+            raise KvtierError(Status.INVALID_ARGUMENT, f"key {i} has {len(raw)} bytes, not {KEY_BYTES}")
+        joined += raw
+    n = len(joined) // KEY_BYTES
+    return (KvKey * max(n, 1)).from_buffer_copy(joined or bytes(KEY_BYTES)), n
+
+
+def _tokens_array(tokens: Any) -> array.array:
+    """Tokens as an array.array('I'): from ints, or from a buffer of 4-byte integers (uint32; int32 is
+    taken as is). Copied: token arrays are small next to chunks."""
+    try:
+        view = memoryview(tokens)
+    except TypeError:
+        try:
+            return array.array("I", tokens)
+        except (OverflowError, TypeError) as e:
+            raise KvtierError(Status.INVALID_ARGUMENT, f"tokens must be uint32 values: {e}") from None
+    with view:
+        if view.itemsize != 4 or view.format[-1:] not in ("I", "i"):
+            raise KvtierError(Status.INVALID_ARGUMENT,
+                              f"token buffer must hold uint32 values, not format {view.format!r}")
+        out = array.array("I")
+        out.frombytes(view.tobytes())
+        return out
+
+
+def _uint32_pointer(values: array.array) -> Any:
+    if not values:
+        return None
+    return ctypes.cast((ctypes.c_uint32 * len(values)).from_buffer(values), ctypes.POINTER(ctypes.c_uint32))
+
+
+class Namespace:
+    """A model's namespace: chunk keys of one (model, layout, tenant, salt) never collide with another's.
+
+    Create with Namespace(model_id, layout, tenant="", salt="") or Store.namespace(...). Immutable;
+    usable from many threads; close() (or the context manager) frees it. Keep it open while an
+    asynchronous operation that uses it runs (its Handle holds a reference).
+    """
+
+    def __init__(self, model_id: str, layout: Layout, tenant: str = "", salt: str = "") -> None:
+        lib = _lib.lib()
+        self.layout = layout
+        c_layout = layout._c()
+        handle = ctypes.c_void_p()
+        check(lib.kvtier_ns_create(model_id.encode(), ctypes.byref(c_layout), tenant.encode(),
+                                   salt.encode(), ctypes.byref(handle)))
+        self._handle: Optional[int] = handle.value
+        self.chunk_bytes: int = lib.kvtier_ns_chunk_bytes(self._handle)
+        self.tokens_per_chunk: int = lib.kvtier_ns_tokens_per_chunk(self._handle)
+        raw = (ctypes.c_uint8 * KEY_BYTES)()
+        lib.kvtier_ns_id(self._handle, raw)
+        self.id: str = bytes(raw).hex()
+
+    @property
+    def handle(self) -> int:
+        """The kvtier_ns* (KvtierError once closed)."""
+        if self._handle is None:
+            raise KvtierError(Status.INVALID_ARGUMENT, "namespace is closed")
+        return self._handle
+
+    def chunk_keys(self, tokens: Any) -> list[bytes]:
+        """32-byte keys of every full chunk of `tokens` (a sequence of ints or a buffer of uint32)."""
+        values = _tokens_array(tokens)
+        cap = len(values) // self.tokens_per_chunk
+        out = (KvKey * max(cap, 1))()
+        n = _lib.lib().kvtier_chunk_keys(self.handle, _uint32_pointer(values), len(values), out, cap)
+        if n > cap:
+            raise KvtierError(Status.INTERNAL, f"kvtier_chunk_keys wants {n} keys, expected {cap}")
+        raw = bytes(out)
+        return [raw[i * KEY_BYTES:(i + 1) * KEY_BYTES] for i in range(n)]
+
+    def next_chunk_key(self, prev: Optional[bytes], tokens: Any) -> bytes:
+        """Key of the chunk after `prev` (None for the first) holding exactly tokens_per_chunk tokens."""
+        values = _tokens_array(tokens)
+        prev_key = None
+        if prev is not None:
+            prev_key, _ = _key_array([prev])
+        out = KvKey()
+        check(_lib.lib().kvtier_next_chunk_key(self.handle, prev_key, _uint32_pointer(values), len(values),
+                                               ctypes.byref(out)))
+        return bytes(out)
+
+    def close(self) -> None:
+        """Frees the namespace; idempotent."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            _lib.lib().kvtier_ns_free(handle)
+
+    def __enter__(self) -> "Namespace":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def __repr__(self) -> str:
+        return f"Namespace(id={self.id[:16]}..., layout={self.layout})"
+
+
+class Handle:
+    """An asynchronous load or save. Keeps the key array and the caller's buffers alive until the
+    operation is done; wait() returns the count (chunks loaded or saved).
+
+    done() never blocks. wait(timeout) raises KvtierError(BUSY) when the timeout passes first and
+    KvtierError(status) when the operation failed. close() (or the context manager) waits, then frees
+    the operation. A handle dropped while its operation runs is freed on garbage collection, which
+    waits for the operation first, so no buffer is released while kvtier may still write into it.
+    """
+
+    def __init__(self, op: int, keepalive: tuple) -> None:
+        self._op: Optional[int] = op
+        self._keepalive: Optional[tuple] = keepalive
+        self._result: Optional[tuple[int, int, str]] = None  # (status, count, message)
+        self._lock = threading.Condition()
+        self._users = 0
+
+    def _enter(self) -> Optional[int]:
+        with self._lock:
+            if self._op is not None:
+                self._users += 1
+            return self._op
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._users -= 1
+            self._lock.notify_all()
+
+    def done(self) -> bool:
+        """True once the operation finished (successfully or not); never blocks."""
+        op = self._enter()
+        if op is None:
+            return True
+        try:
+            return bool(_lib.lib().kvtier_op_done(op))
+        finally:
+            self._leave()
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        """Blocks until done or `timeout` seconds passed (None: no limit) and returns the count."""
+        op = self._enter()
+        if op is not None:
+            try:
+                self._wait_op(op, timeout)
+            finally:
+                self._leave()
+        status, count, message = self._result  # type: ignore[misc]
+        if status != Status.OK:
+            raise KvtierError(status, message)
+        return count
+
+    def _wait_op(self, op: int, timeout: Optional[float]) -> None:
+        lib = _lib.lib()
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        status = lib.kvtier_op_wait(op, ms)
+        if status == Status.BUSY and ms >= 0:
+            # Not finished in time (or the operation's own Busy): nothing cached, a later wait asks again.
+            raise KvtierError(Status.BUSY, _lib.last_error() or f"operation not done after {timeout} s")
+        message = lib.kvtier_op_error(op)
+        with self._lock:
+            if self._result is None:
+                self._result = (status, lib.kvtier_op_count(op),
+                                message.decode("utf-8", "replace") if message else "")
+
+    def result(self) -> int:
+        """Same as wait()."""
+        return self.wait()
+
+    def close(self) -> None:
+        """Waits for the operation, frees it and lets go of the buffers; idempotent."""
+        op = self._enter()
+        if op is not None:
+            try:
+                self._wait_op(op, None)
+            finally:
+                self._leave()
+        with self._lock:
+            while self._users:
+                self._lock.wait()
+            op, self._op = self._op, None
+            keepalive, self._keepalive = self._keepalive, None
+        if op is not None:
+            _lib.lib().kvtier_op_free(op)
+        if keepalive is not None:
+            keepalive[0].release()
+
+    def __enter__(self) -> "Handle":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        op, self._op = getattr(self, "_op", None), None
+        if op is not None:
+            try:
+                _lib.lib().kvtier_op_free(op)  # waits for a running operation before freeing it
+            except Exception:  # interpreter shutdown
+                pass
+
+
+class Store:
+    """A kvtier Store over tiers (URLs, fastest first), e.g. ["mem://?capacity=4GiB",
+    "file:///var/lib/kvtier?capacity=200GiB"]. Thread-safe: many threads may load and save at once.
+    close() (or the context manager) waits for asynchronous operations and background writes.
+
+    Buffers: see kvtier._buffers. `dsts` / `srcs` hold one chunk buffer (or list of pieces) per key, each
+    of exactly ns.chunk_bytes bytes (KvtierError(INVALID_ARGUMENT) otherwise). Nothing is copied in Python.
+    """
+
+    def __init__(self, tiers: Sequence[str], *, promote_on_load: bool = True,
+                 admit_on_second_use: bool = False, save_queue_bytes: int = 1 << 30,
+                 save_queue_chunks: int = 4096, background_threads: int = 2, async_threads: int = 4,
+                 key_file: Optional[str] = None) -> None:
+        if isinstance(tiers, str):
+            tiers = [tiers]
+        lib = _lib.lib()
+        opts = KvStoreOptions()
+        lib.kvtier_store_options_init(ctypes.byref(opts))
+        urls = (ctypes.c_char_p * max(len(tiers), 1))(*[t.encode() for t in tiers])
+        opts.tiers = ctypes.cast(urls, ctypes.POINTER(ctypes.c_char_p))
+        opts.tier_count = len(tiers)
+        opts.promote_on_load = int(promote_on_load)
+        opts.admit_on_second_use = int(admit_on_second_use)
+        opts.save_queue_bytes = save_queue_bytes
+        opts.save_queue_chunks = save_queue_chunks
+        opts.background_threads = background_threads
+        opts.async_threads = async_threads
+        opts.key_file = key_file.encode() if key_file else None
+        handle = ctypes.c_void_p()
+        check(lib.kvtier_store_open(ctypes.byref(opts), ctypes.byref(handle)))
+        self._handle: Optional[int] = handle.value
+        self.tiers = list(tiers)
+
+    @property
+    def handle(self) -> int:
+        """The kvtier_store* (KvtierError once closed)."""
+        if self._handle is None:
+            raise KvtierError(Status.INVALID_ARGUMENT, "store is closed")
+        return self._handle
+
+    def namespace(self, model_id: str, layout: Layout, tenant: str = "", salt: str = "") -> Namespace:
+        """A Namespace (the same as Namespace(model_id, layout, tenant, salt))."""
+        return Namespace(model_id, layout, tenant, salt)
+
+    def lookup(self, ns: Namespace, keys: Sequence[bytes]) -> int:
+        """Number of leading keys present in some tier (a later load may still return fewer)."""
+        arr, n = _key_array(keys)
+        return _lib.lib().kvtier_lookup(self.handle, ns.handle, arr, n)
+
+    def load(self, ns: Namespace, keys: Sequence[bytes], dsts: Sequence[ChunkBuf]) -> int:
+        """Loads chunks into dsts, verified; returns how many leading chunks were loaded. Destinations of
+        chunks read but not loaded (after a miss or a corrupt chunk) are zeroed."""
+        arr, n = _key_array(keys)
+        pieces = self._pieces(dsts, n, writable=True)
+        loaded = ctypes.c_size_t()
+        check(_lib.lib().kvtier_load(self.handle, ns.handle, arr, n, pieces.bufs, pieces.per_chunk,
+                                     ctypes.byref(loaded)))
+        return loaded.value
+
+    def save(self, ns: Namespace, keys: Sequence[bytes], srcs: Sequence[ChunkBuf]) -> None:
+        """Copies each chunk into the top tier; lower tiers are written in the background."""
+        arr, n = _key_array(keys)
+        pieces = self._pieces(srcs, n, writable=False)
+        try:
+            check(_lib.lib().kvtier_save(self.handle, ns.handle, arr, n, pieces.bufs, pieces.per_chunk))
+        finally:
+            pieces.release()
+
+    def load_async(self, ns: Namespace, keys: Sequence[bytes], dsts: Sequence[ChunkBuf],
+                   notify_fd: int = -1) -> Handle:
+        """Starts a load and returns at once; Handle.wait() gives the count loaded. When notify_fd >= 0
+        (an eventfd) kvtier writes the 8-byte value 1 to it once done."""
+        return self._start(_lib.lib().kvtier_load_async, ns, keys, dsts, True, notify_fd)
+
+    def save_async(self, ns: Namespace, keys: Sequence[bytes], srcs: Sequence[ChunkBuf],
+                   notify_fd: int = -1) -> Handle:
+        """Starts a save and returns at once; Handle.wait() gives the count saved."""
+        return self._start(_lib.lib().kvtier_save_async, ns, keys, srcs, False, notify_fd)
+
+    def _start(self, fn: Any, ns: Namespace, keys: Sequence[bytes], bufs: Sequence[ChunkBuf],
+               writable: bool, notify_fd: int) -> Handle:
+        arr, n = _key_array(keys)
+        pieces = self._pieces(bufs, n, writable)
+        op = ctypes.c_void_p()
+        try:
+            check(fn(self.handle, ns.handle, arr, n, pieces.bufs, pieces.per_chunk, notify_fd,
+                     ctypes.byref(op)))
+        except BaseException:
+            pieces.release()
+            raise
+        return Handle(op.value, (pieces, arr, ns, self))
+
+    @staticmethod
+    def _pieces(bufs: Sequence[ChunkBuf], n_keys: int, writable: bool) -> Pieces:
+        pieces = Pieces(bufs, writable)
+        if pieces.count != n_keys:
+            pieces.release()
+            raise KvtierError(Status.INVALID_ARGUMENT,
+                              f"{n_keys} keys but {pieces.count} chunk buffers")
+        return pieces
+
+    def prefetch(self, ns: Namespace, keys: Sequence[bytes]) -> None:
+        """Promotes the leading available chunks into the top tier in the background."""
+        arr, n = _key_array(keys)
+        _lib.lib().kvtier_prefetch(self.handle, ns.handle, arr, n)
+
+    def flush(self) -> None:
+        """Waits for every queued background write, then flushes every tier."""
+        check(_lib.lib().kvtier_store_flush(self.handle))
+
+    def stats(self) -> dict:
+        """The store's statistics (the fields of kvtier::StoreStats) as a dict."""
+        return json.loads(_lib.read_text(_lib.lib().kvtier_store_stats_json, self.handle))
+
+    def metrics_text(self) -> str:
+        """Counters and latency histograms in the Prometheus text exposition format (kvtier_*)."""
+        return _lib.read_text(_lib.lib().kvtier_store_metrics_text, self.handle)
+
+    def close(self) -> None:
+        """Waits for asynchronous operations and background writes, then frees the store; idempotent.
+        Handles of operations still open stay valid."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            _lib.lib().kvtier_store_close(handle)
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
