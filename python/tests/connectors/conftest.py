@@ -17,29 +17,28 @@ _PYTHON_DIR = pathlib.Path(__file__).resolve().parents[2]
 if str(_PYTHON_DIR) not in sys.path:
     sys.path.insert(0, str(_PYTHON_DIR))
 
-try:
-    import kvtier  # noqa: E402
-    _IMPORT_ERROR = None
-except Exception as e:  # the shared library is not built: nothing here can run
-    kvtier = None
-    _IMPORT_ERROR = e
+import kvtier  # noqa: E402
+
+
+def _library_problem() -> str | None:
+    """Why libkvtier.so cannot be used here, or None. Only its absence is a reason to skip."""
+    try:
+        kvtier._lib.lib()
+    except kvtier.KvtierError as e:
+        if e.status == kvtier.Status.NOT_FOUND:
+            return str(e)
+        raise
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
-    # Only a missing shared library is a reason to skip; any other import failure is a defect and
-    # fails every test below (see the autouse fixture).
-    if _IMPORT_ERROR is None or "libkvtier" not in str(_IMPORT_ERROR):
+    problem = _library_problem()
+    if problem is None:
         return
-    reason = f"libkvtier.so is not built (run `make python`): {_IMPORT_ERROR}"
+    skip = pytest.mark.skip(reason=f"libkvtier.so is not built (`make python`): {problem}")
     for item in items:
         if "connectors" in str(item.fspath):
-            item.add_marker(pytest.mark.skip(reason=reason))
-
-
-@pytest.fixture(autouse=True)
-def _kvtier_importable():
-    if _IMPORT_ERROR is not None:
-        raise _IMPORT_ERROR
+            item.add_marker(skip)
 
 
 @pytest.fixture
