@@ -9,6 +9,8 @@ polls ``event_fd()`` and then calls ``drain_completions()``. The connector's sur
   ``submit_batch_exists(keys) -> int``: start an operation and return its future id at once.
 - ``drain_completions() -> list[(future_id, ok, error, per_key_results)]``: the operations that
   finished since the last call; never blocks.
+  kvtier marks an operation done before it writes the descriptor it was given, so a drain that
+  follows a wake-up always sees the operation that caused it.
 - ``close()``: waits for the operations in flight (their buffers stay in use until kvtier ends
   them), then releases the store. Idempotent.
 

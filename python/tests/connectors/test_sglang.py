@@ -76,7 +76,7 @@ def page_key(i: int) -> str:
 
 
 def host_indices(slots) -> np.ndarray:
-    return np.concatenate([np.arange(s * PAGE, (s + 1) * PAGE) for s in slots]).astype(np.int64)
+    return np.array([t for s in slots for t in range(s * PAGE, (s + 1) * PAGE)], dtype=np.int64)
 
 
 def storage_config(tiers, interface_v1=True):
