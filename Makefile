@@ -4,7 +4,7 @@ JOBS     ?= 2
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVTIER_WERROR=ON
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS) --no-tests=error
 
-.PHONY: deps build demo test test-asan test-tsan check-locking fuzz fuzz-smoke fuzz-build clean
+.PHONY: deps build demo test python test-asan test-tsan check-locking fuzz fuzz-smoke fuzz-build clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -18,6 +18,14 @@ demo: build
 
 test: build
 	@ctest --test-dir $(BUILD) $(CTEST_FLAGS)
+
+# The Python package (python/kvtier): builds libkvtier.so and puts a copy inside the package (git-ignored),
+# so that `/usr/bin/python3 examples/save_load.py` and `pip install --no-build-isolation ./python` find it.
+python: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS) --target kvtier_shared
+	@cp -f $(BUILD)/src/capi/libkvtier.so python/kvtier/libkvtier.so
+	@echo "python: python/kvtier/libkvtier.so ready"
 
 # Sanitizer runs shrink the heavy tests (KVTIER_TEST_SCALE) and stop at the first report.
 SAN_SCALE ?= 0.25

@@ -11,6 +11,7 @@ PACKAGES=(
   libopenblas-dev
   clang libclang-rt-14-dev
   fio gnuplot-nox
+  python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
 )
 
 missing=()
