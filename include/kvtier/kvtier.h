@@ -5,6 +5,9 @@
  * - Only C types cross it: opaque handles, fixed-width integers, plain structs, NUL-terminated strings.
  * - Every call that can fail returns a kvtier_status; KVTIER_OK is 0. The message of the last failed
  *   call is kept per thread: kvtier_last_error() returns it until the next failing call on that thread.
+ *   Calls that return a count or a value instead return 0 on a bad argument and record why there.
+ * - Pointer arguments are checked: NULL where one is needed is KVTIER_INVALID_ARGUMENT, never a crash.
+ *   No C++ exception leaves the library (out of memory is KVTIER_NO_SPACE).
  * - Handles are thread-safe unless a function says otherwise: many threads may use one store at once.
  * - kvtier never keeps a pointer to a caller's array after a call returns, except the data buffers of an
  *   asynchronous operation, which must stay valid until the operation completes (kvtier_op_wait,
@@ -97,6 +100,7 @@ typedef struct kvtier_ns kvtier_ns; /* immutable once created; free with kvtier_
 KVTIER_API kvtier_status kvtier_ns_create(const char* model_id, const kvtier_layout* layout,
                                           const char* tenant, const char* salt, kvtier_ns** out);
 KVTIER_API void kvtier_ns_free(kvtier_ns* ns); /* NULL is allowed */
+/* The three below: 0 (all-zero id) for a NULL namespace. */
 KVTIER_API uint64_t kvtier_ns_chunk_bytes(const kvtier_ns* ns);
 KVTIER_API uint32_t kvtier_ns_tokens_per_chunk(const kvtier_ns* ns);
 KVTIER_API void kvtier_ns_id(const kvtier_ns* ns, uint8_t out[KVTIER_KEY_BYTES]);
@@ -114,7 +118,8 @@ KVTIER_API kvtier_status kvtier_next_chunk_key(const kvtier_ns* ns, const kvtier
 /* ---- Store -------------------------------------------------------------------------------------- */
 
 typedef struct kvtier_store_options {
-  uint32_t struct_size;      /* sizeof(kvtier_store_options); set by kvtier_store_options_init */
+  uint32_t struct_size;      /* sizeof(kvtier_store_options); set by kvtier_store_options_init; any
+                                other value is InvalidArgument */
   const char* const* tiers;  /* tier URLs, fastest first (see kvtier/tier.h) */
   size_t tier_count;
   int promote_on_load;       /* default 1 */
@@ -122,7 +127,7 @@ typedef struct kvtier_store_options {
   uint64_t save_queue_bytes; /* default 1 GiB */
   uint32_t save_queue_chunks;  /* default 4096 */
   uint32_t background_threads; /* default 2: writes to the lower tiers */
-  uint32_t async_threads;      /* default 4: run kvtier_*_async operations */
+  uint32_t async_threads;      /* default 4, at least 1: run kvtier_*_async operations */
   const char* key_file;        /* NULL: no encryption; else an absolute path (docs/encryption.md) */
 } kvtier_store_options;
 
@@ -130,8 +135,9 @@ typedef struct kvtier_store kvtier_store;
 
 KVTIER_API void kvtier_store_options_init(kvtier_store_options* options);
 KVTIER_API kvtier_status kvtier_store_open(const kvtier_store_options* options, kvtier_store** out);
-/* Waits for running asynchronous operations and the background write queue, then frees the store.
- * Operations not yet freed stay valid (they report their result); NULL is allowed. */
+/* Runs every queued asynchronous operation to its end, waits for running ones and the background write
+ * queue, then frees the store. Operations not yet freed stay valid (they report their result); NULL is
+ * allowed. No call may use the store while or after it is closed. */
 KVTIER_API void kvtier_store_close(kvtier_store* store);
 /* Waits for every queued background write, then flushes every tier. */
 KVTIER_API kvtier_status kvtier_store_flush(kvtier_store* store);
@@ -150,7 +156,7 @@ KVTIER_API size_t kvtier_lookup(kvtier_store* store, const kvtier_ns* ns, const 
                                 size_t n_keys);
 /* Loads chunks 0..n_keys-1, verified, into the buffers; *loaded is set to how many leading chunks were
  * loaded (a miss or a corrupt chunk ends the prefix; later destinations read are zeroed).
- * InvalidArgument on a wrong buffer size. */
+ * InvalidArgument on a wrong buffer size, a NULL piece with a non-zero size, or a NULL `loaded`. */
 KVTIER_API kvtier_status kvtier_load(kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
                                      size_t n_keys, const kvtier_buf* pieces,
                                      const size_t* pieces_per_chunk, size_t* loaded);
@@ -168,7 +174,11 @@ typedef struct kvtier_op kvtier_op;
 
 /* Start a load or save on the store's async threads and return at once. The key and piece arrays are
  * copied; the data buffers must stay valid until the operation is done. When notify_fd >= 0 (e.g. an
- * eventfd) kvtier writes the 8-byte value 1 to it once the operation is done. */
+ * eventfd) kvtier writes the 8-byte value 1 to it once the operation is done: kvtier_op_done already
+ * reports 1 then, and kvtier_op_wait / kvtier_op_free return only after the write, so the descriptor may
+ * be closed once they have. EAGAIN is ignored (a full eventfd counter is still readable); a blocking
+ * descriptor that cannot take the write holds up that async thread until it can. A bad argument is
+ * reported here, synchronously, and *out is NULL. */
 KVTIER_API kvtier_status kvtier_load_async(kvtier_store* store, const kvtier_ns* ns,
                                            const kvtier_key* keys, size_t n_keys,
                                            const kvtier_buf* pieces, const size_t* pieces_per_chunk,
@@ -179,8 +189,9 @@ KVTIER_API kvtier_status kvtier_save_async(kvtier_store* store, const kvtier_ns*
                                            int notify_fd, kvtier_op** out);
 /* 1 when done, 0 otherwise; never blocks. */
 KVTIER_API int kvtier_op_done(const kvtier_op* op);
-/* Blocks until done or `timeout_ms` passed (negative: no limit). KVTIER_BUSY on timeout; otherwise the
- * operation's status (its message through kvtier_op_error). */
+/* Blocks until done or `timeout_ms` passed (negative: no limit; 0: only looks). KVTIER_BUSY on timeout;
+ * otherwise the operation's status (its message through kvtier_op_error, and kvtier_last_error). Any
+ * number of threads may wait on one operation. */
 KVTIER_API kvtier_status kvtier_op_wait(kvtier_op* op, int64_t timeout_ms);
 /* Of a finished operation: chunks loaded (loads) or saved (saves); 0 while running. */
 KVTIER_API size_t kvtier_op_count(const kvtier_op* op);

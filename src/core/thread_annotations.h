@@ -10,6 +10,7 @@
 // Thread-safety: Mutex and CondVar are shared between threads; a MutexLock belongs to one thread.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 
@@ -121,6 +122,13 @@ class CondVar {
     std::unique_lock<std::mutex> lock(mu.mu_, std::adopt_lock);  // the caller's hold, borrowed
     cv_.wait(lock);
     lock.release();  // still held: it stays the caller's
+  }
+  // Like Wait, but returns false once `deadline` has passed (true when woken before it).
+  bool WaitUntil(Mutex& mu, std::chrono::steady_clock::time_point deadline) REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu.mu_, std::adopt_lock);
+    const bool woken = cv_.wait_until(lock, deadline) == std::cv_status::no_timeout;
+    lock.release();
+    return woken;
   }
   // Waits until `done()` is true, tested with `mu` held. A lambda does not see its caller's locks, so
   // one that reads guarded state says what it needs: cv_.Wait(mu_, [&]() REQUIRES(mu_) { ... });
