@@ -23,7 +23,9 @@ configured full-chunk size) and of every size this process has stored or loaded.
 Results: a get reports True for each leading object loaded and verified; a missing or corrupt
 object and those after it in the same size run are False, and a corrupt object's buffer is
 zeroed, never left holding another object's bytes. A set reports per key whether kvtier accepted
-it; a full tier yields False, never an exception. ``ok`` is True when every key succeeded (for
+it (took a copy). kvtier never waits for slow storage: when a tier or its write queue is full it
+drops the object softly (counted in the store's ``dropped_saves``) and a later exists check says
+False; a save it refuses outright is False. Nothing raises into LMCache. ``ok`` is True when every key succeeded (for
 exists: when the check ran).
 
 ``adapter_params``: ``tiers`` (required), ``model_id`` (default ``"lmcache"``), ``tenant``,
@@ -134,6 +136,10 @@ class KvtierNativeConnector:
         if self._own_store:
             self._store.close()
         os.close(self._efd)
+
+    @property
+    def store(self) -> kvtier.Store:
+        return self._store
 
     # ---- internals ---------------------------------------------------------------------------------
 

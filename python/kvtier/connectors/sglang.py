@@ -18,7 +18,9 @@ and that size fix the namespace.
 Return conventions (HiCacheStorage's):
 - ``exists`` -> bool; ``batch_exists`` -> how many leading keys are present.
 - ``get`` -> the target, or None on a miss; ``batch_get`` -> one target-or-None per key.
-- ``set`` -> bool; ``batch_set`` -> True only when every page was stored.
+- ``set`` -> bool; ``batch_set`` -> True only when every page was stored. "Stored" means kvtier
+  took a copy: when a tier (or its write queue) is full kvtier drops the page softly, counted in
+  the store's ``dropped_saves``, and a later ``batch_exists`` does not count it.
 - ``batch_get_v1`` / ``batch_set_v1`` -> one bool per key. A load stops at the first page that is
   missing or fails verification: that page and the ones after it are False, and a corrupt page's
   host slots are zeroed, never left holding another page's bytes.
@@ -244,6 +246,10 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
             return 0
 
     # ---- housekeeping ------------------------------------------------------------------------------
+
+    @property
+    def store(self) -> kvtier.Store:
+        return self._store
 
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
         self.mem_pool_host = mem_pool_host

@@ -21,8 +21,11 @@ Every method runs in the scheduler process and returns without waiting for I/O:
   key is in flight, or while an exists check on a thread runs (``async_lookup``, the default for
   fs:// tiers, whose index lives on a shared filesystem); file:// and mem:// tiers keep their
   index in memory and are asked directly.
-- A full tier never raises into the scheduler: kvtier drops or refuses the save and the job is
-  reported with ``success=False``.
+- A store job succeeds once kvtier has taken a copy of every block (the primary slots may then be
+  reused). kvtier never makes the caller wait for slow storage: when a tier is full or its write
+  queue is, the block is dropped softly (counted in the store's ``dropped_saves``) and a later
+  ``lookup`` answers MISS, so vLLM recomputes it; a save kvtier refuses outright is reported with
+  ``success=False``. Nothing raises into the scheduler.
 - ``shutdown`` waits for the jobs in flight (kvtier cannot abandon a copy halfway, and the primary
   slots must stay untouched until it ends), then closes the store it opened.
 
@@ -114,6 +117,8 @@ class _Job:
     keys: list[Any]        # the engine's keys, in job order
     kv_keys: list[bytes]   # kvtier keys
     is_store: bool
+    count: int = 0
+    error: Exception | None = None
 
 
 class KvtierSecondaryTier(_Base):  # type: ignore[misc,valid-type]
@@ -238,39 +243,44 @@ class KvtierSecondaryTier(_Base):  # type: ignore[misc,valid-type]
 
     def get_finished_jobs(self) -> Iterable[Any]:
         """Jobs finished since the last call, as JobResult; never blocks."""
-        for job_id in [j for j, job in self._jobs.items() if job.handle.done()]:
-            self._finish(job_id)
+        for job_id, job in list(self._jobs.items()):
+            if job.handle.done():
+                self._settle(job_id)
         finished, self._finished = self._finished, []
         return finished
 
     # Older tiering interfaces poll under this name.
     get_finished = get_finished_jobs
 
-    def _finish(self, job_id: int) -> None:
-        job = self._jobs.pop(job_id)
+    def _settle(self, job_id: int) -> None:
+        """Collects a job's outcome, waiting for it if it still runs, and queues its result."""
+        job = self._jobs[job_id]
         try:
-            count = int(job.handle.wait())
-            error = None
+            job.count = int(job.handle.wait())
         except kvtier.KvtierError as e:
-            count, error = 0, e
+            job.count, job.error = 0, e
         finally:
             job.handle.close()
+        self._report(job_id)
+
+    def _report(self, job_id: int) -> None:
+        job = self._jobs.pop(job_id)
         if job.is_store:
             self._storing.subtract(job.kv_keys)
             self._storing += Counter()  # drop keys whose count reached zero
-        if error is not None:
+        if job.error is not None:
             logger.warning("kvtier %s job %s failed: %s", "store" if job.is_store else "load",
-                           job_id, error)
-        ok = error is None and count == len(job.keys)
+                           job_id, job.error)
+        ok = job.error is None and job.count == len(job.keys)
         result = JobResult(job_id=job_id, success=ok)
-        if not job.is_store and not ok and count > 0 and hasattr(result, "successful_keys"):
-            result.successful_keys = job.keys[:count]
+        if not job.is_store and not ok and job.count > 0 and hasattr(result, "successful_keys"):
+            result.successful_keys = job.keys[:job.count]
         self._finished.append(result)
 
     def drain_jobs(self) -> None:
         """Blocks until every submitted job and exists check has ended; results stay queued."""
         for job_id in list(self._jobs):
-            self._finish(job_id)  # waits for the job's handle
+            self._settle(job_id)
         with self._lock:
             pending = list(self._lookups.values())
         concurrent.futures.wait(pending)

@@ -27,7 +27,7 @@ def corrupt_chunk(tier_dir: pathlib.Path, kv_key: bytes) -> None:
     size = path.stat().st_size
     assert size > HEADER_BYTES
     with open(path, "r+b") as f:
-        f.seek(HEADER_BYTES + (size - HEADER_BYTES) // 2)
+        f.seek(HEADER_BYTES + 1)  # the payload follows the header (the file may be padded after it)
         b = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([b[0] ^ 0x5A]))

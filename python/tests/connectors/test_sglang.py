@@ -149,6 +149,7 @@ def test_batch_exists_counts_leading_keys_and_misses_load_nothing(file_tier):
     backend = make_backend([url], pool)
     try:
         assert all(backup(backend, pool, [0, 1, 2, 4], [0, 1, 2, 4]))
+        backend.store.flush()  # a file:// top tier is written in the background
         keys = [page_key(p) for p in range(5)]  # page 3 was never stored
         assert backend.batch_exists(keys, None) == 3
         assert backend.batch_exists([page_key(9)] + keys, None) == 0
@@ -170,6 +171,7 @@ def test_corrupt_page_is_false_and_its_slots_hold_no_other_page(file_tier):
     backend = make_backend([url], pool)  # file tier only: the load reads the damaged file
     try:
         assert all(backup(backend, pool, [0, 1, 2], [0, 1, 2]))
+        backend.store.flush()
         from kvtier.connectors import engine_key
         corrupt_chunk(tier_dir, engine_key(page_key(1)))
         pool.kv_buffer[:, 30 * PAGE:33 * PAGE] = 0xABAB
@@ -185,14 +187,18 @@ def test_corrupt_page_is_false_and_its_slots_hold_no_other_page(file_tier):
         backend.close()
 
 
-def test_full_tier_reports_false_without_raising(tiny_file_tier):
+def test_full_tier_drops_pages_without_raising(tiny_file_tier):
     url, _ = tiny_file_tier
     pool = PageFirstHostPool()
     backend = make_backend([url], pool)
     try:
-        assert backup(backend, pool, [0, 1], [0, 1]) == [False, False]
-        assert backend.batch_set([page_key(5)], [pool.get_dummy_flat_data_page() + 1]) is False
+        assert len(backup(backend, pool, [0, 1], [0, 1])) == 2  # answered, nothing raised
+        assert backend.batch_set([page_key(5)], [pool.get_dummy_flat_data_page() + 1]) in (True, False)
+        backend.store.flush()
         assert backend.batch_exists([page_key(0)], None) == 0
+        assert not backend.exists(page_key(5))
+        assert backend.store.stats()["dropped_saves"] >= 3
+        assert backend.batch_get_v1([page_key(0)], host_indices([9]), None) == [False]
     finally:
         backend.close()
 
@@ -205,6 +211,7 @@ def test_tensor_interface_roundtrip(file_tier):
         flat = [page_data(p).reshape(-1) for p in range(3)]
         assert backend.batch_set([page_key(p) for p in range(3)], flat) is True
         assert backend.set(page_key(3), page_data(3).reshape(-1)) is True
+        backend.store.flush()
         dst = [pool.get_dummy_flat_data_page() for _ in range(5)]
         got = backend.batch_get([page_key(p) for p in (0, 1, 2, 3, 7)], dst)
         assert [g is not None for g in got] == [True, True, True, True, False]
