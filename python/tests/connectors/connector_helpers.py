@@ -1,12 +1,44 @@
-"""Helpers of the connector driver tests (imported by the tests and their conftest)."""
+"""Helpers and fixtures of the connector driver tests.
+
+The engines themselves (vLLM, SGLang, LMCache) cannot be installed here; each driver test calls
+its connector in the order and with the arguments the engine's code uses, against a real kvtier
+Store. Chunks are corrupted on disk under a file:// tier that is the store's only tier, so a
+load has to read (and verify) the damaged file.
+
+(Not a conftest.py: python/tests/conftest.py is imported by its tests as the module `conftest`.)
+"""
 
 from __future__ import annotations
 
 import os
 import pathlib
+import sys
 import time
 
 import pytest
+
+_PYTHON_DIR = pathlib.Path(__file__).resolve().parents[2]
+if str(_PYTHON_DIR) not in sys.path:
+    sys.path.insert(0, str(_PYTHON_DIR))
+
+import kvtier  # noqa: E402
+
+
+def _library_problem() -> str | None:
+    """Why libkvtier.so cannot be used here, or None. Only its absence is a reason to skip."""
+    try:
+        kvtier._lib.lib()
+    except kvtier.KvtierError as e:
+        if e.status == kvtier.Status.NOT_FOUND:
+            return str(e)
+        raise
+    return None
+
+
+_PROBLEM = _library_problem()
+# Each test module sets `pytestmark = requires_library`.
+requires_library = pytest.mark.skipif(_PROBLEM is not None,
+                                      reason=f"libkvtier.so is not built (`make python`): {_PROBLEM}")
 
 CHUNK_SUFFIX = ".kvc"      # chunk files of a file:// tier
 HEADER_BYTES = 4096        # the chunk header before the payload
@@ -43,3 +75,19 @@ def wait_for(predicate, what: str, limit_s: float = 60.0):
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.001)
+
+
+@pytest.fixture
+def file_tier(tmp_path):
+    """(URL, directory) of a file:// tier in a fresh directory."""
+    d = tmp_path / "tier"
+    d.mkdir()
+    return f"file://{d}?capacity=64MiB", d
+
+
+@pytest.fixture
+def tiny_file_tier(tmp_path):
+    """A file:// tier too small for any chunk the tests write."""
+    d = tmp_path / "tiny"
+    d.mkdir()
+    return f"file://{d}?capacity=4KiB", d

@@ -23,7 +23,9 @@ import threading
 
 import pytest
 
-from connector_helpers import corrupt_chunk, wait_for
+from connector_helpers import corrupt_chunk, wait_for, file_tier, requires_library, tiny_file_tier  # noqa: F401
+
+pytestmark = requires_library
 
 CHUNK = 64 * 1024   # a full chunk's object
 TAIL = 24 * 1024    # a shorter last chunk's object

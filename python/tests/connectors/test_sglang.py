@@ -22,7 +22,9 @@ import types
 
 import numpy as np
 
-from connector_helpers import corrupt_chunk
+from connector_helpers import corrupt_chunk, file_tier, requires_library, tiny_file_tier  # noqa: F401
+
+pytestmark = requires_library
 
 PAGE = 4        # tokens per page
 LAYERS = 2

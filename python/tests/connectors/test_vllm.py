@@ -21,7 +21,9 @@ import types
 import numpy as np
 import pytest
 
-from connector_helpers import corrupt_chunk, wait_for
+from connector_helpers import corrupt_chunk, wait_for, file_tier, requires_library, tiny_file_tier  # noqa: F401
+
+pytestmark = requires_library
 
 BLOCK_BYTES = 32 * 1024
 NUM_BLOCKS = 64
