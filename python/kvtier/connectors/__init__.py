@@ -1,0 +1,126 @@
+"""Connectors: thin adapters that let inference engines load kvtier as their storage.
+
+Each submodule presents kvtier in the shape one engine loads (docs/connectors.md says how to
+configure each engine):
+
+- ``kvtier.connectors.vllm``    -- a secondary tier of vLLM's tiered CPU offloading
+  (``KvtierSecondaryTier``).
+- ``kvtier.connectors.sglang``  -- a HiCache storage backend for SGLang
+  (``KvtierHiCacheStorage``, loaded with ``--hicache-storage-backend dynamic``).
+- ``kvtier.connectors.lmcache`` -- a native connector for LMCache's ``native_plugin`` L2 adapter
+  (``KvtierNativeConnector``).
+
+What they share lives here:
+
+- Engine keys (bytes, str or int block hashes) become kvtier's 32-byte keys through
+  ``kvtier.key_of``; the engine's key already names a whole prefix, so it is used as is.
+- An engine block is an opaque run of bytes of a fixed size. kvtier sizes chunks from a
+  ``Layout`` (2 x layers x kv_heads x head_dim x dtype size x tokens_per_chunk), so a block of
+  N bytes is described by the one-dimensional layout ``byte_layout(N)``: 1 layer, 1 head, head
+  dimension N/2, 1-byte dtype, 1 token per chunk. Its chunk size is exactly N. The model, the
+  engine's real geometry and its parallel rank go into the namespace's model id and salt, so two
+  engines or two ranks never share a chunk by accident.
+- Buffers: anything with the buffer protocol is passed straight to kvtier (zero-copy); a
+  torch-like tensor (``data_ptr()`` and a byte size) is passed as its address and size, so no
+  engine object is copied in Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import kvtier
+
+__all__ = [
+    "byte_layout",
+    "engine_key",
+    "engine_keys",
+    "as_buffer",
+    "tier_urls",
+    "open_store",
+    "STORE_OPTION_NAMES",
+]
+
+# Store constructor options a connector's configuration may carry next to its tier list.
+STORE_OPTION_NAMES = (
+    "promote_on_load",
+    "admit_on_second_use",
+    "save_queue_bytes",
+    "save_queue_chunks",
+    "background_threads",
+    "async_threads",
+    "key_file",
+)
+
+_INT_TAG = b"kvtier-int:"
+
+
+def byte_layout(nbytes: int) -> kvtier.Layout:
+    """The one-dimensional layout whose chunk is exactly ``nbytes`` bytes (``nbytes`` even, > 0)."""
+    nbytes = int(nbytes)
+    if nbytes <= 0 or nbytes % 2:
+        raise ValueError(f"a block must be a positive even number of bytes, not {nbytes}")
+    layout = kvtier.Layout(layers=1, kv_heads=1, head_dim=nbytes // 2, dtype="fp8",
+                           tokens_per_chunk=1)
+    if layout.chunk_bytes != nbytes:  # the contract fixes the formula; check it, never assume it
+        raise ValueError(f"byte layout of {nbytes} bytes has chunks of {layout.chunk_bytes}")
+    return layout
+
+
+def engine_key(key: Any) -> bytes:
+    """kvtier's 32-byte key for one engine key: bytes-like, str or int (a block hash)."""
+    if isinstance(key, bool):
+        raise TypeError("a bool is not a block key")
+    if isinstance(key, int):
+        length = max(1, (key.bit_length() + 8) // 8)
+        return kvtier.key_of(_INT_TAG + key.to_bytes(length, "big", signed=True))
+    if isinstance(key, str):
+        return kvtier.key_of(key)
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return kvtier.key_of(bytes(key))
+    raise TypeError(f"unsupported block key type {type(key).__name__}")
+
+
+def engine_keys(keys: Iterable[Any]) -> list[bytes]:
+    return [engine_key(k) for k in keys]
+
+
+def as_buffer(obj: Any) -> Any:
+    """A kvtier buffer for ``obj`` without copying: torch-like tensors become (address, size)."""
+    data_ptr = getattr(obj, "data_ptr", None)
+    if callable(data_ptr) and hasattr(obj, "element_size") and hasattr(obj, "numel"):
+        is_contiguous = getattr(obj, "is_contiguous", None)
+        if callable(is_contiguous) and not is_contiguous():
+            raise ValueError("a tensor buffer must be contiguous")
+        device = getattr(obj, "device", None)
+        if device is not None and getattr(device, "type", "cpu") != "cpu":
+            raise ValueError("a tensor buffer must be in host memory")
+        return (int(data_ptr()), int(obj.numel()) * int(obj.element_size()))
+    return obj
+
+
+def tier_urls(value: Any) -> list[str]:
+    """Tier URLs from a configuration value: one URL, a comma-separated list, or a list."""
+    if value is None:
+        raise ValueError("the connector needs kvtier tier URLs (key 'tiers')")
+    if isinstance(value, str):
+        urls = [u.strip() for u in value.split(",") if u.strip()]
+    else:
+        urls = [str(u) for u in value]
+    if not urls:
+        raise ValueError("the connector needs at least one kvtier tier URL")
+    return urls
+
+
+def open_store(tiers: Any, options: Mapping[str, Any] | None = None) -> kvtier.Store:
+    """Opens a Store over ``tiers`` with the known Store options found in ``options``."""
+    opts = {k: v for k, v in (options or {}).items() if k in STORE_OPTION_NAMES}
+    return kvtier.Store(tier_urls(tiers), **opts)
+
+
+def group_by_size(sizes: Sequence[int]) -> dict[int, list[int]]:
+    """Positions of each size, in order of first appearance."""
+    groups: dict[int, list[int]] = {}
+    for i, size in enumerate(sizes):
+        groups.setdefault(int(size), []).append(i)
+    return groups
