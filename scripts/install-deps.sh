@@ -9,6 +9,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
+  prometheus-cpp-dev
   clang libclang-rt-14-dev
   fio gnuplot-nox
 )
