@@ -54,10 +54,10 @@ std::string Label(const Namespace& ns) { return ns.Hex().substr(0, 16); }
 
 class StoreMetricsTest : public ::testing::Test {
  protected:
-  void Open(uint64_t queue_bytes = 1 << 20) {
+  void Open(uint32_t queue_chunks = 64) {
     StoreOptions opt;
     opt.tiers = {"mem://?capacity=64KiB&page=64", "file://" + dir_.path() + "?capacity=1MiB"};
-    opt.save_queue_bytes = queue_bytes;
+    opt.save_queue_chunks = queue_chunks;
     auto s = Store::Open(opt);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s).value();
@@ -129,7 +129,7 @@ TEST_F(StoreMetricsTest, TextParsesAndCountsWhatTheStoreDid) {
 }
 
 TEST_F(StoreMetricsTest, DroppedSavesAreCountedPerTierAndInTotal) {
-  ASSERT_NO_FATAL_FAILURE(Open(/*queue_bytes=*/1));  // no background job fits
+  ASSERT_NO_FATAL_FAILURE(Open(/*queue_chunks=*/0));  // the queue takes no job: every background save drops
   const auto keys = KeysOf(a_, 3, 1);
   ASSERT_TRUE(SaveAll(*store_, a_, keys).ok());
   const StoreStats stats = store_->Stats();
