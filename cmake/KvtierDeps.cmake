@@ -7,6 +7,8 @@ pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(BLAS REQUIRED)
+# Prometheus text exposition (src/metrics); only the core library (prometheus-cpp::core) is linked.
+find_package(prometheus-cpp CONFIG REQUIRED)
 if(KVTIER_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -9,6 +9,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
+  prometheus-cpp-dev
   clang libclang-rt-14-dev
   fio gnuplot-nox
   python3-numpy python3-pytest python3-setuptools python3-pip python3-venv

@@ -205,8 +205,8 @@ KVTIER_API void kvtier_op_free(kvtier_op* op);
 
 /* Copies a NUL-terminated text into buf (at most cap bytes, always terminated when cap > 0) and returns
  * the length of the whole text, without the NUL: call again with a larger buffer when it is >= cap. */
-/* The store's counters and latency histograms in the Prometheus text exposition format (kvtier_*).
- * Until kvtier::PrometheusText (kvtier/metrics.h) is merged: returns 0 and records NotSupported. */
+/* The store's counters and latency histograms in the Prometheus text exposition format (kvtier_*, the
+ * list in docs/metrics.md): what kvtier::PrometheusText (kvtier/metrics.h) renders. */
 KVTIER_API size_t kvtier_store_metrics_text(kvtier_store* store, char* buf, size_t cap);
 /* The store's statistics as one JSON object (the fields of kvtier::StoreStats). */
 KVTIER_API size_t kvtier_store_stats_json(kvtier_store* store, char* buf, size_t cap);

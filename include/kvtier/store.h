@@ -49,8 +49,24 @@ struct StoreOptions {
   std::string key_file;
 };
 
+// What a Store counted for one namespace (or, past the first kMaxTrackedNamespaces, for all later ones
+// together).
+struct NamespaceStats {
+  static constexpr size_t kMaxTrackedNamespaces = 64;
+  // The first 16 hex characters of the namespace id, or "other" for namespaces past the limit.
+  std::string label;
+  uint64_t lookups = 0, lookup_chunks = 0, lookup_tokens = 0;  // asked for in Lookup
+  uint64_t hit_chunks = 0, hit_tokens = 0;                     // found by Lookup (its return value)
+  uint64_t loads = 0, load_chunks = 0, load_bytes = 0;         // Load calls, chunks and bytes loaded
+  uint64_t saves = 0, save_chunks = 0;                         // Save calls and chunks given to them
+  LatencyBuckets load_latency;  // per Load call
+  LatencyBuckets save_latency;  // per Save call
+};
+
 struct StoreStats {
   std::vector<TierStats> tiers;
+  // In order of first use; at most NamespaceStats::kMaxTrackedNamespaces + 1 entries (the last "other").
+  std::vector<NamespaceStats> namespaces;
   uint64_t lookups = 0, lookup_chunks_hit = 0, lookup_chunks_missed = 0;
   uint64_t loads = 0, load_chunks = 0, load_bytes = 0;
   uint64_t saves = 0, save_chunks = 0;
@@ -58,7 +74,9 @@ struct StoreStats {
   uint64_t queued_saves = 0;     // written to lower tiers in the background
   uint64_t dropped_saves = 0;    // not written to lower tiers: queue full or write failed
   uint64_t queue_bytes_now = 0;  // background queue backlog
+  uint64_t queue_chunks_now = 0; // background queue backlog, in jobs (one chunk each)
   LatencySummary load_latency;   // per Load call
+  LatencySummary save_latency;   // per Save call
 };
 
 class Store {

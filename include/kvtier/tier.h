@@ -10,6 +10,7 @@
 // Thread-safety: every method of a Tier may be called from many threads at once.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -73,6 +74,19 @@ struct LatencySummary {
   double p50_us = 0, p90_us = 0, p99_us = 0, max_us = 0;
 };
 
+// Fixed upper bounds, in seconds, of the exported latency buckets (LatencyBuckets); a last bucket, +Inf,
+// follows them.
+inline constexpr std::array<double, 17> kLatencyBucketBounds = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+
+// A latency histogram at kLatencyBucketBounds, cumulative like Prometheus' `le`: cumulative[i] counts the
+// observations of at most kLatencyBucketBounds[i] seconds, and the last entry (+Inf) counts them all.
+struct LatencyBuckets {
+  std::array<uint64_t, kLatencyBucketBounds.size() + 1> cumulative{};
+  double sum_seconds = 0;  // of every observation
+  uint64_t count() const { return cumulative.back(); }
+};
+
 struct TierStats {
   std::string url;
   uint64_t hits = 0, misses = 0;
@@ -85,6 +99,7 @@ struct TierStats {
   uint64_t usage_bytes = 0;    // bytes counted against capacity
   uint64_t capacity_bytes = 0; // 0 = unbounded
   LatencySummary get_latency;  // per chunk Get
+  LatencyBuckets get_latency_buckets;  // the same observations at fixed bounds
 };
 
 struct ChunkInfo {

@@ -1,4 +1,7 @@
 """Context managers, stats() and metrics_text()."""
+import os
+import subprocess
+
 import pytest
 
 import kvtier
@@ -35,11 +38,30 @@ def test_prefetch_and_flush(saved):
     store.flush()
 
 
+def _prom_check(text):
+    """Checks text with tests/metrics' strict Prometheus parser (prom_check, set by ctest)."""
+    tool = os.environ.get("KVTIER_PROM_CHECK")
+    if not tool:
+        pytest.skip("KVTIER_PROM_CHECK not set (ctest sets it to build/tests/metrics/prom_check)")
+    return subprocess.run([tool], input=text.encode(), capture_output=True)
+
+
 def test_metrics_text(saved):
     store, ns, keys = saved
-    store.load(ns, keys, [bytearray(CHUNK) for _ in keys])
+    store.lookup(ns, keys)
+    assert store.load(ns, keys, [bytearray(CHUNK) for _ in keys]) == 4
     text = store.metrics_text()
-    if not text:
-        pytest.skip("kvtier_store_metrics_text returns no text yet (Prometheus metrics not in this build)")
-    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
-    assert lines and all(line.startswith("kvtier_") for line in lines)
+    checked = _prom_check(text)
+    assert checked.returncode == 0, checked.stderr.decode()
+    label = 'namespace="%s"' % ns.id[:16]
+    samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+               for line in text.splitlines() if line and not line.startswith("#")}
+    assert samples["kvtier_load_chunks_total{%s}" % label] == 4
+    assert samples["kvtier_lookup_hit_tokens_total{%s}" % label] == 4 * LAYOUT.tokens_per_chunk
+    assert samples['kvtier_load_latency_seconds_count{%s}' % label] == 1
+
+
+def test_prom_check_rejects_malformed_text():
+    """The checker above can fail: a counter sample without its TYPE line is refused."""
+    checked = _prom_check("kvtier_loads_total 1\n")
+    assert checked.returncode == 1 and b"F1" in checked.stderr

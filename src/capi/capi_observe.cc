@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capi/capi_internal.h"
+#include "kvtier/metrics.h"
 
 using kvtier::Status;
 using namespace kvtier::capi;
@@ -33,9 +34,18 @@ nlohmann::ordered_json TierJson(const kvtier::TierStats& s) {
           {"get_latency_us", LatencyJson(s.get_latency)}};
 }
 
+nlohmann::ordered_json NamespaceJson(const kvtier::NamespaceStats& n) {
+  return {{"label", n.label},           {"lookups", n.lookups},     {"lookup_chunks", n.lookup_chunks},
+          {"lookup_tokens", n.lookup_tokens}, {"hit_chunks", n.hit_chunks}, {"hit_tokens", n.hit_tokens},
+          {"loads", n.loads},           {"load_chunks", n.load_chunks}, {"load_bytes", n.load_bytes},
+          {"saves", n.saves},           {"save_chunks", n.save_chunks}};
+}
+
 std::string StatsJson(const kvtier::StoreStats& s) {
   nlohmann::ordered_json tiers = nlohmann::ordered_json::array();
   for (const auto& t : s.tiers) tiers.push_back(TierJson(t));
+  nlohmann::ordered_json namespaces = nlohmann::ordered_json::array();
+  for (const auto& n : s.namespaces) namespaces.push_back(NamespaceJson(n));
   const nlohmann::ordered_json j = {{"tiers", std::move(tiers)},
                                     {"lookups", s.lookups},
                                     {"lookup_chunks_hit", s.lookup_chunks_hit},
@@ -49,7 +59,10 @@ std::string StatsJson(const kvtier::StoreStats& s) {
                                     {"queued_saves", s.queued_saves},
                                     {"dropped_saves", s.dropped_saves},
                                     {"queue_bytes_now", s.queue_bytes_now},
-                                    {"load_latency_us", LatencyJson(s.load_latency)}};
+                                    {"queue_chunks_now", s.queue_chunks_now},
+                                    {"load_latency_us", LatencyJson(s.load_latency)},
+                                    {"save_latency_us", LatencyJson(s.save_latency)},
+                                    {"namespaces", std::move(namespaces)}};
   // Tier URLs are the caller's text: replace invalid UTF-8 rather than throw.
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
@@ -85,13 +98,8 @@ size_t kvtier_store_stats_json(kvtier_store* store, char* buf, size_t cap) {
   return StatsText("kvtier_store_stats_json", store, buf, cap, StatsJson);
 }
 
-// To become StatsText(fn, store, buf, cap, [](const kvtier::StoreStats& s) { return
-// kvtier::PrometheusText(s); }) once kvtier/metrics.h is on main.
 size_t kvtier_store_metrics_text(kvtier_store* store, char* buf, size_t cap) {
-  const char* fn = "kvtier_store_metrics_text";
-  (void)Fail(Status::NotSupported(std::string(fn) + ": not built yet"));
-  if (buf != nullptr && cap > 0) buf[0] = '\0';
-  return 0;
+  return StatsText("kvtier_store_metrics_text", store, buf, cap,
+                   [](const kvtier::StoreStats& s) { return kvtier::PrometheusText(s); });
 }
-
 }  // extern "C"

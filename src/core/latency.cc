@@ -18,9 +18,22 @@ double LatencyHistogram::BucketUpper(int bucket) {
   return std::ldexp(0.5 + (sub + 1) / (2.0 * kSub), exp);
 }
 
+namespace {
+
+// Index in kLatencyBucketBounds of the first bound >= `micros`, or its size (+Inf).
+size_t FixedBucketOf(double micros) {
+  size_t i = 0;
+  while (i < kLatencyBucketBounds.size() && !(micros <= kLatencyBucketBounds[i] * 1e6)) ++i;
+  return i;
+}
+
+}  // namespace
+
 void LatencyHistogram::Record(double micros) {
   counts_[BucketOf(micros)].fetch_add(1, std::memory_order_relaxed);
+  fixed_[FixedBucketOf(micros)].fetch_add(1, std::memory_order_relaxed);
   const uint64_t ns = static_cast<uint64_t>(std::max(0.0, micros) * 1000.0);
+  sum_ns_.fetch_add(ns, std::memory_order_relaxed);
   uint64_t cur = max_ns_.load(std::memory_order_relaxed);
   while (ns > cur && !max_ns_.compare_exchange_weak(cur, ns, std::memory_order_relaxed)) {
   }
@@ -47,6 +60,17 @@ LatencySummary LatencyHistogram::Summary() const {
   s.p90_us = quantile(0.90);
   s.p99_us = quantile(0.99);
   return s;
+}
+
+LatencyBuckets LatencyHistogram::Buckets() const {
+  LatencyBuckets b;
+  uint64_t total = 0;
+  for (size_t i = 0; i < fixed_.size(); ++i) {
+    total += fixed_[i].load(std::memory_order_relaxed);
+    b.cumulative[i] = total;
+  }
+  b.sum_seconds = static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9;
+  return b;
 }
 
 }  // namespace kvtier::internal

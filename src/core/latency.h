@@ -1,5 +1,8 @@
-// A lock-free latency histogram: log-spaced buckets of microseconds, atomically counted.
-// Record() may be called from many threads; Summary() reads a consistent-enough snapshot.
+// A lock-free latency histogram: log-spaced buckets of microseconds, atomically counted, for the
+// quantiles of Summary(); and the same observations counted at the fixed bounds of
+// kLatencyBucketBounds, with their sum, for Buckets() (Prometheus histograms).
+// Record() may be called from many threads; Summary() and Buckets() read a consistent-enough snapshot
+// (Buckets() is always cumulative: its counts never decrease from one bound to the next).
 #pragma once
 
 #include <array>
@@ -15,6 +18,7 @@ class LatencyHistogram {
  public:
   void Record(double micros);
   LatencySummary Summary() const;
+  LatencyBuckets Buckets() const;
 
  private:
   // 8 sub-buckets per power of two from 1 us to ~2^40 us: relative error under 10%.
@@ -25,21 +29,28 @@ class LatencyHistogram {
 
   std::array<std::atomic<uint64_t>, kBuckets> counts_{};
   std::atomic<uint64_t> max_ns_{0};
+  // Not cumulative: fixed_[i] counts observations in (bound[i-1], bound[i]]; the last one is +Inf.
+  std::array<std::atomic<uint64_t>, kLatencyBucketBounds.size() + 1> fixed_{};
+  std::atomic<uint64_t> sum_ns_{0};
 };
 
-// Measures the time from construction to destruction into a histogram.
+// Measures the time from construction to destruction into a histogram (and into `also`, when given).
 class ScopedLatency {
  public:
-  explicit ScopedLatency(LatencyHistogram* h) : h_(h), start_(std::chrono::steady_clock::now()) {}
+  explicit ScopedLatency(LatencyHistogram* h, LatencyHistogram* also = nullptr)
+      : h_(h), also_(also), start_(std::chrono::steady_clock::now()) {}
   ~ScopedLatency() {
-    h_->Record(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_)
-                   .count());
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
+    h_->Record(us);
+    if (also_ != nullptr) also_->Record(us);
   }
   ScopedLatency(const ScopedLatency&) = delete;
   ScopedLatency& operator=(const ScopedLatency&) = delete;
 
  private:
   LatencyHistogram* h_;
+  LatencyHistogram* also_;
   std::chrono::steady_clock::time_point start_;
 };
 

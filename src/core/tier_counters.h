@@ -26,6 +26,7 @@ struct TierCounters {
     s.evictions = evictions.load(std::memory_order_relaxed);
     s.corrupt = corrupt.load(std::memory_order_relaxed);
     s.get_latency = get_latency.Summary();
+    s.get_latency_buckets = get_latency.Buckets();
   }
 };
 

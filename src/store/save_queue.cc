@@ -50,6 +50,11 @@ uint64_t SaveQueue::bytes_now() const {
   return bytes_;
 }
 
+uint64_t SaveQueue::jobs_now() const {
+  MutexLock lock(mu_);
+  return jobs_.size() + running_;
+}
+
 void SaveQueue::WorkerLoop() {
   MutexLock lock(mu_);
   for (;;) {

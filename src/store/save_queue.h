@@ -47,7 +47,8 @@ class SaveQueue {
   bool TryPush(SaveJob&& job) EXCLUDES(mu_);
   // Waits until the queue is empty and no job runs (every job pushed before the call has run).
   void Drain() EXCLUDES(mu_);
-  uint64_t bytes_now() const EXCLUDES(mu_);
+  uint64_t bytes_now() const EXCLUDES(mu_);  // of queued and running jobs
+  uint64_t jobs_now() const EXCLUDES(mu_);   // queued and running jobs
 
  private:
   bool FitsLocked(uint64_t bytes) const REQUIRES(mu_);

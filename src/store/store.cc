@@ -109,6 +109,13 @@ size_t StoreImpl::Lookup(const Namespace& ns, std::span<const ChunkKey> keys) {
   lookups_.fetch_add(1, std::memory_order_relaxed);
   lookup_hit_.fetch_add(n, std::memory_order_relaxed);
   lookup_missed_.fetch_add(keys.size() - n, std::memory_order_relaxed);
+  NamespaceCounters& c = namespaces_.For(ns.id());
+  const uint64_t tokens = ns.layout().tokens_per_chunk;
+  c.lookups.fetch_add(1, std::memory_order_relaxed);
+  c.lookup_chunks.fetch_add(keys.size(), std::memory_order_relaxed);
+  c.lookup_tokens.fetch_add(keys.size() * tokens, std::memory_order_relaxed);
+  c.hit_chunks.fetch_add(n, std::memory_order_relaxed);
+  c.hit_tokens.fetch_add(n * tokens, std::memory_order_relaxed);
   return n;
 }
 
@@ -155,8 +162,10 @@ Result<size_t> StoreImpl::Load(const Namespace& ns, std::span<const ChunkKey> ke
                                std::span<const ScatterList> dsts) {
   const uint64_t bytes = ns.layout().BytesPerChunk();
   KVTIER_RETURN_IF_ERROR(CheckChunkBuffers("Load", "destination", keys.size(), dsts, bytes));
-  ScopedLatency timer(&load_latency_);
+  NamespaceCounters& c = namespaces_.For(ns.id());
+  ScopedLatency timer(&load_latency_, &c.load_latency);
   loads_.fetch_add(1, std::memory_order_relaxed);
+  c.loads.fetch_add(1, std::memory_order_relaxed);
   std::vector<ChunkId> ids;
   std::vector<int> from;
   ids.reserve(keys.size());
@@ -184,6 +193,8 @@ Result<size_t> StoreImpl::Load(const Namespace& ns, std::span<const ChunkKey> ke
   }
   load_chunks_.fetch_add(n, std::memory_order_relaxed);
   load_bytes_.fetch_add(n * bytes, std::memory_order_relaxed);
+  c.load_chunks.fetch_add(n, std::memory_order_relaxed);
+  c.load_bytes.fetch_add(n * bytes, std::memory_order_relaxed);
   return n;
 }
 
@@ -233,7 +244,10 @@ StoreStats StoreImpl::Stats() const {
   s.queued_saves = queued_saves_.load(std::memory_order_relaxed);
   s.dropped_saves = dropped_saves_.load(std::memory_order_relaxed);
   s.queue_bytes_now = queue_->bytes_now();
+  s.queue_chunks_now = queue_->jobs_now();
   s.load_latency = load_latency_.Summary();
+  s.save_latency = save_latency_.Summary();
+  s.namespaces = namespaces_.Snapshot();
   return s;
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/latency.h"
 #include "kvtier/store.h"
+#include "store/namespace_table.h"
 #include "store/save_queue.h"
 #include "store/seen_table.h"
 
@@ -76,7 +77,8 @@ class StoreImpl final : public Store {
       load_bytes_{0}, saves_{0}, save_chunks_{0}, promotions_{0}, queued_saves_{0},
       dropped_saves_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> tier_dropped_;  // per tier: TierStats::dropped_saves
-  LatencyHistogram load_latency_;
+  LatencyHistogram load_latency_, save_latency_;
+  NamespaceTable namespaces_;
   // Last member: destroyed (drained, workers joined) before the tiers it writes to.
   std::unique_ptr<SaveQueue> queue_;
 };

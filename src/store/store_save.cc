@@ -14,8 +14,12 @@ Status StoreImpl::Save(const Namespace& ns, std::span<const ChunkKey> keys,
                        std::span<const GatherList> srcs) {
   const uint64_t bytes = ns.layout().BytesPerChunk();
   KVTIER_RETURN_IF_ERROR(CheckChunkBuffers("Save", "source", keys.size(), srcs, bytes));
+  NamespaceCounters& c = namespaces_.For(ns.id());
+  ScopedLatency timer(&save_latency_, &c.save_latency);
   saves_.fetch_add(1, std::memory_order_relaxed);
   save_chunks_.fetch_add(keys.size(), std::memory_order_relaxed);
+  c.saves.fetch_add(1, std::memory_order_relaxed);
+  c.save_chunks.fetch_add(keys.size(), std::memory_order_relaxed);
   Status first_error;
   for (size_t i = 0; i < keys.size(); ++i) {
     const ChunkId id = ChunkId::Of(ns, keys[i]);

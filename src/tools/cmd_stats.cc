@@ -1,11 +1,13 @@
-// `kvtier stats --target URL [--json]`: a tier's Stats() as this process sees it after opening it
-// (for a persistent tier: what is stored, against which capacity, and what opening it found). The
+// `kvtier stats --target URL [--json | --prometheus]`: a tier's Stats() as this process sees it after
+// opening it (for a persistent tier: what is stored, against which capacity, and what opening it found),
+// as a table, JSON, or the Prometheus text format (the kvtier_tier_* metrics of docs/metrics.md). The
 // tier is opened read-only: stats changes nothing on disk.
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "file/file_tier.h"
+#include "kvtier/metrics.h"
 #include "kvtier/tier.h"
 #include "tools/command.h"
 
@@ -15,6 +17,7 @@ namespace {
 struct StatsArgs {
   std::string target;
   bool json = false;
+  bool prometheus = false;
 };
 
 nlohmann::ordered_json ToJson(const TierStats& s) {
@@ -42,7 +45,12 @@ int RunStats(const StatsArgs& a) {
               << "\n";
     return 2;
   }
-  nlohmann::ordered_json j = ToJson((*tier)->Stats());
+  const TierStats stats = (*tier)->Stats();
+  if (a.prometheus) {
+    std::cout << PrometheusText(std::span<const TierStats>(&stats, 1));
+    return 0;
+  }
+  nlohmann::ordered_json j = ToJson(stats);
   const TierCapabilities caps = (*tier)->capabilities();
   j["capabilities"] = {{"in_memory", caps.in_memory},
                        {"persistent", caps.persistent},
@@ -79,7 +87,9 @@ KVTIER_COMMAND("", "stats", "Print a tier's statistics (Stats()) after opening i
                [](CLI::App& cmd) -> std::function<int()> {
                  auto a = std::make_shared<StatsArgs>();
                  cmd.add_option("--target", a->target, "tier URL, e.g. file:///var/lib/kvtier")->required();
-                 cmd.add_flag("--json", a->json, "print JSON");
+                 auto* json = cmd.add_flag("--json", a->json, "print JSON");
+                 cmd.add_flag("--prometheus", a->prometheus, "print the Prometheus text format")
+                     ->excludes(json);
                  return [a] { return RunStats(*a); };
                });
 

@@ -677,10 +677,33 @@ static void TestStatsJson(void) {
   CHECK(strstr(buf, "\"lookups\":1") != NULL);
   CHECK(strstr(buf, "\"lookup_chunks_missed\":2") != NULL);
   CHECK(strstr(buf, "\"tiers\":[{\"url\":\"mem://") != NULL);
+  CHECK(strstr(buf, "\"lookup_tokens\":") != NULL); /* the namespace entry */
   char small[10];
   CHECK(kvtier_store_stats_json(s, small, sizeof(small)) == len); /* truncated, still terminated */
   CHECK(strlen(small) == sizeof(small) - 1 && memcmp(small, buf, sizeof(small) - 1) == 0);
   free(buf);
+  kvtier_ns_free(ns);
+  kvtier_store_close(s);
+}
+
+static void TestMetricsText(void) {
+  kvtier_store* s = OpenStore("mem://?capacity=1MiB", 1);
+  kvtier_ns* ns = MakeNs("metrics");
+  kvtier_key keys[2];
+  Keys(ns, 0, 2, keys);
+  CHECK(kvtier_lookup(s, ns, keys, 2) == 0);
+  const size_t len = kvtier_store_metrics_text(s, NULL, 0);
+  CHECK(len > 100);
+  char* text = malloc(len + 1);
+  CHECK(text != NULL);
+  CHECK(kvtier_store_metrics_text(s, text, len + 1) == len);
+  CHECK(strlen(text) == len && text[len - 1] == '\n');
+  CHECK(strstr(text, "# TYPE kvtier_lookups_total counter\n") != NULL);
+  CHECK(strstr(text, "kvtier_lookup_chunks_total{namespace=\"") != NULL);
+  CHECK(strstr(text, "kvtier_tier_hits_total{tier=\"mem://") != NULL);
+  CHECK(kvtier_store_metrics_text(NULL, text, len + 1) == 0);
+  CHECK_ERROR_NAMES("kvtier_store_metrics_text");
+  free(text);
   kvtier_ns_free(ns);
   kvtier_store_close(s);
 }
@@ -698,6 +721,7 @@ int main(void) {
   TestCloseWithOpsInFlight();
   TestThreads();
   TestStatsJson();
+  TestMetricsText();
   printf("capi_c_test: %lu checks passed\n", g_checks);
   return 0;
 }

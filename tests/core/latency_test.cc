@@ -8,6 +8,28 @@
 namespace kvtier::internal {
 namespace {
 
+// Buckets(): each observation counts in the first fixed bound at or above it (a bound is inclusive,
+// like Prometheus' le), cumulatively, with the sum in seconds.
+TEST(LatencyTest, BucketsAreCumulativeAtFixedBounds) {
+  LatencyHistogram h;
+  EXPECT_EQ(h.Buckets().count(), 0u);
+  h.Record(50);        // <= 100 us
+  h.Record(100);       // exactly the first bound
+  h.Record(101);       // <= 250 us
+  h.Record(2e6);       // <= 2.5 s
+  h.Record(31e6);      // above 30 s: +Inf only
+  const LatencyBuckets b = h.Buckets();
+  ASSERT_EQ(kLatencyBucketBounds[0], 0.0001);
+  EXPECT_EQ(b.cumulative[0], 2u);
+  EXPECT_EQ(b.cumulative[1], 3u);
+  for (size_t i = 2; i < kLatencyBucketBounds.size(); ++i) {
+    EXPECT_EQ(b.cumulative[i], kLatencyBucketBounds[i] >= 2.0 ? 4u : 3u) << "le=" << kLatencyBucketBounds[i];
+  }
+  EXPECT_EQ(b.cumulative.back(), 5u);
+  EXPECT_EQ(b.count(), 5u);
+  EXPECT_NEAR(b.sum_seconds, (50 + 100 + 101 + 2e6 + 31e6) / 1e6, 1e-9);
+}
+
 TEST(LatencyTest, EmptySummary) {
   LatencyHistogram h;
   const LatencySummary s = h.Summary();

@@ -1,0 +1,50 @@
+// `kvtier stats --prometheus --target URL` end to end: the real executable's output over a file:// tier
+// passes the strict parser and reports the chunks stored; the tier is left as it was.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "file/file_test_util.h"
+#include "hostile/cli_runner.h"
+#include "kvtier/metrics.h"
+#include "metrics/prom_parser.h"
+
+namespace kvtier::testing {
+namespace {
+
+TEST(StatsCliTest, PrometheusOutputParses) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string url = "file://" + dir.path() + "?capacity=1MiB";
+  const Namespace ns = TestNamespace();
+  {
+    auto tier = OpenTier(url);
+    ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+    for (uint32_t n = 0; n < 3; ++n) {
+      auto payload = PayloadFor(KeyNo(ns, n), ns.layout().BytesPerChunk());
+      OnePiece p(payload);
+      ASSERT_TRUE((*tier)->Put(ChunkId::Of(ns, KeyNo(ns, n)), p.src()).ok());
+    }
+  }
+  const auto before = std::filesystem::last_write_time(dir.path());
+  const std::string log = dir.path() + "/../" + std::filesystem::path(dir.path()).filename().string() + ".log";
+  const hostile::CliResult run = hostile::RunKvtier({"stats", "--prometheus", "--target", url}, log);
+  std::filesystem::remove(log);
+  ASSERT_TRUE(run.exited && run.exit_code == 0) << hostile::Describe(run);
+  auto parsed = ParsePrometheusText(run.output);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString() << "\n" << run.output;
+  const PromLabels tier = {{"tier", MetricsTierLabel(url)}};
+  EXPECT_EQ(parsed->Value("kvtier_tier_chunks", tier), 3);
+  EXPECT_EQ(parsed->Value("kvtier_tier_capacity_bytes", tier), 1 << 20);
+  EXPECT_EQ(parsed->Value("kvtier_tier_corrupt_chunks_total", tier), 0);
+  EXPECT_EQ(parsed->families.at("kvtier_tier_get_latency_seconds").type, "histogram");
+  EXPECT_EQ(std::filesystem::last_write_time(dir.path()), before);  // looking changed nothing
+
+  // --json and --prometheus together are refused.
+  const hostile::CliResult both = hostile::RunKvtier({"stats", "--prometheus", "--json", "--target", url}, log);
+  std::filesystem::remove(log);
+  EXPECT_TRUE(both.exited && both.exit_code != 0) << hostile::Describe(both);
+}
+
+}  // namespace
+}  // namespace kvtier::testing
