@@ -11,6 +11,7 @@ PACKAGES=(
   libopenblas-dev
   clang libclang-rt-14-dev
   fio gnuplot-nox
+  redis-server redis-tools libhiredis-dev
 )
 
 missing=()
