@@ -79,6 +79,10 @@ class RedisClient final : public object::ObjectClient {
   }
 
   void PutMany(std::span<object::ObjectWrite> ops) override {
+    if (opts_.read_only) {
+      for (auto& op : ops) op.status = Status::NotSupported("redis: opened read-only");
+      return;
+    }
     std::vector<std::string> keys;
     for (const auto& op : ops) keys.push_back(Key(op.name));
     const std::string ttl = std::to_string(opts_.ttl.count());
@@ -101,6 +105,7 @@ class RedisClient final : public object::ObjectClient {
   }
 
   Status Delete(std::string_view name) override {
+    if (opts_.read_only) return Status::NotSupported("redis: opened read-only");
     const std::vector<std::string> keys{Key(name)};
     auto encode = [&](size_t, RespWriter& w) {
       w.BeginCommand(2);
@@ -492,15 +497,10 @@ Result<RedisOptions> ParseRedisOptions(const TierUrl& url) {
       o.ttl = *ms;
     }
   }
-  if (const auto* t = get("connect_timeout")) {
-    KVTIER_ASSIGN_OR_RETURN(o.connect_timeout, ParseMillis(*t));
-  }
-  if (const auto* t = get("timeout")) {
-    KVTIER_ASSIGN_OR_RETURN(o.timeout, ParseMillis(*t));
-  }
-  if (o.connect_timeout.count() == 0 || o.timeout.count() == 0) {
-    return Status::InvalidArgument("redis: timeouts must be above 0");
-  }
+  KVTIER_ASSIGN_OR_RETURN(uint64_t connect_ms, url.GetUint("connect_timeout_ms", 0, 3'600'000));
+  KVTIER_ASSIGN_OR_RETURN(uint64_t timeout_ms, url.GetUint("timeout_ms", 0, 3'600'000));
+  if (connect_ms > 0) o.connect_timeout = std::chrono::milliseconds(connect_ms);
+  if (timeout_ms > 0) o.timeout = std::chrono::milliseconds(timeout_ms);
   KVTIER_ASSIGN_OR_RETURN(uint64_t conns, url.GetUint("conns_per_node", 4, 256));
   if (conns == 0) return Status::InvalidArgument("redis: conns_per_node must be at least 1");
   o.conns_per_node = static_cast<int>(conns);
@@ -517,7 +517,21 @@ Result<std::unique_ptr<object::ObjectClient>> OpenRedisClient(const RedisOptions
 Result<std::unique_ptr<object::ObjectClient>> OpenRedisClient(const TierUrl& url,
                                                               const TierOpenOptions& open_options) {
   KVTIER_ASSIGN_OR_RETURN(RedisOptions o, ParseRedisOptions(url));
+  o.read_only = open_options.read_only;
   return OpenRedisClient(o);
+}
+
+Result<std::unique_ptr<object::ObjectClient>> OpenRedisObjectClient(const TierUrl& url,
+                                                                    const object::ObjectClientOptions& options) {
+  KVTIER_ASSIGN_OR_RETURN(RedisOptions o, ParseRedisOptions(url));
+  if (options.timeout.count() > 0) o.timeout = options.timeout;
+  if (options.connect_timeout.count() > 0) o.connect_timeout = options.connect_timeout;
+  o.read_only = options.read_only;
+  return OpenRedisClient(o);
+}
+
+std::vector<std::string> RedisUrlOptionNames() {
+  return std::vector<std::string>(std::begin(kRedisUrlOptions), std::end(kRedisUrlOptions));
 }
 
 }  // namespace kvtier::redis

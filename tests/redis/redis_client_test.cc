@@ -101,6 +101,34 @@ TEST_P(RedisTopology, MissesAndTooSmallBuffers) {
   EXPECT_EQ(small, std::vector<std::byte>(100, std::byte{0x5a})) << "nothing copied";
 }
 
+// redis:// through the tier registry: an ObjectTier (framing, verification) over this client.
+TEST_P(RedisTopology, TierThroughRegistry) {
+  auto tier = OpenTier(redis_->url() + "?prefix=t1/&replica_reads=1&timeout_ms=5000");
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  auto id_of = [](int i) {
+    ChunkId id;
+    id.ns[0] = 7;
+    id.key.bytes[0] = static_cast<uint8_t>(i);
+    id.layout_fingerprint = 0x5eed;
+    return id;
+  };
+  std::vector<std::byte> payload = Pattern(3 * kMiB + 5, 42);
+  std::vector<std::byte> back(payload.size());
+  const std::span<const std::byte> in(payload);
+  const std::span<std::byte> out(back);
+  for (int i = 0; i < 6; ++i) {
+    const ChunkId id = id_of(i);
+    ASSERT_TRUE((*tier)->Put(id, GatherList(&in, 1)).ok());
+    ASSERT_TRUE((*tier)->Get(id, ScatterList(&out, 1)).ok());
+    EXPECT_EQ(back, payload);
+  }
+  EXPECT_TRUE((*tier)->Get(id_of(200), ScatterList(&out, 1)).IsNotFound());
+  int listed = 0;
+  ASSERT_TRUE((*tier)->List([&](const ChunkInfo&) { return ++listed > 0; }).ok());
+  EXPECT_EQ(listed, 6);
+  EXPECT_FALSE(OpenTier(redis_->url() + "?no_such_option=1").ok());
+}
+
 TEST_P(RedisTopology, DeleteExistsList) {
   for (int i = 0; i < 50; ++i) {
     ASSERT_TRUE(PutOne(*client_, "list/a*" + std::to_string(i), Pattern(100 + i, i)).ok());

@@ -131,7 +131,7 @@ ReadCounts ReadAll(object::ObjectClient& c, const Objects& o) {
 
 TEST_F(RedisFaults, MasterKilledFailsOverToReplica) {
   Start(3, 1);
-  auto c = Open("?timeout=2s&connect_timeout=500ms");
+  auto c = Open("?timeout_ms=2000&connect_timeout_ms=500");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   Objects o = PutObjects(**c, 24, 256 * 1024);
   const int victim = redis_->MasterOf(KeySlot(o.names[0]), redis_->ports()[0]);
@@ -174,7 +174,7 @@ TEST_F(RedisFaults, MasterKilledFailsOverToReplica) {
 
 TEST_F(RedisFaults, NodeRestartedEmptyMeansMisses) {
   Start(3, 0);
-  auto c = Open("?timeout=2s&connect_timeout=500ms");
+  auto c = Open("?timeout_ms=2000&connect_timeout_ms=500");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   Objects o = PutObjects(**c, 24, 64 * 1024);
   const int victim = redis_->MasterOf(KeySlot(o.names[0]), redis_->ports()[0]);

@@ -121,8 +121,8 @@ TEST(RedisRouter, NodeLists) {
 }
 
 TEST(RedisOptions, UrlOptions) {
-  auto u = TierUrl::Parse("redis://127.0.0.1:7000,127.0.0.1:7001?replica_reads=1&ttl=90s&timeout=1500ms"
-                          "&connect_timeout=2s&conns_per_node=8&namespace=team");
+  auto u = TierUrl::Parse("redis://127.0.0.1:7000,127.0.0.1:7001?replica_reads=1&ttl=90s&timeout_ms=1500"
+                          "&connect_timeout_ms=2000&conns_per_node=8&namespace=team");
   ASSERT_TRUE(u.ok()) << u.status().ToString();
   auto o = ParseRedisOptions(*u);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
@@ -145,7 +145,7 @@ TEST(RedisOptions, UrlOptions) {
   EXPECT_EQ(p->user, "alice");
   std::remove(pw.c_str());
 
-  for (const char* bad : {"redis://h:1?password=x", "redis://h:1?timeout=0", "redis://h:1?timeout=1h",
+  for (const char* bad : {"redis://h:1?password=x", "redis://h:1?timeout_ms=x", "redis://h:1?ttl=1y",
                           "redis://h:1?conns_per_node=0", "redis://h:1?user=bob", "redis://h?x=1",
                           "redis://h:1?password_file=/nonexistent/kvtier-pw", "redis://u:pw@h:1"}) {
     auto url = TierUrl::Parse(bad);
