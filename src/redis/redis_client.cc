@@ -17,6 +17,9 @@ namespace kvtier::redis {
 namespace {
 
 constexpr int kMaxRounds = 5;  // redirections and reconnects one call follows before giving up
+// The map is reloaded at least this often: Redis lists a replica in CLUSTER SLOTS only once it has
+// synchronised, and a failover without a redirection to us would otherwise go unseen.
+constexpr auto kMapMaxAge = std::chrono::seconds(10);
 
 // What became of one command of a pipeline.
 struct Outcome {
@@ -178,6 +181,7 @@ class RedisClient final : public object::ObjectClient {
       if (r.ok()) {
         std::lock_guard lock(map_mu_);
         map_ = std::make_shared<const SlotMap>(std::move(r).value());
+        map_loaded_ = std::chrono::steady_clock::now();
         stale_ = false;
         return Status::OK();
       }
@@ -214,7 +218,12 @@ class RedisClient final : public object::ObjectClient {
   // The map to route with; refreshed first when a redirection or a failure made it stale.
   std::shared_ptr<const SlotMap> RoutingMap() {
     auto m = CurrentMap();
-    if (stale_.load()) {
+    bool old = false;
+    {
+      std::lock_guard lock(map_mu_);
+      old = std::chrono::steady_clock::now() - map_loaded_ > kMapMaxAge;
+    }
+    if (stale_.load() || old) {
       (void)Refresh(m.get());  // on failure keep routing with what is known
       m = CurrentMap();
     }
@@ -435,6 +444,7 @@ class RedisClient final : public object::ObjectClient {
   mutable std::mutex map_mu_;
   std::mutex refresh_mu_;
   std::shared_ptr<const SlotMap> map_;
+  std::chrono::steady_clock::time_point map_loaded_;
   std::atomic<bool> stale_{false};
   std::atomic<bool> cluster_{false};
   std::atomic<uint64_t> rr_{0};

@@ -151,6 +151,25 @@ TEST_F(RedisFaults, MasterKilledFailsOverToReplica) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  // Reads from replicas (READONLY): the same bytes, served by replica nodes.
+  ASSERT_TRUE(redis_->WaitReplicasListed(redis_->ports()[0], 1, 30));
+  auto from_replicas = Open("?replica_reads=1");
+  ASSERT_TRUE(from_replicas.ok()) << from_replicas.status().ToString();
+  ReadCounts replica_reads = ReadAll(**from_replicas, o);
+  EXPECT_EQ(replica_reads.wrong_bytes, 0);
+  EXPECT_EQ(replica_reads.ok + replica_reads.missing, static_cast<int>(o.names.size()));
+  long long replica_gets = 0;
+  for (int p : redis_->ports()) {
+    auto role = redis_->Command(p, {"ROLE"});
+    auto stats = redis_->Command(p, {"INFO", "commandstats"});
+    ASSERT_TRUE(role.ok() && stats.ok());
+    const size_t at = stats->str.find("cmdstat_get:calls=");
+    if (role->elements.empty() || role->elements[0].str != "slave" || at == std::string::npos) continue;
+    replica_gets += std::stoll(stats->str.substr(at + 18));
+  }
+  EXPECT_GE(replica_gets, replica_reads.ok) << "the GETs went to replicas";
+  from_replicas->reset();
+
   redis_->Kill(victim);
 
   ReadCounts first = ReadAll(**c, o);

@@ -124,6 +124,21 @@ bool LocalRedis::WaitClusterOk(int timeout_s) const {
   return false;
 }
 
+bool LocalRedis::WaitReplicasListed(int ask_port, size_t replicas, int timeout_s) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = Command(ask_port, {"CLUSTER", "SLOTS"});
+    if (r.ok()) {
+      auto m = SlotMap::FromClusterSlots(*r, NodeAddr{"127.0.0.1", ask_port});
+      bool all = m.ok() && !m->shards().empty();
+      for (size_t i = 0; all && i < m->shards().size(); ++i) all = m->shards()[i].replicas.size() >= replicas;
+      if (all) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 int LocalRedis::MasterOf(int slot, int ask_port) const {
   auto r = Command(ask_port, {"CLUSTER", "SLOTS"});
   if (!r.ok()) return 0;

@@ -39,6 +39,9 @@ class LocalRedis {
   Status Restart(int port);
   // Waits (bounded) until every node that is up says cluster_state:ok.
   bool WaitClusterOk(int timeout_s) const;
+  // Waits (bounded) until CLUSTER SLOTS on `ask_port` lists `replicas` replicas for every shard (Redis
+  // lists a replica only once it has reported a replication offset).
+  bool WaitReplicasListed(int ask_port, size_t replicas, int timeout_s) const;
   // The master port serving `slot` according to node `ask_port`.
   int MasterOf(int slot, int ask_port) const;
 
