@@ -25,6 +25,11 @@ node_pid() {  # prints the pid of the redis-server running in node folder $1, if
   echo "$pid"
 }
 
+alive() {  # a process that exists and is not a zombie waiting to be reaped
+  kill -0 "$1" 2>/dev/null || return 1
+  [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]]
+}
+
 stop_all() {
   local pids=() d pid
   for d in "$DIR"/*/; do
@@ -32,9 +37,9 @@ stop_all() {
     pid=$(node_pid "${d%/}") && { kill "$pid" 2>/dev/null || true; pids+=("$pid"); }
   done
   for pid in "${pids[@]}"; do
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    for _ in $(seq 100); do alive "$pid" || break; sleep 0.05; done
+    alive "$pid" && kill -9 "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do alive "$pid" || break; sleep 0.05; done
   done
   return 0
 }
