@@ -1,5 +1,6 @@
 #include "redis/router.h"
 
+#include <cctype>
 #include <charconv>
 
 namespace kvtier::redis {
@@ -72,8 +73,12 @@ Result<NodeAddr> ParseNodeAddr(std::string_view text) {
     port = text.substr(colon + 1);
   }
   const auto p = ToInt(port);
-  if (host.empty() || host.find_first_of(std::string_view("\0/?#@ ,", 7)) != std::string_view::npos ||
-      !p || *p < 1 || *p > 65535) {
+  bool host_ok = !host.empty();
+  for (char c : host) {
+    host_ok = host_ok && (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_' ||
+                          c == ':' || c == '%');
+  }
+  if (!host_ok || !p || *p < 1 || *p > 65535) {
     return Status::InvalidArgument("bad node address '" + std::string(text) + "' (expected host:port)");
   }
   return NodeAddr{std::string(host), static_cast<int>(*p)};

@@ -31,7 +31,8 @@ struct NodeAddr {
   auto operator<=>(const NodeAddr&) const = default;
 };
 
-// "host:port" with a port in 1..65535; "[v6addr]:port" too. InvalidArgument otherwise.
+// "host:port" with a port in 1..65535; "[v6addr]:port" and, as Redis writes IPv6 in redirections,
+// "v6addr:port" too. A host is letters, digits and . - _ : %. InvalidArgument otherwise.
 Result<NodeAddr> ParseNodeAddr(std::string_view text);
 // A comma-separated list of addresses (at least one).
 Result<std::vector<NodeAddr>> ParseNodeList(std::string_view text);

@@ -88,8 +88,12 @@ TEST(RedisRouter, Redirections) {
   ASSERT_TRUE(ask.has_value());
   EXPECT_EQ(ask->kind, Redirect::Kind::kAsk);
   EXPECT_EQ(ask->node, (NodeAddr{"::1", 7000}));
+  auto v6 = ParseRedirect("MOVED 5 fe80::1:7000");  // Redis writes IPv6 without brackets
+  ASSERT_TRUE(v6.has_value());
+  EXPECT_EQ(v6->node, (NodeAddr{"fe80::1", 7000}));
   for (const char* bad : {"MOVED", "MOVED 3999", "MOVED 16384 h:1", "MOVED -1 h:1", "ASK x h:1",
-                          "MOVED 1 h:0", "MOVED 1 h", "ERR MOVED 1 h:1", "moved 1 h:1", "MOVED 1 :5"}) {
+                          "MOVED 1 h:0", "MOVED 1 h", "ERR MOVED 1 h:1", "moved 1 h:1", "MOVED 1 :5",
+                          "ASK 1218 ]1[:2::7002", "MOVED 1 [h]]:5"}) {
     EXPECT_FALSE(ParseRedirect(bad).has_value()) << bad;
   }
 }
