@@ -83,6 +83,30 @@ TEST_F(RedisFaults, NoEvictionFullIsNoSpace) {
   EXPECT_EQ(buf, Pattern(kMiB, 0));
 }
 
+TEST_F(RedisFaults, AllKeysLruEvictionIsMisses) {
+  Start(1, 0, {{"KVTIER_REDIS_MAXMEMORY", "8mb"}, {"KVTIER_REDIS_POLICY", "allkeys-lru"}});
+  auto c = Open("");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  constexpr int kPuts = 24;  // 24 MiB through an 8 MiB instance
+  for (int i = 0; i < kPuts; ++i) ASSERT_TRUE(PutOne(**c, "lru/" + std::to_string(i), Pattern(kMiB, i)).ok());
+  int hits = 0, misses = 0;
+  std::vector<std::byte> buf(kMiB);
+  for (int i = 0; i < kPuts; ++i) {
+    object::ObjectRead r{"lru/" + std::to_string(i), buf, 0, {}};
+    (*c)->GetMany(std::span(&r, 1));
+    if (r.status.IsNotFound()) {
+      ++misses;
+      continue;
+    }
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(buf, Pattern(kMiB, i));
+    ++hits;
+  }
+  EXPECT_GT(misses, 0) << "Redis evicted objects: they read as misses";
+  EXPECT_GT(hits, 0);
+  EXPECT_EQ((*c)->Stats().errors, 0u) << "an eviction is not an error";
+}
+
 struct Objects {
   std::vector<std::string> names;
   std::vector<std::vector<std::byte>> data;
