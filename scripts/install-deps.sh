@@ -13,6 +13,7 @@ PACKAGES=(
   clang libclang-rt-14-dev
   fio gnuplot-nox
   python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
+  redis-server redis-tools libhiredis-dev
 )
 
 missing=()

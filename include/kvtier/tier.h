@@ -156,6 +156,7 @@ struct TierUrl {
   // InvalidArgument on malformed input (no scheme, bad escapes, duplicate or empty parameter names) and
   // on a path that is neither empty nor absolute: "file://relative/dir" and "file://~/kv" are refused
   // with a message naming the absolute form (the host part of a URL is not used; file:///abs/dir).
+  // redis:// is the exception: its path is its node list, host:port[,host:port...].
   static Result<TierUrl> Parse(std::string_view url);
   std::string ToString() const;
 

@@ -111,8 +111,11 @@ uint64_t UnitMultiplier(std::string unit) {
 
 // Tier paths are absolute or empty: a relative one would depend on the working directory and "~" is
 // not expanded here (it would create a folder named "~").
+// Schemes whose path is a list of network nodes ("host:port,host:port"), not a directory.
+bool PathIsNodeList(const std::string& scheme) { return scheme == "redis"; }
+
 Status CheckAbsolute(const std::string& scheme, const std::string& path) {
-  if (path.empty() || path[0] == '/') return Status::OK();
+  if (path.empty() || path[0] == '/' || PathIsNodeList(scheme)) return Status::OK();
   std::string hint;
   if (path == "~" || path.rfind("~/", 0) == 0) {
     const char* home = std::getenv("HOME");

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "io/chunk_encode.h"
 #include "io/chunk_io.h"
 #include "io/fd.h"
 
@@ -57,12 +58,7 @@ const std::array<std::byte, kChunkAlign>& Zeros() {
 
 // A plain v2 chunk: per-piece xxh3-64 sums, then header + payload + padding in one writev.
 Status WritePlainBody(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload) {
-  ChunkHeader header = NewChunkHeader(id, TotalBytes(payload), /*encrypted=*/false);
-  std::vector<std::span<const std::byte>> piece;
-  for (uint32_t i = 0; i < header.piece_count; ++i) {
-    SubList(payload, header.PieceOffset(i), header.PieceLength(i), piece);
-    header.piece_sums[i] = PayloadChecksum(GatherList(piece));
-  }
+  const ChunkHeader header = PlainChunkHeader(id, payload);
   std::array<std::byte, kChunkHeaderSize> head;
   EncodeChunkHeader(header, head);
   std::vector<iovec> iov;
@@ -80,19 +76,17 @@ Status WritePlainBody(FileSystem& fs, int fd, const std::string& path, const Chu
 // the padding, then the header (which carries the tags) at offset 0.
 Status WriteEncryptedBody(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload,
                           const ChunkCipher& cipher) {
-  ChunkHeader header = NewChunkHeader(id, TotalBytes(payload), /*encrypted=*/true);
-  KVTIER_ASSIGN_OR_RETURN(header.nonce_base, ChunkCipher::RandomNonceBase());
-  NamespaceKey key;
-  KVTIER_RETURN_IF_ERROR(cipher.DeriveKey(id.ns, &key));
-  AlignedBuffer buf = AlignedBuffer::Allocate(std::max<uint64_t>(header.PieceLength(0), kChunkAlign));
+  const uint64_t n = TotalBytes(payload);
+  AlignedBuffer buf = AlignedBuffer::Allocate(std::max<uint64_t>(std::min<uint64_t>(n, PieceBytesFor(n)), kChunkAlign));
   if (buf.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
-  std::vector<std::span<const std::byte>> piece;
-  for (uint32_t i = 0; i < header.piece_count; ++i) {
-    const uint64_t len = header.PieceLength(i);
-    SubList(payload, header.PieceOffset(i), len, piece);
-    KVTIER_RETURN_IF_ERROR(SealPiece(&header, key, i, piece, {buf.data(), len}));
-    KVTIER_RETURN_IF_ERROR(PwriteAll(fs, fd, buf.data(), len, kChunkHeaderSize + header.PieceOffset(i), path));
-  }
+  auto target = [&buf](uint32_t, uint64_t len) { return buf.span().first(len); };
+  uint64_t offset = kChunkHeaderSize;
+  auto write = [&](uint32_t, std::span<const std::byte> sealed) {
+    KVTIER_RETURN_IF_ERROR(PwriteAll(fs, fd, sealed.data(), sealed.size(), offset, path));
+    offset += sealed.size();
+    return Status::OK();
+  };
+  KVTIER_ASSIGN_OR_RETURN(const ChunkHeader header, SealChunk(id, payload, cipher, target, write));
   const size_t pad = AlignUp(header.payload_bytes) - header.payload_bytes;
   KVTIER_RETURN_IF_ERROR(PwriteAll(fs, fd, Zeros().data(), pad, kChunkHeaderSize + header.payload_bytes, path));
   std::array<std::byte, kChunkHeaderSize> head;

@@ -66,13 +66,16 @@ namespace {
 
 // Decodes the header and checks it against the requested chunk, the file's size, the destination's size
 // and the bytes actually read.
+// `padded`: a file (header, payload, padding to 4 KiB); else an object (header and payload only).
 Result<ChunkHeader> CheckReadHeader(std::span<const std::byte> header_bytes, uint64_t file_size,
-                                    uint64_t valid_bytes, const ChunkId& expected, uint64_t want) {
+                                    uint64_t valid_bytes, const ChunkId& expected, uint64_t want,
+                                    bool padded = true) {
   KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, DecodeChunkHeader(header_bytes));
   KVTIER_RETURN_IF_ERROR(CheckChunkHeader(header, expected, file_size));
-  if (file_size != StoredChunkBytes(header.payload_bytes)) {  // extended or cut short behind our back
-    return Status::Corruption("chunk file holds " + std::to_string(file_size) + " bytes, a chunk of this payload " +
-                              std::to_string(StoredChunkBytes(header.payload_bytes)));
+  const uint64_t stored = padded ? StoredChunkBytes(header.payload_bytes) : kChunkHeaderSize + header.payload_bytes;
+  if (file_size != stored) {  // extended or cut short behind our back
+    return Status::Corruption("chunk " + std::string(padded ? "file" : "object") + " holds " +
+                              std::to_string(file_size) + " bytes, a chunk of this payload " + std::to_string(stored));
   }
   if (header.payload_bytes != want) {
     return Status::InvalidArgument("destination holds " + std::to_string(want) +
@@ -175,6 +178,19 @@ Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, co
   KVTIER_ASSIGN_OR_RETURN(auto verifier, PayloadVerifier::Make(std::move(header), cipher));
   const std::span<const std::byte> payload = image.subspan(kChunkHeaderSize, want);
   return verifier->All(GatherList(&payload, 1), dst, /*in_place=*/false, pool);
+}
+
+Status VerifyObjectImage(std::span<const std::byte> image, const ChunkId& expected, ScatterList dst,
+                         const ChunkCipher* cipher) {
+  if (image.size() < kChunkHeaderSize) {
+    return Status::Corruption("chunk object truncated: " + std::to_string(image.size()) + " bytes, less than a header");
+  }
+  const uint64_t want = TotalBytes(dst);
+  KVTIER_ASSIGN_OR_RETURN(ChunkHeader header,
+                          CheckReadHeader(image, image.size(), image.size(), expected, want, /*padded=*/false));
+  KVTIER_ASSIGN_OR_RETURN(auto verifier, PayloadVerifier::Make(std::move(header), cipher));
+  const std::span<const std::byte> payload = image.subspan(kChunkHeaderSize, want);
+  return verifier->All(GatherList(&payload, 1), dst, /*in_place=*/false);
 }
 
 void ZeroFailedReads(std::span<ChunkRead> reads) {

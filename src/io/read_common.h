@@ -79,6 +79,11 @@ Status VerifyInPlace(std::span<const std::byte> header, uint64_t file_size, uint
                      const ChunkId& expected, ScatterList dst, const ChunkCipher* cipher,
                      ThreadPool* pool = nullptr);
 
+// The same for a chunk stored as an object (object/object_tier.h): `image` is the whole object, header
+// then payload, with no padding. Same errors; `dst` is not zeroed on failure.
+Status VerifyObjectImage(std::span<const std::byte> image, const ChunkId& expected, ScatterList dst,
+                         const ChunkCipher* cipher);
+
 // Zeroes the destination of every read that failed after its file was opened (any status but OK and
 // NotFound; a NotFound read wrote nothing).
 void ZeroFailedReads(std::span<ChunkRead> reads);

@@ -8,9 +8,11 @@
 // that needs a refreshed map), NoSpace when the store is full, InvalidArgument/IOError otherwise.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -70,5 +72,17 @@ class ObjectClient {
 
   virtual ObjectClientStats Stats() const = 0;
 };
+
+// What ObjectTier hands a backend's factory besides the URL (added after the interface above; the
+// names above are unchanged). The shared options (object/object_options.h) are parsed by the tier;
+// the factory reads only its own from the URL.
+struct ObjectClientOptions {
+  bool read_only = false;                       // only to look: create, write or delete nothing
+  std::chrono::milliseconds timeout{0};         // per request (timeout_ms=); 0: the client's default
+  std::chrono::milliseconds connect_timeout{0}; // per connection attempt (connect_timeout_ms=); 0: default
+};
+
+using ObjectClientFactory =
+    std::function<Result<std::unique_ptr<ObjectClient>>(const TierUrl& url, const ObjectClientOptions& options)>;
 
 }  // namespace kvtier::object

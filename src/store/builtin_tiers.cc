@@ -3,6 +3,8 @@
 #include "file/file_tier.h"
 #include "fs/fs_tier.h"
 #include "mem/mem_tier.h"
+#include "object/object_scheme.h"
+#include "redis/redis_client.h"
 
 namespace kvtier::internal {
 
@@ -10,6 +12,7 @@ void RegisterBuiltinTiers(const RegisterFn& add) {
   add("mem", [](const TierUrl& url, const TierOpenOptions&) { return OpenMemTier(url); });
   add("fs", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFsTier(url, open); });
   add("file", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFileTier(url, open); });
+  add("redis", object::ObjectTierFactory(redis::OpenRedisObjectClient, redis::RedisUrlOptionNames()));
 }
 
 }  // namespace kvtier::internal

@@ -1,10 +1,63 @@
 #include "conformance/tier_cases.h"
 
+#include <filesystem>
+#include <mutex>
+
 #include "file/file_tier.h"
 #include "fs/fs_tier.h"
 #include "mem/mem_tier.h"
+#include "object/object_names.h"
+#include "redis/redis_harness.h"
 
 namespace kvtier::testing {
+namespace {
+
+// One Redis per mode for the whole test process, started on first use through scripts/redis-cluster.sh
+// and stopped at exit; each test keeps to its own prefix= (from its temporary directory's name).
+redis::testing::LocalRedis* SharedRedis(int masters) {
+  static std::unique_ptr<redis::testing::LocalRedis> single, cluster;
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  auto& slot = masters == 1 ? single : cluster;
+  if (!slot) {
+    auto r = redis::testing::LocalRedis::Start(masters, 0);
+    if (!r.ok()) return nullptr;
+    slot = std::move(r).value();
+  }
+  return slot.get();
+}
+
+std::string RedisPrefix(const std::string& dir) { return std::filesystem::path(dir).filename().string() + "/"; }
+
+TierCase RedisCase(const std::string& name, int masters) {
+  return {name,
+          [masters](const std::string& dir, uint64_t cap) {
+            redis::testing::LocalRedis* r = SharedRedis(masters);
+            if (r == nullptr) return std::string("redis://127.0.0.1:1?not_started=1");
+            return r->url() + "?prefix=" + RedisPrefix(dir) + "&capacity=" + std::to_string(cap);
+          },
+          [masters](Tier&, const std::string& dir, const ChunkId& id) -> Status {
+            redis::testing::LocalRedis* r = SharedRedis(masters);
+            if (r == nullptr) return Status::IOError("redis not started");
+            redis::RedisOptions options;
+            options.seeds = *redis::ParseNodeList(r->url().substr(8));
+            auto c = redis::OpenRedisClient(options);
+            KVTIER_RETURN_IF_ERROR(c.status());
+            const std::string name = object::ChunkObjectName(RedisPrefix(dir), id);
+            std::vector<std::byte> buf(64 << 20);
+            object::ObjectRead read{name, buf, 0, {}};
+            (*c)->GetMany(std::span(&read, 1));
+            KVTIER_RETURN_IF_ERROR(read.status);
+            buf.resize(read.bytes);
+            buf[buf.size() / 2] ^= std::byte{0x40};
+            const std::span<const std::byte> piece(buf);
+            object::ObjectWrite write{name, GatherList(&piece, 1), {}};
+            (*c)->PutMany(std::span(&write, 1));
+            return write.status;
+          }};
+}
+
+}  // namespace
 
 const std::vector<TierCase>& TierCases() {
   // One row per tier. Add yours here.
@@ -31,7 +84,15 @@ const std::vector<TierCase>& TierCases() {
          return internal::CorruptPoolChunkForTesting(dir + "/pool", id);
        }},
   };
-  return cases;
+  static const std::vector<TierCase> with_redis = [] {
+    std::vector<TierCase> all = cases;
+    if (redis::testing::SkipReason().empty()) {  // redis:// rows where redis-server is installed
+      all.push_back(RedisCase("redis_single", 1));
+      all.push_back(RedisCase("redis_cluster", 3));
+    }
+    return all;
+  }();
+  return with_redis;
 }
 
 }  // namespace kvtier::testing

@@ -17,6 +17,7 @@ int FuzzChunkFile(const uint8_t* data, size_t size);
 int FuzzTierOptions(const uint8_t* data, size_t size);
 int FuzzPoolFiles(const uint8_t* data, size_t size);
 int FuzzDirTree(const uint8_t* data, size_t size);
+int FuzzRedisRouter(const uint8_t* data, size_t size);
 #ifdef KVTIER_HAVE_REPLAY
 int FuzzTraceLine(const uint8_t* data, size_t size);
 #endif
@@ -55,6 +56,10 @@ TEST(FuzzCorpus, TierOptionsInputsHold) {
 TEST(FuzzCorpus, PoolFilesInputsHold) { EXPECT_GT(Replay("pool_files", kvtier::fuzz::FuzzPoolFiles), 0u); }
 
 TEST(FuzzCorpus, DirTreeInputsHold) { EXPECT_GT(Replay("dir_tree", kvtier::fuzz::FuzzDirTree), 0u); }
+
+TEST(FuzzCorpus, RedisRouterInputsHold) {
+  EXPECT_GT(Replay("redis_router", kvtier::fuzz::FuzzRedisRouter), 0u);
+}
 
 #ifdef KVTIER_HAVE_REPLAY
 TEST(FuzzCorpus, TraceLineInputsHold) { EXPECT_GT(Replay("trace_line", kvtier::fuzz::FuzzTraceLine), 0u); }
