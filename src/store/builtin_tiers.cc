@@ -3,6 +3,7 @@
 #include "file/file_tier.h"
 #include "fs/fs_tier.h"
 #include "mem/mem_tier.h"
+#include "object/object_scheme.h"
 
 namespace kvtier::internal {
 
@@ -10,6 +11,9 @@ void RegisterBuiltinTiers(const RegisterFn& add) {
   add("mem", [](const TierUrl& url, const TierOpenOptions&) { return OpenMemTier(url); });
   add("fs", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFsTier(url, open); });
   add("file", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFileTier(url, open); });
+  // Object stores (object/object_scheme.h): one line per backend, naming its client factory and the
+  // URL options it reads itself, e.g.
+  //   add("redis", object::ObjectTierFactory(OpenRedisClient, {"replicas", "ttl"}));
 }
 
 }  // namespace kvtier::internal
