@@ -33,7 +33,7 @@ void FakeObjectStore::ClearFaults() {
 }
 
 Status FakeObjectStore::NextFault(bool is_put) {
-  ++ops_;
+  ++seen_.ops;
   if (fail_always_) return fault_;
   if (fail_next_ > 0) {
     --fail_next_;
@@ -85,31 +85,16 @@ size_t FakeObjectStore::size() const {
   return objects_.size();
 }
 
-uint64_t FakeObjectStore::max_batch_bytes() const {
+FakeObjectStore::Observed FakeObjectStore::observed() const {
   internal::MutexLock lock(mu_);
-  return max_batch_;
-}
-
-uint64_t FakeObjectStore::max_inflight_bytes() const {
-  internal::MutexLock lock(mu_);
-  return max_inflight_;
-}
-
-uint64_t FakeObjectStore::get_calls() const {
-  internal::MutexLock lock(mu_);
-  return get_calls_;
-}
-
-uint64_t FakeObjectStore::ops() const {
-  internal::MutexLock lock(mu_);
-  return ops_;
+  return seen_;
 }
 
 void FakeObjectStore::Begin(uint64_t bytes) {
   internal::MutexLock lock(mu_);
   inflight_ += bytes;
-  max_inflight_ = std::max(max_inflight_, inflight_);
-  max_batch_ = std::max(max_batch_, bytes);
+  seen_.max_inflight_bytes = std::max(seen_.max_inflight_bytes, inflight_);
+  seen_.max_batch_bytes = std::max(seen_.max_batch_bytes, bytes);
 }
 
 void FakeObjectStore::End(uint64_t bytes) {
@@ -123,7 +108,7 @@ void FakeObjectStore::GetMany(std::span<object::ObjectRead> ops) {
   Begin(bytes);
   {
     internal::MutexLock lock(mu_);
-    ++get_calls_;
+    ++seen_.get_calls;
     for (auto& op : ops) {
       op.bytes = 0;
       op.status = NextFault(false);

@@ -36,11 +36,14 @@ class FakeObjectStore {
   void Erase(const std::string& name) EXCLUDES(mu_);  // e.g. the store evicting it
   size_t size() const EXCLUDES(mu_);
 
-  // Observations.
-  uint64_t max_batch_bytes() const EXCLUDES(mu_);     // largest bytes of one GetMany/PutMany call
-  uint64_t max_inflight_bytes() const EXCLUDES(mu_);  // largest bytes of calls running at once
-  uint64_t get_calls() const EXCLUDES(mu_);           // GetMany calls
-  uint64_t ops() const EXCLUDES(mu_);                 // object operations tried
+  // What the store saw.
+  struct Observed {
+    uint64_t max_batch_bytes = 0;     // largest bytes of one GetMany/PutMany call
+    uint64_t max_inflight_bytes = 0;  // largest bytes of calls running at once
+    uint64_t get_calls = 0;           // GetMany calls
+    uint64_t ops = 0;                 // object operations tried
+  };
+  Observed observed() const EXCLUDES(mu_);
 
   // The client's side (FakeObjectClient calls these).
   void GetMany(std::span<object::ObjectRead> ops) EXCLUDES(mu_);
@@ -61,8 +64,8 @@ class FakeObjectStore {
   bool fail_always_ GUARDED_BY(mu_) = false;
   Status fault_ GUARDED_BY(mu_);
   Status put_fault_ GUARDED_BY(mu_);
-  uint64_t inflight_ GUARDED_BY(mu_) = 0, max_inflight_ GUARDED_BY(mu_) = 0, max_batch_ GUARDED_BY(mu_) = 0;
-  uint64_t get_calls_ GUARDED_BY(mu_) = 0, ops_ GUARDED_BY(mu_) = 0;
+  uint64_t inflight_ GUARDED_BY(mu_) = 0;
+  Observed seen_ GUARDED_BY(mu_);
 };
 
 class FakeObjectClient : public object::ObjectClient {

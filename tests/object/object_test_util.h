@@ -13,6 +13,7 @@
 
 #include "kvtier/keys.h"
 #include "object/object_names.h"
+#include "support/chunk_payload.h"
 #include "object/object_scheme.h"
 #include "object/object_tier.h"
 #include "testing/fake_object_client.h"
@@ -23,20 +24,8 @@ inline Namespace ObjNs(std::string_view tenant = "t") {
   return *Namespace::Make("object/model", Layout{1, 1, 4, DType::kBF16, 1}, tenant);
 }
 
-inline ChunkId ObjId(const Namespace& ns, uint32_t i) {
-  const uint32_t token[] = {i};
-  return ChunkId::Of(ns, NextChunkKey(ns, nullptr, token));
-}
-
-inline std::vector<std::byte> ObjPayload(const ChunkId& id, size_t n) {
-  std::vector<std::byte> p(n);
-  uint64_t x = ChunkKeyHash{}(id.key) | 1;
-  for (auto& b : p) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    b = static_cast<std::byte>(x);
-  }
-  return p;
-}
+inline ChunkId ObjId(const Namespace& ns, uint32_t i) { return TestChunkId(ns, i); }
+inline std::vector<std::byte> ObjPayload(const ChunkId& id, size_t n) { return TestPayload(id, n); }
 
 // A 32-byte key file of mode 0600 in `dir`.
 inline std::string WriteKeyFile(const std::string& dir, uint32_t seed) {

@@ -191,14 +191,14 @@ TEST_F(ObjectTierTest, BatchesAreCutIntoWindowsWithinTheBound) {
   for (auto& b : out) pieces.emplace_back(b);
   std::vector<ReadOp> ops;
   for (size_t i = 0; i < ids.size(); ++i) ops.push_back(ReadOp{ids[i], ScatterList(&pieces[i], 1), Status::OK()});
-  const uint64_t calls = store_->get_calls();
+  const uint64_t calls = store_->observed().get_calls;
   tier->GetMany(ops);
   for (size_t i = 0; i < ids.size(); ++i) {
     EXPECT_TRUE(ops[i].status.ok()) << i;
     EXPECT_EQ(out[i], ObjPayload(ids[i], 3000)) << i;
   }
-  EXPECT_EQ(store_->get_calls() - calls, 4u);  // 3 + 3 + 3 + 1
-  EXPECT_EQ(store_->max_batch_bytes(), 3 * object_bytes);
+  EXPECT_EQ(store_->observed().get_calls - calls, 4u);  // 3 + 3 + 3 + 1
+  EXPECT_EQ(store_->observed().max_batch_bytes, 3 * object_bytes);
 
   // Many threads at once: the bound holds for the tier as a whole.
   std::vector<std::thread> threads;
@@ -213,7 +213,7 @@ TEST_F(ObjectTierTest, BatchesAreCutIntoWindowsWithinTheBound) {
     });
   }
   for (auto& th : threads) th.join();
-  EXPECT_LE(store_->max_inflight_bytes(), o.inflight_bytes);
+  EXPECT_LE(store_->observed().max_inflight_bytes, o.inflight_bytes);
 }
 
 TEST_F(ObjectTierTest, NamesRoundTripAndForeignNamesAreSkipped) {
