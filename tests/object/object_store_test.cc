@@ -1,7 +1,9 @@
 // The Store over mem:// and objmem:// (the object tier over the fake store): an object tier that
 // fails is a soft failure; the Store serves on.
 #include "object/object_test_util.h"
+#include "core/chunk_format.h"
 #include "store/store_fixture.h"
+#include "support/temp_dir.h"
 
 namespace kvtier::testing {
 namespace {
@@ -55,6 +57,24 @@ TEST_F(ObjectStoreTest, ObjectStoreFullIsADroppedSave) {
   auto n = Load(*store, keys);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, keys.size());
+}
+
+TEST_F(ObjectStoreTest, StoreKeyFileEncryptsObjectTiers) {
+  TempDir dir;
+  StoreOptions o;
+  o.tiers = {"mem://?capacity=64KiB&page=64", "objmem:///store-encrypted"};
+  o.key_file = WriteKeyFile(dir.path(), 7);
+  auto store = Store::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const auto keys = Keys(2);
+  ASSERT_TRUE(Save(**store, keys).ok());
+  ASSERT_TRUE((*store)->Flush().ok());
+  auto fake = FakeStoreAt("/store-encrypted");
+  const std::vector<std::byte> stored = fake->Bytes(object::ChunkObjectName("", ChunkId::Of(ns_, keys[0])));
+  ASSERT_EQ(stored.size(), 4096 + bytes_);
+  auto header = internal::DecodeChunkHeader(stored);
+  ASSERT_TRUE(header.ok());
+  EXPECT_TRUE(header->encrypted());
 }
 
 }  // namespace

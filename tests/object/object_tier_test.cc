@@ -78,6 +78,14 @@ TEST_F(ObjectTierTest, NonRetryableErrorIsNotRetried) {
   EXPECT_EQ(tier->Report().tier_retries, 0u);
 }
 
+TEST_F(ObjectTierTest, FullStoreIsNoSpaceAtOnce) {
+  auto tier = Open();
+  store_->FailPuts(Status::NoSpace("store full"));
+  EXPECT_EQ(Put(*tier, ObjId(ns_, 8)).code(), Code::kNoSpace);
+  EXPECT_TRUE(sleeps_.empty());
+  EXPECT_EQ(tier->Stats().chunks, 0u);
+}
+
 TEST_F(ObjectTierTest, BackoffGrowsAndStaysWithinTheBudget) {
   ObjectTierOptions o;
   o.retry.retries = 50;
