@@ -43,8 +43,8 @@ struct StoreOptions {
   uint32_t save_queue_chunks = 4096;
   uint32_t background_threads = 2;
   // Absolute path of a key file (32 raw bytes or 64 hex characters, mode 0600 or stricter). When set,
-  // every file:// and fs:// tier stores AES-256-GCM encrypted, authenticated chunks under a key
-  // derived per namespace, and accepts no others (docs/encryption.md). Added to those URLs as
+  // every tier but mem:// (file://, fs://, object tiers) stores AES-256-GCM encrypted, authenticated
+  // chunks under a key derived per namespace, and accepts no others (docs/encryption.md). Added to those URLs as
   // key_file=; a URL that names a different key_file is refused. Never logged.
   std::string key_file;
 };

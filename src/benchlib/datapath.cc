@@ -15,6 +15,8 @@
 #include "core/chunk_format.h"
 #include "core/work_dir.h"
 #include "kvtier/tier.h"
+#include "object/object_reference.h"
+#include "object/object_tier.h"
 
 namespace kvtier::internal {
 namespace fs = std::filesystem;
@@ -234,6 +236,58 @@ Status RunMemory(const DatapathConfig& c, Tier& tier, ReadArea* area, DatapathRe
   return Status::OK();
 }
 
+// Object tiers (object/object_tier.h): per bound on bytes in flight, the tier reopened with
+// inflight=, a read pass and a latency pass, then the raw client reference at the same object size and
+// bound (object/object_reference.h).
+Result<SweepPoint> MeasureObjectPoint(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
+                                      uint64_t inflight, ReadArea* area) {
+  bool swept = false;
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, &swept));
+  auto* object_tier = dynamic_cast<object::ObjectTier*>(tier.get());
+  if (object_tier == nullptr) return Status::Internal("an object tier reopened as another kind");
+  SweepPoint point;
+  point.inflight_bytes = object_tier->options().inflight_bytes;
+  point.kvtier = ReadPass(*tier, area);
+  const uint32_t depth = IodepthFor(point.inflight_bytes, plan.chunk_bytes);
+  LatencyPass(*tier, area, depth, std::max<uint64_t>(16, 4ull * depth), &point.kvtier);
+  KVTIER_ASSIGN_OR_RETURN(object::RawReadResult raw,
+                          object::RawReadReference(*object_tier, plan.chunk_bytes, plan.chunks));
+  PhaseResult ref;
+  ref.chunks = raw.objects;
+  ref.bytes = raw.bytes;
+  ref.errors = raw.errors;
+  ref.seconds = raw.seconds;
+  point.reference = ref;
+  Progress(c, "  read, " + FormatBytes(point.inflight_bytes) + " in flight: " +
+                  GbpsText(point.kvtier.BytesPerSecond()) + ", " + std::to_string(point.kvtier.errors) +
+                  " errors; raw client GETs " + GbpsText(ref.BytesPerSecond()));
+  return point;
+}
+
+Status RunObjectSweep(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url, Tier& tier,
+                      ReadArea* area, DatapathResult* r) {
+  const TierCapabilities caps = tier.capabilities();
+  r->target.shared = caps.shared;
+  r->target.persistent = caps.persistent;
+  r->target.cold = true;
+  r->target.cold_method = "object store (no local cache)";
+  r->fio_note = "not applicable to an object tier: the reference is the backend's raw client";
+  for (uint64_t inflight : plan.inflight) {
+    std::vector<SweepPoint> runs;
+    for (uint32_t i = 0; i < std::max<uint32_t>(c.repeat, 1); ++i) {
+      KVTIER_ASSIGN_OR_RETURN(SweepPoint p, MeasureObjectPoint(c, plan, url, inflight, area));
+      runs.push_back(std::move(p));
+    }
+    r->sweep.push_back(MedianPoint(std::move(runs)));
+  }
+  return Status::OK();
+}
+
+// Removes the bench's chunks from an object store (a store outlives the bench, unlike mem://).
+void RemoveObjectChunks(Tier& tier, const ReadArea& area) {
+  for (uint64_t i = 0; i < area.chunks(); ++i) (void)tier.Remove(area.id(i));
+}
+
 }  // namespace
 
 Result<DatapathPlan> PlanDatapath(const DatapathConfig& c) {
@@ -315,6 +369,11 @@ Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
       tier.reset();  // every read pass reopens the tier from what is on storage
       s = RunDirectorySweep(c, plan, url, &area, &r);
       if (s.ok() && c.run_encrypted) s = RunEncrypted(c, plan, url, &area, &r);
+    } else if (dynamic_cast<object::ObjectTier*>(tier.get()) != nullptr) {
+      r.write = *written;
+      Progress(c, "  write: " + GbpsText(r.write.BytesPerSecond()));
+      s = RunObjectSweep(c, plan, url, *tier, &area, &r);
+      if (!c.keep_files) RemoveObjectChunks(*tier, area);
     } else {
       r.write = *written;
       Progress(c, "  write: " + GbpsText(r.write.BytesPerSecond()));

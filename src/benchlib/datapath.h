@@ -10,6 +10,11 @@
 //   fio      after each read: fio on the same directory, same block size, O_DIRECT, matching depth.
 //   serial   one chunk file at a time with a buffered pread after dropping the page cache.
 //   memcpy   (mem:// only) a plain single-threaded memcpy of the same bytes.
+//   reference (object tiers: redis://, rados://, s3://, ...) instead of fio: for each bound on bytes in
+//            flight, the backend's raw client GETs of objects of the same size with the same bound,
+//            written by the reference itself without kvtier's header (object/object_reference.h);
+//            JSON `ratio_to_reference`. The bench's chunks are removed from the store at the end
+//            unless keep_files.
 //   encrypted (directory targets) the plain chunks are removed, the same chunks are written again with
 //            a fresh random key_file= (AES-256-GCM) and read cold at the largest bytes in flight: one
 //            row next to the plain figures at that point.

@@ -50,7 +50,9 @@ nlohmann::json SummaryJson(const DatapathResult& r) {
           {"best_fio_gbps", best_fio > 0 ? nlohmann::json(Gbps(best_fio)) : nullptr},
           {"ratio_to_best_fio", best_fio > 0 ? nlohmann::json(bw / best_fio) : nullptr},
           {"serial_gbps", serial > 0 ? nlohmann::json(Gbps(serial)) : nullptr},
-          {"speedup_over_serial", serial > 0 ? nlohmann::json(bw / serial) : nullptr}};
+          {"speedup_over_serial", serial > 0 ? nlohmann::json(bw / serial) : nullptr},
+          {"reference_gbps", best->reference ? nlohmann::json(Gbps(best->reference->BytesPerSecond())) : nullptr},
+          {"ratio_to_reference", best->reference ? nlohmann::json(best->RatioToReference()) : nullptr}};
 }
 
 ModelPreset PresetOf(const DatapathResult& r) {
@@ -105,7 +107,9 @@ nlohmann::json ToJson(const DatapathResult& r) {
     sweep.push_back({{"inflight_bytes", p.inflight_bytes},
                      {"kvtier", PhaseJson(p.kvtier)},
                      {"fio", FioJson(p.fio)},
-                     {"ratio_to_fio", p.fio ? nlohmann::json(p.RatioToFio()) : nullptr}});
+                     {"ratio_to_fio", p.fio ? nlohmann::json(p.RatioToFio()) : nullptr},
+                     {"reference", OptionalPhase(p.reference)},
+                     {"ratio_to_reference", p.reference ? nlohmann::json(p.RatioToReference()) : nullptr}});
   }
   const SweepPoint* best = r.Best();
   const uint64_t context_bytes = r.context_tokens * r.bytes_per_token;
@@ -170,6 +174,13 @@ std::string FormatSummary(const DatapathResult& r) {
     }
     if (p.kvtier.errors) out += "  (" + std::to_string(p.kvtier.errors) + " errors)";
     out += "\n";
+    if (p.reference) {
+      std::snprintf(line, sizeof(line), "%11s  raw client GETs, same objects and bound: %.2f GB/s; kvtier = %.0f%%",
+                    "", Gbps(p.reference->BytesPerSecond()), 100 * p.RatioToReference());
+      out += line;
+      if (p.reference->errors) out += "  (" + std::to_string(p.reference->errors) + " reference errors)";
+      out += "\n";
+    }
   }
   if (!r.fio_note.empty()) out += "fio: " + r.fio_note + "\n";
   if (r.encrypted) {

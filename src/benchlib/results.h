@@ -36,11 +36,16 @@ struct PhaseResult {
   }
 };
 
-// kvtier and fio at one bound on bytes in flight.
+// kvtier and fio (directory targets) or the backend's raw client (object tiers, `reference`) at one
+// bound on bytes in flight.
 struct SweepPoint {
   uint64_t inflight_bytes = 0;
   PhaseResult kvtier;
   std::optional<FioResult> fio;
+  std::optional<PhaseResult> reference;  // object tiers: raw client GETs, same object size and bound
+  double RatioToReference() const {
+    return reference && reference->BytesPerSecond() > 0 ? kvtier.BytesPerSecond() / reference->BytesPerSecond() : 0;
+  }
   double RatioToFio() const {
     return fio && fio->bytes_per_second > 0 ? kvtier.BytesPerSecond() / fio->bytes_per_second : 0;
   }

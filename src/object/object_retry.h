@@ -1,6 +1,7 @@
 // Retries of object operations: a retryable failure (Status::retryable()) is tried again after an
 // exponential backoff with full jitter, up to RetryPolicy::retries more times and within
-// RetryPolicy::budget of time; then its error stands. NotFound and other errors are final at once.
+// RetryPolicy::budget of time; then its error stands. NotFound, NoSpace (a full store does not empty
+// itself in milliseconds: the put is dropped at once) and other errors are final at once.
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,8 @@ namespace kvtier::object {
 // The delay before retry `attempt` (0 = the first retry): uniform in [0, backoff * 2^attempt], capped
 // at one budget.
 std::chrono::milliseconds BackoffDelay(const RetryPolicy& policy, uint32_t attempt);
+
+inline bool ShouldRetry(const Status& s) { return !s.ok() && s.retryable() && !s.IsNoSpace(); }
 
 struct RetryCounts {
   uint64_t retried_ops = 0;  // op tries after the first
@@ -36,7 +39,7 @@ RetryCounts RunWithRetries(std::span<Op> ops, const RetryPolicy& policy, const s
   for (uint32_t attempt = 0;; ++attempt) {
     pending.clear();
     for (size_t i = 0; i < ops.size(); ++i) {
-      if (!ops[i].status.ok() && ops[i].status.retryable()) pending.push_back(i);
+      if (ShouldRetry(ops[i].status)) pending.push_back(i);
     }
     if (pending.empty()) break;
     const auto delay = BackoffDelay(policy, attempt);

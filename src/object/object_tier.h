@@ -48,14 +48,16 @@ class ObjectTier : public Tier {
   Status Init();
 
   const std::string& url() const override { return url_; }
-  TierCapabilities capabilities() const override;
-  bool Contains(const ChunkId& id) override;
+  TierCapabilities capabilities() const override;  // persistent and shared: the store outlives us
+  bool Contains(const ChunkId& id) override;        // the client's Exists; an error is a false
   Status Put(const ChunkId& id, GatherList payload) override;
-  Status Get(const ChunkId& id, ScatterList dst) override;
+  Status Get(const ChunkId& id, ScatterList dst) override;  // GetMany of one
   void GetMany(std::span<ReadOp> ops) override;
+  // Deletes the object (with retries); OK when it was not there.
   Status Remove(const ChunkId& id) override;
+  // The client's List of the chunk names; other names under the prefix are skipped.
   Status List(const std::function<bool(const ChunkInfo&)>& fn) override;
-  Status Check(const ChunkInfo& info) override;
+  Status Check(const ChunkInfo& info) override;  // fetches the whole object and verifies it
   TierStats Stats() const override;
 
   ObjectTierReport Report() const;

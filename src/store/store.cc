@@ -41,11 +41,13 @@ std::string PercentEncode(const std::string& s) {
   return out;
 }
 
-// `url` with key_file= set for the persistent tiers (file://, fs://) when `key_file` is not empty.
+// `url` with key_file= set for every tier that stores chunks outside this process's memory (all but
+// mem://: file://, fs:// and the object tiers) when `key_file` is not empty. A scheme that does not
+// know key_file= then fails to open rather than storing plain chunks.
 Result<std::string> WithKeyFile(const std::string& url, const std::string& key_file) {
   if (key_file.empty()) return url;
   KVTIER_ASSIGN_OR_RETURN(TierUrl parsed, TierUrl::Parse(url));
-  if (parsed.scheme != "file" && parsed.scheme != "fs") return url;
+  if (parsed.scheme == "mem") return url;
   if (auto it = parsed.params.find("key_file"); it != parsed.params.end()) {
     if (it->second != key_file) {
       return Status::InvalidArgument("tier URL names another key_file than StoreOptions::key_file");

@@ -1,6 +1,12 @@
+<<<<<<< HEAD
 // `kvtier stats --target URL [--json | --prometheus]`: a tier's Stats() as this process sees it after
 // opening it (for a persistent tier: what is stored, against which capacity, and what opening it found),
 // as a table, JSON, or the Prometheus text format (the kvtier_tier_* metrics of docs/metrics.md). The
+=======
+// `kvtier stats --target URL [--json]`: a tier's Stats() as this process sees it after opening it
+// (for a persistent tier: what is stored, against which capacity, and what opening it found; for an
+// object tier also its client and request counts). The
+>>>>>>> wt-object
 // tier is opened read-only: stats changes nothing on disk.
 #include <iostream>
 #include <memory>
@@ -9,6 +15,7 @@
 #include "file/file_tier.h"
 #include "kvtier/metrics.h"
 #include "kvtier/tier.h"
+#include "object/object_tier.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {
@@ -65,6 +72,16 @@ int RunStats(const StatsArgs& a) {
                  {"links_skipped", report.links_skipped},
                  {"special_files_skipped", report.special_skipped},
                  {"foreign_files_skipped", report.foreign_skipped}};
+  }
+  const object::ObjectTierReport object = object::GetObjectTierReport(**tier);
+  if (!object.client.empty()) {
+    j["object"] = {{"client", object.client},
+                   {"requests", object.client_stats.requests},
+                   {"client_retries", object.client_stats.retries},
+                   {"client_errors", object.client_stats.errors},
+                   {"tier_retries", object.tier_retries},
+                   {"gave_up", object.gave_up},
+                   {"inflight_bytes", object.inflight_bytes}};
   }
   if (a.json) {
     std::cout << j.dump(2) << "\n";

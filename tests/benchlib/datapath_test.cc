@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "benchlib/datapath_io.h"
+#include "testing/fake_object_client.h"
 
 namespace kvtier::internal {
 namespace {
@@ -37,6 +38,31 @@ DatapathConfig SmallConfig(const std::string& target) {
   c.total_bytes = 4ull << 20;
   c.run_fio = false;
   return c;
+}
+
+TEST(DatapathTest, ObjectTierRunsWithTheRawClientReference) {
+  testing::RegisterObjmemScheme();
+  DatapathConfig c = SmallConfig("objmem:///datapath-bench");
+  c.inflight = {192ull << 10, 768ull << 10};  // one and four chunks' payload
+  auto r = RunDatapath(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->sweep.size(), 2u);
+  for (const SweepPoint& p : r->sweep) {
+    EXPECT_EQ(p.kvtier.errors, 0u);
+    EXPECT_EQ(p.kvtier.chunks, r->write.chunks);
+    ASSERT_TRUE(p.reference.has_value());
+    EXPECT_EQ(p.reference->errors, 0u);
+    EXPECT_EQ(p.reference->chunks, r->write.chunks);
+    EXPECT_EQ(p.reference->bytes, r->write.chunks * (r->chunk_bytes + 4096));  // same objects as kvtier's
+    EXPECT_GT(p.RatioToReference(), 0);
+  }
+  EXPECT_EQ(r->sweep[0].inflight_bytes, 192ull << 10);
+  const nlohmann::json j = ToJson(*r);
+  EXPECT_TRUE(j["summary"]["ratio_to_reference"].is_number());
+  EXPECT_TRUE(j["sweep"][1]["reference"]["gbps"].is_number());
+  EXPECT_NE(FormatSummary(*r).find("raw client GETs"), std::string::npos);
+  // The bench removed its chunks and the reference its objects.
+  EXPECT_EQ(testing::FakeStoreAt("/datapath-bench")->size(), 0u);
 }
 
 TEST(DatapathTest, RefusesATargetWithoutEnoughFreeSpace) {

@@ -6,8 +6,10 @@
 #include "file/file_tier.h"
 #include "fs/fs_tier.h"
 #include "mem/mem_tier.h"
+#include "core/chunk_format.h"
 #include "object/object_names.h"
 #include "redis/redis_harness.h"
+#include "testing/fake_object_client.h"
 
 namespace kvtier::testing {
 namespace {
@@ -61,6 +63,7 @@ TierCase RedisCase(const std::string& name, int masters) {
 
 const std::vector<TierCase>& TierCases() {
   // One row per tier. Add yours here.
+  RegisterObjmemScheme();  // the object tier over its in-memory fake store (test binaries only)
   static const std::vector<TierCase> cases = {
       {"mem",
        [](const std::string&, uint64_t cap) {
@@ -82,6 +85,13 @@ const std::vector<TierCase>& TierCases() {
        },
        [](Tier&, const std::string& dir, const ChunkId& id) {
          return internal::CorruptPoolChunkForTesting(dir + "/pool", id);
+       }},
+      {"objmem",
+       [](const std::string& dir, uint64_t cap) {
+         return "objmem://" + dir + "?capacity=" + std::to_string(cap);
+       },
+       [](Tier&, const std::string& dir, const ChunkId& id) {
+         return FakeStoreAt(dir)->FlipByte(object::ChunkObjectName("", id), internal::kChunkHeaderSize);
        }},
   };
   static const std::vector<TierCase> with_redis = [] {

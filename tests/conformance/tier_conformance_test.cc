@@ -11,6 +11,7 @@
 #include "conformance/tier_cases.h"
 #include "kvtier/keys.h"
 #include "kvtier/tier.h"
+#include "support/chunk_payload.h"
 
 namespace kvtier::testing {
 namespace {
@@ -22,21 +23,10 @@ Namespace MakeNs(std::string_view tenant) {
   return *Namespace::Make("conformance/model", Layout{1, 1, 4, DType::kBF16, 1}, tenant);
 }
 
-ChunkId IdOf(const Namespace& ns, uint32_t i) {
-  const uint32_t token[] = {i};
-  return ChunkId::Of(ns, NextChunkKey(ns, nullptr, token));
-}
+ChunkId IdOf(const Namespace& ns, uint32_t i) { return TestChunkId(ns, i); }
 
 // Bytes derived from the chunk's identity: any returned payload can be checked against it.
-std::vector<std::byte> PayloadOf(const ChunkId& id, uint64_t n = kChunkBytes) {
-  std::vector<std::byte> p(n);
-  uint64_t x = ChunkKeyHash{}(id.key) | 1;
-  for (auto& b : p) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    b = static_cast<std::byte>(x);
-  }
-  return p;
-}
+std::vector<std::byte> PayloadOf(const ChunkId& id, uint64_t n = kChunkBytes) { return TestPayload(id, n); }
 
 class TierConformanceTest : public ::testing::TestWithParam<TierCase> {
  protected:
