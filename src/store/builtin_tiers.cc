@@ -4,10 +4,7 @@
 #include "fs/fs_tier.h"
 #include "mem/mem_tier.h"
 #include "object/object_scheme.h"
-<<<<<<< HEAD
 #include "redis/redis_client.h"
-=======
->>>>>>> wt-object
 
 namespace kvtier::internal {
 
@@ -15,13 +12,7 @@ void RegisterBuiltinTiers(const RegisterFn& add) {
   add("mem", [](const TierUrl& url, const TierOpenOptions&) { return OpenMemTier(url); });
   add("fs", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFsTier(url, open); });
   add("file", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFileTier(url, open); });
-<<<<<<< HEAD
   add("redis", object::ObjectTierFactory(redis::OpenRedisObjectClient, redis::RedisUrlOptionNames()));
-=======
-  // Object stores (object/object_scheme.h): one line per backend, naming its client factory and the
-  // URL options it reads itself, e.g.
-  //   add("redis", object::ObjectTierFactory(OpenRedisClient, {"replicas", "ttl"}));
->>>>>>> wt-object
 }
 
 }  // namespace kvtier::internal

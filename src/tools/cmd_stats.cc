@@ -1,12 +1,7 @@
-<<<<<<< HEAD
 // `kvtier stats --target URL [--json | --prometheus]`: a tier's Stats() as this process sees it after
-// opening it (for a persistent tier: what is stored, against which capacity, and what opening it found),
-// as a table, JSON, or the Prometheus text format (the kvtier_tier_* metrics of docs/metrics.md). The
-=======
-// `kvtier stats --target URL [--json]`: a tier's Stats() as this process sees it after opening it
-// (for a persistent tier: what is stored, against which capacity, and what opening it found; for an
-// object tier also its client and request counts). The
->>>>>>> wt-object
+// opening it (for a persistent tier: what is stored, against which capacity, and what opening it found;
+// for an object tier also its client and request counts), as a table, JSON, or the Prometheus text format
+// (the kvtier_tier_* metrics of docs/metrics.md). The
 // tier is opened read-only: stats changes nothing on disk.
 #include <iostream>
 #include <memory>
