@@ -11,13 +11,42 @@ import hashlib
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, TypeVar
 
 from . import _lib
 from ._buffers import ChunkBuf, Pieces
 from ._lib import KEY_BYTES, KvKey, KvLayout, KvStoreOptions, KvtierError, Status, check
 
 _DTYPES = {"fp32": (0, 4), "fp16": (1, 2), "bf16": (2, 2), "fp8": (3, 1)}
+
+
+_H = TypeVar("_H", bound="_Handle")
+
+
+class _Handle:
+    """A C handle freed once by a `_free` function: close() (idempotent), context manager, finaliser."""
+
+    _handle: Any = None
+
+    def _free(self, handle: Any) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            self._free(handle)
+
+    def __enter__(self: _H) -> _H:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
 
 
 @dataclass(frozen=True)
@@ -96,7 +125,7 @@ def _uint32_pointer(values: array.array) -> Any:
     return ctypes.cast((ctypes.c_uint32 * len(values)).from_buffer(values), ctypes.POINTER(ctypes.c_uint32))
 
 
-class Namespace:
+class Namespace(_Handle):
     """A model's namespace: chunk keys of one (model, layout, tenant, salt) never collide with another's.
 
     Create with Namespace(model_id, layout, tenant="", salt="") or Store.namespace(...). Immutable;
@@ -147,23 +176,9 @@ class Namespace:
                                                ctypes.byref(out)))
         return bytes(out)
 
-    def close(self) -> None:
-        """Frees the namespace; idempotent."""
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            _lib.lib().kvtier_ns_free(handle)
-
-    def __enter__(self) -> "Namespace":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
+    def _free(self, handle: Any) -> None:
+        """close() frees the namespace; idempotent."""
+        _lib.lib().kvtier_ns_free(handle)
 
     def __repr__(self) -> str:
         return f"Namespace(id={self.id[:16]}..., layout={self.layout})"
@@ -270,7 +285,7 @@ class Handle:
                 pass
 
 
-class Store:
+class Store(_Handle):
     """A kvtier Store over tiers (URLs, fastest first), e.g. ["mem://?capacity=4GiB",
     "file:///var/lib/kvtier?capacity=200GiB"]. Thread-safe: many threads may load and save at once.
     close() (or the context manager) waits for asynchronous operations and background writes.
@@ -388,21 +403,7 @@ class Store:
         """Counters and latency histograms in the Prometheus text exposition format (kvtier_*)."""
         return _lib.read_text(_lib.lib().kvtier_store_metrics_text, self.handle)
 
-    def close(self) -> None:
-        """Waits for asynchronous operations and background writes, then frees the store; idempotent.
-        Handles of operations still open stay valid."""
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            _lib.lib().kvtier_store_close(handle)
-
-    def __enter__(self) -> "Store":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
+    def _free(self, handle: Any) -> None:
+        """close() waits for asynchronous operations and background writes, then frees the store;
+        idempotent. Handles of operations still open stay valid."""
+        _lib.lib().kvtier_store_close(handle)

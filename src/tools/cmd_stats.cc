@@ -9,6 +9,7 @@
 
 #include "file/file_tier.h"
 #include "kvtier/metrics.h"
+#include "metrics/stats_json.h"
 #include "kvtier/tier.h"
 #include "object/object_tier.h"
 #include "tools/command.h"
@@ -22,24 +23,6 @@ struct StatsArgs {
   bool prometheus = false;
 };
 
-nlohmann::ordered_json ToJson(const TierStats& s) {
-  const LatencySummary& l = s.get_latency;
-  return {{"url", s.url},
-          {"hits", s.hits},
-          {"misses", s.misses},
-          {"bytes_read", s.bytes_read},
-          {"bytes_written", s.bytes_written},
-          {"puts", s.puts},
-          {"put_errors", s.put_errors},
-          {"evictions", s.evictions},
-          {"corrupt", s.corrupt},
-          {"chunks", s.chunks},
-          {"usage_bytes", s.usage_bytes},
-          {"capacity_bytes", s.capacity_bytes},
-          {"get_latency_us",
-           {{"count", l.count}, {"p50", l.p50_us}, {"p90", l.p90_us}, {"p99", l.p99_us}, {"max", l.max_us}}}};
-}
-
 int RunStats(const StatsArgs& a) {
   auto tier = OpenTier(a.target, TierOpenOptions{.read_only = true});  // looking changes nothing
   if (!tier.ok()) {
@@ -52,7 +35,7 @@ int RunStats(const StatsArgs& a) {
     std::cout << PrometheusText(std::span<const TierStats>(&stats, 1));
     return 0;
   }
-  nlohmann::ordered_json j = ToJson(stats);
+  nlohmann::ordered_json j = internal::TierStatsJson(stats);
   const TierCapabilities caps = (*tier)->capabilities();
   j["capabilities"] = {{"in_memory", caps.in_memory},
                        {"persistent", caps.persistent},
