@@ -17,6 +17,7 @@
 #include "kvtier/tier.h"
 #include "object/object_reference.h"
 #include "object/object_tier.h"
+#include "redis/plain_reference.h"
 
 namespace kvtier::internal {
 namespace fs = std::filesystem;
@@ -236,6 +237,22 @@ Status RunMemory(const DatapathConfig& c, Tier& tier, ReadArea* area, DatapathRe
   return Status::OK();
 }
 
+constexpr const char* kPlainHiredisReference =
+    "plain hiredis GETs (one connection and one GET in flight per stream, streams = values in flight, "
+    "spread over the masters; redis/plain_reference.h)";
+constexpr const char* kRawClientReference =
+    "the backend's object client without kvtier's framing, verification or copy (object/object_reference.h)";
+
+// redis:// is measured against plain hiredis; other object tiers against their client without framing.
+Result<object::RawReadResult> RawReference(const TierUrl& url, object::ObjectTier& tier, const DatapathPlan& plan) {
+  if (url.scheme != "redis") return object::RawReadReference(tier, plan.chunk_bytes, plan.chunks);
+  const uint64_t value_bytes = internal::kChunkHeaderSize + plan.chunk_bytes;
+  const uint64_t streams = std::max<uint64_t>(1, tier.options().inflight_bytes / value_bytes);
+  KVTIER_ASSIGN_OR_RETURN(redis::PlainGetResult p,
+                          redis::PlainHiredisGetReference(url, value_bytes, plan.chunks, streams));
+  return object::RawReadResult{p.values, p.bytes, p.errors, p.seconds};
+}
+
 // Object tiers (object/object_tier.h): per bound on bytes in flight, the tier reopened with
 // inflight=, a read pass and a latency pass, then the raw client reference at the same object size and
 // bound (object/object_reference.h).
@@ -250,8 +267,7 @@ Result<SweepPoint> MeasureObjectPoint(const DatapathConfig& c, const DatapathPla
   point.kvtier = ReadPass(*tier, area);
   const uint32_t depth = IodepthFor(point.inflight_bytes, plan.chunk_bytes);
   LatencyPass(*tier, area, depth, std::max<uint64_t>(16, 4ull * depth), &point.kvtier);
-  KVTIER_ASSIGN_OR_RETURN(object::RawReadResult raw,
-                          object::RawReadReference(*object_tier, plan.chunk_bytes, plan.chunks));
+  KVTIER_ASSIGN_OR_RETURN(object::RawReadResult raw, RawReference(url, *object_tier, plan));
   PhaseResult ref;
   ref.chunks = raw.objects;
   ref.bytes = raw.bytes;
@@ -272,6 +288,7 @@ Status RunObjectSweep(const DatapathConfig& c, const DatapathPlan& plan, const T
   r->target.cold = true;
   r->target.cold_method = "object store (no local cache)";
   r->fio_note = "not applicable to an object tier: the reference is the backend's raw client";
+  r->reference_name = url.scheme == "redis" ? kPlainHiredisReference : kRawClientReference;
   for (uint64_t inflight : plan.inflight) {
     std::vector<SweepPoint> runs;
     for (uint32_t i = 0; i < std::max<uint32_t>(c.repeat, 1); ++i) {

@@ -12,7 +12,8 @@
 //   memcpy   (mem:// only) a plain single-threaded memcpy of the same bytes.
 //   reference (object tiers: redis://, rados://, s3://, ...) instead of fio: for each bound on bytes in
 //            flight, the backend's raw client GETs of objects of the same size with the same bound,
-//            written by the reference itself without kvtier's header (object/object_reference.h);
+//            written by the reference itself without kvtier's header (object/object_reference.h;
+//            redis:// instead: plain hiredis GETs, one connection per value in flight, redis/plain_reference.h);
 //            JSON `ratio_to_reference`. The bench's chunks are removed from the store at the end
 //            unless keep_files.
 //   encrypted (directory targets) the plain chunks are removed, the same chunks are written again with

@@ -146,6 +146,7 @@ nlohmann::json ToJson(const DatapathResult& r) {
                                      : nlohmann::json(nullptr)}}},
       {"verdict", VerdictJson(r)},
       {"fio_note", r.fio_note},
+      {"reference_name", r.reference_name},
   };
 }
 
@@ -183,6 +184,7 @@ std::string FormatSummary(const DatapathResult& r) {
     }
   }
   if (!r.fio_note.empty()) out += "fio: " + r.fio_note + "\n";
+  if (!r.reference_name.empty()) out += "reference: " + r.reference_name + "\n";
   if (r.encrypted) {
     const EncryptedRow& e = *r.encrypted;
     out += "  mode        in flight  write GB/s  read GB/s | read/plain  write/plain\n";

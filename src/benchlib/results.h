@@ -88,6 +88,7 @@ struct DatapathResult {
   uint64_t context_tokens = 0;
   std::optional<GpuProfile> gpu;
   std::string fio_note;  // why fio is missing, when it is
+  std::string reference_name;  // object tiers: which same-run reference ran
 
   // The sweep point with the highest kvtier bandwidth; nullptr when the sweep is empty.
   const SweepPoint* Best() const;

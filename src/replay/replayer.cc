@@ -2,7 +2,10 @@
 
 #include <stdlib.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -39,6 +42,22 @@ void FillBlock(uint32_t hash_id, std::span<std::byte> out) {
   for (size_t i = 0; i < out.size(); ++i) {
     const uint32_t word = hash_id ^ static_cast<uint32_t>(i / 4 * 0x9E3779B9u);
     out[i] = static_cast<std::byte>(word >> (8 * (i % 4)));
+  }
+}
+
+// Tiers neither in memory nor in a run directory: a shared store such as redis://.
+bool KeepsChunksElsewhere(const ReplayTier& t) { return !t.UsesPath() && t.parsed.scheme != "mem"; }
+
+// Removes the chunks a run wrote to the stores that outlive it (listing sees only the run's prefix).
+void RemoveRunChunks(const ReplayOptions& options, Store& store) {
+  for (size_t t = 0; t < options.tiers.size() && t < store.tier_count(); ++t) {
+    if (!KeepsChunksElsewhere(options.tiers[t])) continue;
+    std::vector<ChunkId> ids;
+    (void)store.tier(t).List([&](const ChunkInfo& info) {
+      ids.push_back(info.id);
+      return true;
+    });
+    for (const ChunkId& id : ids) (void)store.tier(t).Remove(id);
   }
 }
 
@@ -112,8 +131,16 @@ Result<std::unique_ptr<Store>> Replayer::OpenStore(const ReplayOptions& options,
       if (ec) return Status::FromErrno(ec.value(), "current directory");
       KVTIER_ASSIGN_OR_RETURN(path, dirs->Make(parent));
     }
-    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier,
-                            OpenTier(t.OpenUrl(options.unlimited_blocks, path)));
+    std::string url = t.OpenUrl(options.unlimited_blocks, path);
+    if (KeepsChunksElsewhere(t)) {
+      // A store that outlives the run (redis://): chunks of this run under a prefix of its own, so an
+      // earlier run's chunks are not hits; removed at the end of the run (RemoveRunChunks).
+      KVTIER_ASSIGN_OR_RETURN(TierUrl u, TierUrl::Parse(url));
+      static std::atomic<uint64_t> runs{0};
+      u.params["prefix"] += "kvtier-replay-" + std::to_string(::getpid()) + "-" + std::to_string(runs++) + "/";
+      url = u.ToString();
+    }
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTier(url));
     tiers.push_back(WrapWithoutSync(std::move(tier)));
   }
   return Store::Open(std::move(tiers), so);
@@ -190,6 +217,7 @@ Result<ReplayRun> Replayer::Run(const ReplayOptions& options) const {
     run.tiers[t].stored_block_bytes = options.tiers[t].stored_block_bytes;
     if (t < run.store.tiers.size()) run.tiers[t].stats = run.store.tiers[t];
   }
+  RemoveRunChunks(options, *store);
   return run;
 }
 

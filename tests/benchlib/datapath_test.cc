@@ -61,6 +61,7 @@ TEST(DatapathTest, ObjectTierRunsWithTheRawClientReference) {
   EXPECT_TRUE(j["summary"]["ratio_to_reference"].is_number());
   EXPECT_TRUE(j["sweep"][1]["reference"]["gbps"].is_number());
   EXPECT_NE(FormatSummary(*r).find("raw client GETs"), std::string::npos);
+  EXPECT_NE(j["reference_name"].get<std::string>().find("object/object_reference.h"), std::string::npos);
   // The bench removed its chunks and the reference its objects.
   EXPECT_EQ(testing::FakeStoreAt("/datapath-bench")->size(), 0u);
 }

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "redis/plain_reference.h"
 #include "redis_harness.h"
 
 namespace kvtier::redis::testing {
@@ -154,6 +155,21 @@ TEST_P(RedisTopology, DeleteExistsList) {
   int n = 0;
   ASSERT_TRUE(client_->List("list/", [&](const object::ObjectInfo&) { return ++n < 5; }).ok());
   EXPECT_EQ(n, 5) << "List stops when fn returns false";
+}
+
+TEST_P(RedisTopology, PlainHiredisReferenceReadsItsValuesAndRemovesThem) {
+  auto url = TierUrl::Parse(redis_->url());
+  ASSERT_TRUE(url.ok());
+  auto r = PlainHiredisGetReference(*url, 100'000, 23, 4);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->values, 23u);
+  EXPECT_EQ(r->bytes, 23u * 100'000);
+  EXPECT_EQ(r->errors, 0u);
+  for (int port : redis_->ports()) {
+    auto keys = redis_->Command(port, {"DBSIZE"});
+    ASSERT_TRUE(keys.ok());
+    EXPECT_EQ(keys->integer, 0) << "port " << port;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Redis, RedisTopology, ::testing::Values(1, 3),
