@@ -57,7 +57,7 @@ TEST(ResultsJsonTest, KeySetIsStable) {
   std::set<std::string> keys;
   Flatten(ToJson(Sample()), "", &keys);
   const std::set<std::string> expected = {
-      "schema", "started_at", "host", "fio_note", "repeat",
+      "schema", "started_at", "host", "fio_note", "repeat", "reference_name",
       "target", "target.url", "target.scheme", "target.directory", "target.shared",
       "target.persistent", "target.direct_io", "target.cold", "target.cold_method",
       "model", "model.preset", "model.model_id", "model.layout", "model.chunk_tokens",
