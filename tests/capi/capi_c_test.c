@@ -15,7 +15,7 @@
 
 #include "kvtier/kvtier.h"
 
-static unsigned long g_checks = 0;
+static _Atomic unsigned long g_checks = 0; /* CHECK runs on worker threads too */
 
 #define CHECK(cond)                                                                               \
   do {                                                                                            \
@@ -722,6 +722,6 @@ int main(void) {
   TestThreads();
   TestStatsJson();
   TestMetricsText();
-  printf("capi_c_test: %lu checks passed\n", g_checks);
+  printf("capi_c_test: %lu checks passed\n", (unsigned long)g_checks);
   return 0;
 }
