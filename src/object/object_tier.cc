@@ -1,8 +1,10 @@
 #include "object/object_tier.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "core/chunk_format.h"
@@ -137,20 +139,49 @@ Status ObjectTier::Get(const ChunkId& id, ScatterList dst) {
   return op.status;
 }
 
-void ObjectTier::GetMany(std::span<ReadOp> ops) {
-  // Windows of whole chunks whose objects add up to at most the bound (at least one chunk each).
+namespace {
+
+struct Window {
+  std::span<ReadOp> ops;
+  uint64_t bytes = 0;
+};
+
+// Cuts `ops` into windows of whole chunks whose objects add up to at most `limit` (at least one chunk
+// each).
+std::vector<Window> CutWindows(std::span<ReadOp> ops, uint64_t limit) {
+  std::vector<Window> windows;
   size_t begin = 0;
   while (begin < ops.size()) {
     uint64_t bytes = ObjectBytes(ops[begin].dst);
     size_t end = begin + 1;
-    while (end < ops.size() && bytes + ObjectBytes(ops[end].dst) <= options_.inflight_bytes) {
-      bytes += ObjectBytes(ops[end].dst);
-      ++end;
-    }
-    BudgetGuard guard(budget_, bytes);
-    ReadWindow(ops.subspan(begin, end - begin));
+    while (end < ops.size() && bytes + ObjectBytes(ops[end].dst) <= limit) bytes += ObjectBytes(ops[end++].dst);
+    windows.push_back(Window{ops.subspan(begin, end - begin), bytes});
     begin = end;
   }
+  return windows;
+}
+
+}  // namespace
+
+void ObjectTier::GetMany(std::span<ReadOp> ops) {
+  if (ops.empty()) return;
+  // Two windows of at most half the bound each are in flight at once, so that while one window's last
+  // objects arrive and are verified the next one's requests are already out; where two chunks do not
+  // fit in the bound, one window of up to the whole bound at a time.
+  const uint64_t half = options_.inflight_bytes / 2;
+  const bool overlap = ops.size() > 1 && ObjectBytes(ops[0].dst) <= half;
+  const std::vector<Window> windows = CutWindows(ops, overlap ? half : options_.inflight_bytes);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t w; (w = next.fetch_add(1)) < windows.size();) {
+      BudgetGuard guard(budget_, windows[w].bytes);
+      ReadWindow(windows[w].ops);
+    }
+  };
+  if (!overlap || windows.size() < 2) return work();
+  std::thread second(work);
+  work();
+  second.join();
 }
 
 void ObjectTier::ReadWindow(std::span<ReadOp> ops) {
