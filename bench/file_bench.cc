@@ -7,6 +7,7 @@
 //   BM_GetManyBuffered/N     FileTier::GetMany, direct=false: verified and scattered, page cache warm
 //   BM_GetManyDirect/N       FileTier::GetMany with io_uring + O_DIRECT
 //   BM_GetManyPreadvDirect/N the same through the preadv thread-pool fallback
+//   BM_GetManyDirectBounce/N BM_GetManyDirect into buffers 64 bytes off 4 KiB: the bounce path
 //   BM_PlainWrite/N          write of N files of the same size (open, write, close): Put's reference
 //   BM_Put/N                 FileTier::Put of N new chunks (temp file + rename, no fsync)
 // Files live under $KVTIER_BENCH_DIR (default: a fresh directory under $TMPDIR or /tmp, removed at
@@ -87,17 +88,24 @@ Fixture& Fix() {
   return f;
 }
 
-// Caller buffers, one piece per layer per chunk, as an engine's paged pool would hand them over.
+// Caller buffers, one piece per layer per chunk, as an engine's paged pool would hand them over:
+// 2 MiB aligned like the engine's pool (read in place), or `misalign` bytes off (read through the
+// reader's bounce memory and copied).
 struct Buffers {
-  explicit Buffers(int64_t chunks) : bytes(static_cast<size_t>(chunks) * kChunkBytes, std::byte{7}) {
+  explicit Buffers(int64_t chunks, size_t misalign = 0)
+      : memory(internal::AlignedBuffer::Allocate(static_cast<size_t>(chunks) * kChunkBytes + 4096, 2u << 20)) {
+    std::memset(memory.data(), 7, memory.size());
+    std::byte* base = memory.data() + misalign;
+    bytes = {base, static_cast<size_t>(chunks) * kChunkBytes};
     for (int64_t c = 0; c < chunks; ++c) {
       for (uint32_t l = 0; l < kLayout.layers; ++l) {
-        out.emplace_back(bytes.data() + c * kChunkBytes + l * kPieceBytes, kPieceBytes);
+        out.emplace_back(base + c * kChunkBytes + l * kPieceBytes, kPieceBytes);
       }
     }
   }
   ScatterList Dst(int64_t c) const { return {out.data() + c * kLayout.layers, kLayout.layers}; }
-  std::vector<std::byte> bytes;
+  internal::AlignedBuffer memory;
+  std::span<std::byte> bytes;
   std::vector<std::span<std::byte>> out;
 };
 
@@ -138,13 +146,13 @@ void BM_PlainPreadDirect(benchmark::State& state) { PlainPread(state, true); }
 BENCHMARK(BM_PlainPread)->Arg(kChunks)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_PlainPreadDirect)->Arg(kChunks)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void GetMany(benchmark::State& state, bool direct, bool uring) {
+void GetMany(benchmark::State& state, bool direct, bool uring, size_t misalign = 0) {
   Fixture& f = Fix();
   if (!f.ready) return state.SkipWithError("fixture setup failed");
   auto tier = internal::OpenFileTier(f.Options(direct, uring));
   if (!tier.ok()) return state.SkipWithError(tier.status().ToString().c_str());
   const int64_t n = state.range(0);
-  Buffers dst(n);
+  Buffers dst(n, misalign);
   std::vector<ReadOp> ops;
   for (int64_t c = 0; c < n; ++c) ops.push_back({ChunkId::Of(Ns(), f.keys[c]), dst.Dst(c), Status::OK()});
   for (auto _ : state) {
@@ -162,9 +170,11 @@ void GetMany(benchmark::State& state, bool direct, bool uring) {
 void BM_GetManyBuffered(benchmark::State& state) { GetMany(state, false, true); }
 void BM_GetManyDirect(benchmark::State& state) { GetMany(state, true, true); }
 void BM_GetManyPreadvDirect(benchmark::State& state) { GetMany(state, true, false); }
+void BM_GetManyDirectBounce(benchmark::State& state) { GetMany(state, true, true, 64); }
 BENCHMARK(BM_GetManyBuffered)->Arg(kChunks)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GetManyDirect)->Arg(kChunks)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GetManyPreadvDirect)->Arg(kChunks)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GetManyDirectBounce)->Arg(kChunks)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_PlainWrite(benchmark::State& state) {
   Fixture& f = Fix();

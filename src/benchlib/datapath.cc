@@ -72,6 +72,13 @@ DatapathResult Header(const DatapathConfig& c, const DatapathPlan& plan) {
 // second failure records why and turns fio off for the rest of the run.
 void RunFioPoint(const DatapathConfig& c, const DatapathPlan& plan, SweepPoint* point,
                  std::string* engine, std::string* note) {
+  if (*engine == "dd") {  // no fio on PATH: dd with O_DIRECT over the tier's own files, same depth
+    auto r = RunDdReference(FilesOfSize(plan.tier_dir, StoredChunkBytes(plan.chunk_bytes)), plan.chunk_bytes,
+                            IodepthFor(point->inflight_bytes, plan.chunk_bytes));
+    if (r.ok()) point->fio = *r;
+    Progress(c, "  dd reference: " + (r.ok() ? GbpsText(r->bytes_per_second) : r.status().ToString()));
+    return;
+  }
   if (!note->empty()) return;
   FioJob job;
   job.directory = plan.fio_dir;
@@ -118,6 +125,14 @@ Result<SweepPoint> MeasurePoint(const DatapathConfig& c, const DatapathPlan& pla
   Progress(c, "  read, " + FormatBytes(inflight) + " in flight: " +
                   GbpsText(point.kvtier.BytesPerSecond()) + ", " +
                   std::to_string(point.kvtier.errors) + " errors");
+  if (url.scheme == "file") {  // the unverified row: the same load with payload checksums off
+    KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
+    auto unverified = FileReaderPass(plan.tier_dir, area, inflight, caps.direct_io, /*verify=*/false);
+    if (unverified.ok()) {
+      point.unverified = *unverified;
+      Progress(c, "  same load, checksums off: " + GbpsText(unverified->BytesPerSecond()));
+    }
+  }
   if (c.run_fio) RunFioPoint(c, plan, &point, fio_engine, &r->fio_note);
   return point;
 }
@@ -146,7 +161,13 @@ SweepPoint MedianPoint(std::vector<SweepPoint> runs) {
 Status RunDirectorySweep(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
                          ReadArea* area, DatapathResult* r) {
   std::string fio_engine = "io_uring";
-  if (c.run_fio && !FioAvailable()) r->fio_note = "fio was not found on PATH";
+  if (c.run_fio && !FioAvailable()) {
+    r->fio_note = "fio was not found on PATH";
+    if (DdAvailable()) {
+      fio_engine = "dd";
+      r->fio_note += ": the reference is dd iflag=direct at the same block size and depth";
+    }
+  }
   if (!c.run_fio) r->fio_note = "fio disabled with --no-fio";
   for (uint64_t inflight : plan.inflight) {
     std::vector<SweepPoint> runs;

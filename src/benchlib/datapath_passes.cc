@@ -10,6 +10,9 @@
 #include "core/chunk_format.h"
 #include "core/latency.h"
 #include "core/thread_annotations.h"
+#include "file/file_tier.h"
+#include "io/chunk_dir.h"
+#include "io/filesystem.h"
 #include "kvtier/keys.h"
 
 namespace kvtier::internal {
@@ -70,9 +73,9 @@ Result<ReadArea> ReadArea::Create(const ModelPreset& model, uint64_t chunks) {
     prev = &key;
     a.ids_.push_back(ChunkId::Of(ns, key));
   }
-  a.dst_.reset(new (std::nothrow) std::byte[a.chunk_bytes_ * chunks]);
-  if (!a.dst_) return Status::NoSpace("cannot allocate " + FormatBytes(a.chunk_bytes_ * chunks));
-  std::memset(a.dst_.get(), 0, a.chunk_bytes_ * chunks);  // fault the pages in before timing
+  a.dst_ = AlignedBuffer::Allocate(a.chunk_bytes_ * chunks, size_t{2} << 20);
+  if (a.dst_.data() == nullptr) return Status::NoSpace("cannot allocate " + FormatBytes(a.chunk_bytes_ * chunks));
+  std::memset(a.dst_.data(), 0, a.chunk_bytes_ * chunks);  // fault the pages in before timing
   a.source_.resize(a.chunk_bytes_);
   FillPseudoRandom(a.source_);
   a.tags_.resize(chunks);
@@ -82,7 +85,7 @@ Result<ReadArea> ReadArea::Create(const ModelPreset& model, uint64_t chunks) {
     a.gather_pieces_[2 * i] = std::as_bytes(std::span(&a.tags_[i], 1));
     a.gather_pieces_[2 * i + 1] = std::span<const std::byte>(a.source_).subspan(sizeof(uint64_t));
     a.gathers_.emplace_back(&a.gather_pieces_[2 * i], 2);
-    a.scatters_.emplace_back(a.dst_.get() + i * a.chunk_bytes_, a.chunk_bytes_);
+    a.scatters_.emplace_back(a.dst_.data() + i * a.chunk_bytes_, a.chunk_bytes_);
   }
   return a;
 }
@@ -197,6 +200,39 @@ void LatencyPass(Tier& tier, ReadArea* area, uint32_t depth, uint64_t sample, Ph
   for (auto& t : threads) t.join();
   into->SetLatency(latency.Summary());
   into->errors += errors.load();
+}
+
+Result<PhaseResult> FileReaderPass(const std::string& tier_dir, ReadArea* area, uint64_t inflight,
+                                   bool direct, bool verify) {
+  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<FileSystem> fs, OpenPosixFileSystem(tier_dir));
+  ReaderOptions o;
+  o.max_inflight_bytes = inflight;
+  o.direct_io = direct;
+  o.verify_payload = verify;
+  std::unique_ptr<ChunkReader> reader = ChunkReader::Create(o);
+  area->ClearTags();
+  const ChunkDirSpec spec = FileDirSpec();
+  std::vector<ChunkRead> reads(area->chunks());
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const ChunkId& id = area->id(i);
+    reads[i].fs = fs.get();
+    reads[i].path = ChunkRelPath(spec, ChunkId{id.ns, id.key, 0});
+    reads[i].expected = id;
+    reads[i].dst = area->Destination(i);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  reader->ReadMany(reads);
+  PhaseResult r;
+  r.seconds = SecondsSince(t0);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    if (reads[i].status.ok() && area->TagMatches(i)) {
+      ++r.chunks;
+      r.bytes += area->chunk_bytes();
+    } else {
+      ++r.errors;
+    }
+  }
+  return r;
 }
 
 }  // namespace kvtier::internal

@@ -1,7 +1,11 @@
 #include "benchlib/fio_runner.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "benchlib/process.h"
@@ -133,6 +137,46 @@ Result<FioResult> RunFio(const FioJob& job) {
                           ReadBoundedFile(job.output_path, kMaxJsonInputBytes, "fio output"));
   KVTIER_ASSIGN_OR_RETURN(FioResult r, ParseFioJson(text));
   r.command = command;
+  return r;
+}
+
+bool DdAvailable() { return OnPath("dd"); }
+
+Result<FioResult> RunDdReference(const std::vector<std::string>& files, uint64_t block_size, uint32_t depth) {
+  if (files.empty() || block_size == 0) return Status::InvalidArgument("dd reference needs files and a block size");
+  depth = std::clamp<uint32_t>(depth, 1, static_cast<uint32_t>(files.size()));
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> bytes{0};
+  std::vector<Status> failures(depth);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> workers;
+  for (uint32_t w = 0; w < depth; ++w) {
+    workers.emplace_back([&, w] {
+      for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+        const Status s = RunProcess({"dd", "if=" + files[i], "of=/dev/null", "bs=" + std::to_string(block_size),
+                                     "iflag=direct", "status=none"});
+        if (!s.ok()) {
+          failures[w] = s;
+          return;
+        }
+        std::error_code ec;
+        bytes += std::filesystem::file_size(files[i], ec);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const Status& s : failures) {
+    if (!s.ok()) return s;
+  }
+  FioResult r;
+  r.bytes = bytes.load();
+  r.seconds = seconds;
+  r.bytes_per_second = seconds > 0 ? static_cast<double>(r.bytes) / seconds : 0;
+  r.ioengine = "dd";
+  r.iodepth = depth;
+  r.command = std::to_string(depth) + " x dd iflag=direct bs=" + std::to_string(block_size) +
+              " of=/dev/null, one file each (" + std::to_string(files.size()) + " files)";
   return r;
 }
 

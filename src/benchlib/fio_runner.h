@@ -52,6 +52,15 @@ Result<FioResult> ParseFioJson(std::string_view text);
 // True when a `fio` executable is on PATH.
 bool FioAvailable();
 
+// The reference where fio is missing: `files` read whole by `dd iflag=direct bs=block_size
+// of=/dev/null`, `depth` dd processes at once (each takes the next file). bytes_per_second counts
+// the files' bytes over the wall time; ioengine "dd". IOError when dd cannot run or fails;
+// InvalidArgument for no files or a zero block size.
+Result<FioResult> RunDdReference(const std::vector<std::string>& files, uint64_t block_size, uint32_t depth);
+
+// True when a `dd` executable is on PATH.
+bool DdAvailable();
+
 // Runs fio for `job` and parses its output. IOError when fio cannot start or exits non-zero (the
 // message carries the command); a parse error otherwise.
 Result<FioResult> RunFio(const FioJob& job);

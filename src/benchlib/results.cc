@@ -35,6 +35,17 @@ double BestFio(const DatapathResult& r) {
   return best;
 }
 
+// The lowest ratio over the sweep points that have one (`ratio` < 0: none); null when none has.
+template <typename F>
+nlohmann::json MinRatio(const DatapathResult& r, F ratio) {
+  double low = -1;
+  for (const SweepPoint& p : r.sweep) {
+    const double x = ratio(p);
+    if (x >= 0 && (low < 0 || x < low)) low = x;
+  }
+  return low < 0 ? nlohmann::json(nullptr) : nlohmann::json(low);
+}
+
 nlohmann::json SummaryJson(const DatapathResult& r) {
   const SweepPoint* best = r.Best();
   if (best == nullptr) return nullptr;
@@ -52,7 +63,10 @@ nlohmann::json SummaryJson(const DatapathResult& r) {
           {"serial_gbps", serial > 0 ? nlohmann::json(Gbps(serial)) : nullptr},
           {"speedup_over_serial", serial > 0 ? nlohmann::json(bw / serial) : nullptr},
           {"reference_gbps", best->reference ? nlohmann::json(Gbps(best->reference->BytesPerSecond())) : nullptr},
-          {"ratio_to_reference", best->reference ? nlohmann::json(best->RatioToReference()) : nullptr}};
+          {"ratio_to_reference", best->reference ? nlohmann::json(best->RatioToReference()) : nullptr},
+          {"min_ratio_to_fio", MinRatio(r, [](const SweepPoint& p) { return p.fio ? p.RatioToFio() : -1; })},
+          {"min_ratio_verified_to_unverified",
+           MinRatio(r, [](const SweepPoint& p) { return p.unverified ? p.RatioVerifiedToUnverified() : -1; })}};
 }
 
 ModelPreset PresetOf(const DatapathResult& r) {
@@ -109,7 +123,10 @@ nlohmann::json ToJson(const DatapathResult& r) {
                      {"fio", FioJson(p.fio)},
                      {"ratio_to_fio", p.fio ? nlohmann::json(p.RatioToFio()) : nullptr},
                      {"reference", OptionalPhase(p.reference)},
-                     {"ratio_to_reference", p.reference ? nlohmann::json(p.RatioToReference()) : nullptr}});
+                     {"ratio_to_reference", p.reference ? nlohmann::json(p.RatioToReference()) : nullptr},
+                     {"unverified", OptionalPhase(p.unverified)},
+                     {"ratio_verified_to_unverified",
+                      p.unverified ? nlohmann::json(p.RatioVerifiedToUnverified()) : nullptr}});
   }
   const SweepPoint* best = r.Best();
   const uint64_t context_bytes = r.context_tokens * r.bytes_per_token;
@@ -181,6 +198,11 @@ std::string FormatSummary(const DatapathResult& r) {
       out += line;
       if (p.reference->errors) out += "  (" + std::to_string(p.reference->errors) + " reference errors)";
       out += "\n";
+    }
+    if (p.unverified) {
+      std::snprintf(line, sizeof(line), "%11s  same load, payload checksums off: %.2f GB/s; verified = %.0f%%\n",
+                    "", Gbps(p.unverified->BytesPerSecond()), 100 * p.RatioVerifiedToUnverified());
+      out += line;
     }
   }
   if (!r.fio_note.empty()) out += "fio: " + r.fio_note + "\n";

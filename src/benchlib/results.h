@@ -49,6 +49,11 @@ struct SweepPoint {
   double RatioToFio() const {
     return fio && fio->bytes_per_second > 0 ? kvtier.BytesPerSecond() / fio->bytes_per_second : 0;
   }
+  // file:// only: the same chunks read by the same reader with payload checksums off, right after.
+  std::optional<PhaseResult> unverified;
+  double RatioVerifiedToUnverified() const {
+    return unverified && unverified->BytesPerSecond() > 0 ? kvtier.BytesPerSecond() / unverified->BytesPerSecond() : 0;
+  }
 };
 
 struct TargetInfo {

@@ -19,8 +19,8 @@ Result<std::unique_ptr<KvPool>> KvPool::Create(const Layout& layout, uint64_t po
   if (blocks > UINT32_MAX) return Status::InvalidArgument("KV pool has too many blocks");
   std::unique_ptr<KvPool> pool(new KvPool(layout, static_cast<uint32_t>(blocks)));
   // Not value-initialised: pages are only touched when a block is first written.
-  pool->data_.reset(new (std::nothrow) uint16_t[blocks * layout.BytesPerChunk() / 2]);
-  if (!pool->data_) return Status::NoSpace("cannot allocate a KV pool of " + FormatBytes(pool_bytes));
+  pool->data_ = AlignedBuffer::Allocate(blocks * layout.BytesPerChunk(), size_t{2} << 20);
+  if (pool->data_.data() == nullptr) return Status::NoSpace("cannot allocate a KV pool of " + FormatBytes(pool_bytes));
   return pool;
 }
 

@@ -6,7 +6,8 @@
 // order (layer 0 K, layer 0 V, layer 1 K, ...), which is exactly a Store ScatterList/GatherList, so a
 // load writes straight into the pool with no staging copy.
 //
-// Inside a piece, a token's row is kv_heads x head_dim values.
+// Inside a piece, a token's row is kv_heads x head_dim values. The pool's memory is 2 MiB aligned, so
+// pieces of a 4 KiB multiple are 4 KiB aligned and a file:// load lands in them directly.
 // Thread-safety: Allocate/Free/free_blocks lock; row and piece accessors are lock-free and the caller
 // must own the block (a block belongs to one sequence between Allocate and Free).
 #pragma once
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "core/thread_annotations.h"
+#include "io/chunk_io.h"
 #include "kvtier/layout.h"
 #include "kvtier/status.h"
 #include "kvtier/tier.h"
@@ -50,14 +52,16 @@ class KvPool {
  private:
   KvPool(const Layout& layout, uint32_t blocks);
   uint16_t* Piece(uint32_t layer, uint32_t kv, uint32_t block) {
-    return data_.get() + ((size_t{layer} * 2 + kv) * blocks_ + block) * piece_;
+    return reinterpret_cast<uint16_t*>(data_.data()) + ((size_t{layer} * 2 + kv) * blocks_ + block) * piece_;
   }
 
   const Layout layout_;
   const uint32_t blocks_;
   const size_t row_;    // values per token row
   const size_t piece_;  // values per (layer, K or V, block)
-  std::unique_ptr<uint16_t[]> data_;
+  // 2 MiB aligned (4 KiB at least): a piece whose size is a multiple of 4 KiB then starts on a 4 KiB
+  // boundary, so file:// reads it in place with O_DIRECT (no bounce buffer, no copy).
+  AlignedBuffer data_;
   mutable Mutex mu_;
   std::vector<uint32_t> free_ GUARDED_BY(mu_);
 };

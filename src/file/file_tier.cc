@@ -316,7 +316,7 @@ Result<FileTierOptions> ParseFileTierUrl(const TierUrl& url) {
   KVTIER_ASSIGN_OR_RETURN(o.sync, url.GetBool("sync", false));
   KVTIER_ASSIGN_OR_RETURN(o.reader.direct_io, url.GetBool("direct", true));
   KVTIER_ASSIGN_OR_RETURN(o.reader.max_inflight_bytes, url.GetSize("inflight", 256ull << 20));
-  KVTIER_ASSIGN_OR_RETURN(uint64_t verify_threads, url.GetUint("verify_threads", 0, 64));
+  KVTIER_ASSIGN_OR_RETURN(uint64_t verify_threads, url.GetUint("verify_threads", DefaultVerifyThreads(), 64));
   o.reader.verify_threads = static_cast<unsigned>(verify_threads);
   if (url.params.count("capacity") != 0 && o.capacity_bytes == 0) {
     return Status::InvalidArgument("file:// capacity must be positive");

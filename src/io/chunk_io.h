@@ -73,6 +73,9 @@ struct ChunkRead {
   uint64_t stored_bytes = 0;  // set by ReadMany: file size
 };
 
+// Verification threads a reader gets unless told otherwise: one per core beyond the first, 1 to 8.
+unsigned DefaultVerifyThreads();
+
 struct ReaderOptions {
   uint64_t max_inflight_bytes = 256ull << 20;  // bound on bytes read but not yet verified and copied
   bool direct_io = true;          // O_DIRECT where the filesystem accepts it
@@ -82,9 +85,14 @@ struct ReaderOptions {
   // a read that fails (other than NotFound) leaves its destination zeroed.
   bool read_into_destination = true;
   unsigned fallback_threads = 4;
-  // Threads (besides the reading thread) that verify or decrypt the pieces of one chunk in parallel;
-  // 0 keeps it on the reading thread. Only chunks of two or more pieces (over 1 MiB) use them.
-  unsigned verify_threads = 0;
+  // Threads (besides the reading thread) that verify or decrypt, and copy out, what the reader read.
+  // io_uring engine: each piece of a chunk (v2: 1 MiB and up; v1: the whole payload) is handed to
+  // them as soon as its bytes have landed, while the ring keeps reading; preadv engine: the pieces of
+  // one chunk in parallel. 0 keeps all of it on the reading thread.
+  unsigned verify_threads = DefaultVerifyThreads();
+  // Bench only (`kvtier bench datapath`'s unverified row); no tier sets it: false skips the payload
+  // checksum of plain chunks (the header is still checked; encrypted chunks are still authenticated).
+  bool verify_payload = true;
   // When set, only encrypted chunks that authenticate under this key are accepted (a plain, foreign
   // or forged chunk is Corruption) and are decrypted into the destination. When unset, an encrypted
   // chunk is Corruption: ciphertext is never returned as data.
@@ -104,6 +112,20 @@ class ChunkReader {
   virtual void ReadMany(std::span<ChunkRead> reads) = 0;
   // "io_uring+O_DIRECT", "io_uring", "preadv+O_DIRECT" or "preadv": what this reader actually uses.
   virtual std::string_view engine() const = 0;
+
+  // What the reader did since it was created (for tests and benches). Thread-safe.
+  struct Stats {
+    uint64_t in_place_chunks = 0;  // read straight into the caller's destination
+    uint64_t bounce_chunks = 0;    // read into reader memory, verified, copied out
+    uint64_t fixed_reads = 0;      // io_uring READ_FIXED requests (into registered reader memory)
+    uint64_t plain_reads = 0;      // other read requests (the caller's memory, or nothing registered)
+    uint64_t buffer_allocations = 0;  // bounce memory allocated: slab segments and heap buffers
+    uint64_t slab_misses = 0;      // bounce reads that found no room in the slab and used the heap
+    uint64_t slab_bytes = 0;       // memory the slab holds now
+    uint64_t verify_tasks = 0;     // pieces verified by the verification threads
+    uint64_t max_chunks_in_flight = 0;  // io_uring: most chunks admitted by the budget at once
+  };
+  virtual Stats stats() const { return {}; }
 };
 
 }  // namespace kvtier::internal

@@ -1,6 +1,7 @@
 // The fallback reader: each chunk is opened, read whole with preadv into an aligned buffer, verified
 // and copied out, on the caller's thread and a pool of helper threads. Bytes in flight are bounded by a
-// ByteBudget shared by every call.
+// ByteBudget shared by every call (payload bytes: k chunks' worth runs k chunks). Buffers are cached
+// up to what the budget can hold at once, so steady reads allocate nothing.
 #include <algorithm>
 #include <atomic>
 
@@ -16,11 +17,18 @@ namespace {
 class PreadvReader final : public ChunkReader {
  public:
   explicit PreadvReader(const ReaderOptions& o)
-      : options_(o), budget_(o.max_inflight_bytes), buffers_(o.max_inflight_bytes),
+      : options_(o), budget_(o.max_inflight_bytes), buffers_(BounceMemoryCap(o.max_inflight_bytes)),
         pool_(o.fallback_threads == 0 ? 1 : o.fallback_threads), verify_pool_(MakeVerifyPool(o)) {}
 
   void ReadMany(std::span<ChunkRead> reads) override;
   std::string_view engine() const override { return options_.direct_io ? "preadv+O_DIRECT" : "preadv"; }
+  Stats stats() const override {
+    Stats s;
+    s.bounce_chunks = chunks_.load(std::memory_order_relaxed);
+    s.plain_reads = s.bounce_chunks;
+    s.buffer_allocations = buffers_.allocations();
+    return s;
+  }
 
  private:
   void ReadOne(ChunkRead& read);
@@ -30,6 +38,7 @@ class PreadvReader final : public ChunkReader {
   BufferPool buffers_;
   ThreadPool pool_;
   std::unique_ptr<ThreadPool> verify_pool_;  // separate from pool_: a reader never waits on its own queue
+  std::atomic<uint64_t> chunks_{0};
 };
 
 // One batch shared by the caller and its helpers: each claims the next unread chunk.
@@ -72,7 +81,8 @@ void PreadvReader::ReadMany(std::span<ChunkRead> reads) {
 }
 
 void PreadvReader::ReadOne(ChunkRead& read) {
-  ReadChunkSync(read, options_.direct_io, budget_, buffers_, options_.cipher.get(), verify_pool_.get());
+  chunks_.fetch_add(1, std::memory_order_relaxed);
+  ReadChunkSync(read, options_, budget_, buffers_, verify_pool_.get());
 }
 
 }  // namespace

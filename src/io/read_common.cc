@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace kvtier::internal {
@@ -88,7 +89,23 @@ Result<ChunkHeader> CheckReadHeader(std::span<const std::byte> header_bytes, uin
 
 }  // namespace
 
-Result<std::unique_ptr<PayloadVerifier>> PayloadVerifier::Make(ChunkHeader header, const ChunkCipher* cipher) {
+unsigned DefaultVerifyThreads() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return std::clamp(cores > 1 ? cores - 1 : 1u, 1u, 8u);
+}
+
+uint64_t BounceMemoryCap(uint64_t max_inflight_bytes) {
+  const uint64_t want = max_inflight_bytes + max_inflight_bytes / 8 + (4ull << 20);
+  return std::min<uint64_t>(AlignUp(want, 2ull << 20), 1ull << 30);
+}
+
+Result<ChunkHeader> CheckFileHeader(std::span<const std::byte> header, uint64_t file_size,
+                                    const ChunkId& expected, uint64_t want) {
+  return CheckReadHeader(header, file_size, UINT64_MAX, expected, want);
+}
+
+Result<std::unique_ptr<PayloadVerifier>> PayloadVerifier::Make(ChunkHeader header, const ChunkCipher* cipher,
+                                                               bool verify_payload) {
   std::unique_ptr<NamespaceKey> key;
   if (header.encrypted()) {
     if (cipher == nullptr) {
@@ -99,7 +116,7 @@ Result<std::unique_ptr<PayloadVerifier>> PayloadVerifier::Make(ChunkHeader heade
   } else if (cipher != nullptr) {
     return Status::Corruption("chunk is not encrypted, but this tier accepts only encrypted chunks");
   }
-  return std::unique_ptr<PayloadVerifier>(new PayloadVerifier(std::move(header), std::move(key)));
+  return std::unique_ptr<PayloadVerifier>(new PayloadVerifier(std::move(header), std::move(key), verify_payload));
 }
 
 Status PayloadVerifier::Piece(uint32_t i, GatherList src, ScatterList dst, bool in_place) const {
@@ -114,7 +131,7 @@ Status PayloadVerifier::Piece(uint32_t i, GatherList src, ScatterList dst, bool 
 Status PayloadVerifier::PieceBytes(uint32_t i, GatherList in, ScatterList out, bool in_place) const {
   if (TotalBytes(in) != TotalBytes(out)) return Status::Internal("piece source and destination differ in size");
   if (key_ != nullptr) return OpenPiece(header_, *key_, i, in, out);
-  KVTIER_RETURN_IF_ERROR(CheckPiece(header_, i, in));
+  if (verify_) KVTIER_RETURN_IF_ERROR(CheckPiece(header_, i, in));
   if (in_place) return Status::OK();
   size_t ii = 0, io = 0;
   for (const auto& o : out) {  // copy: both lists cover the same byte count
@@ -171,11 +188,11 @@ std::unique_ptr<ThreadPool> MakeVerifyPool(const ReaderOptions& options) {
 }
 
 Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, const ChunkId& expected,
-                        ScatterList dst, const ChunkCipher* cipher, ThreadPool* pool) {
+                        ScatterList dst, const ChunkCipher* cipher, ThreadPool* pool, bool verify_payload) {
   const uint64_t want = TotalBytes(dst);
   KVTIER_ASSIGN_OR_RETURN(ChunkHeader header,
                           CheckReadHeader(image, file_size, image.size(), expected, want));
-  KVTIER_ASSIGN_OR_RETURN(auto verifier, PayloadVerifier::Make(std::move(header), cipher));
+  KVTIER_ASSIGN_OR_RETURN(auto verifier, PayloadVerifier::Make(std::move(header), cipher, verify_payload));
   const std::span<const std::byte> payload = image.subspan(kChunkHeaderSize, want);
   return verifier->All(GatherList(&payload, 1), dst, /*in_place=*/false, pool);
 }
@@ -217,11 +234,12 @@ void ZeroFailedReads(std::span<ChunkRead> reads) {
 
 namespace {
 
-Status ReadSyncVerified(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers,
-                        const ChunkCipher* cipher, ThreadPool* pool) {
-  KVTIER_ASSIGN_OR_RETURN(OpenedChunk chunk, OpenChunk(*read.fs, read.path, TotalBytes(read.dst), direct));
+Status ReadSyncVerified(ChunkRead& read, const ReaderOptions& o, ByteBudget& budget, BufferPool& buffers,
+                        ThreadPool* pool) {
+  KVTIER_ASSIGN_OR_RETURN(OpenedChunk chunk, OpenChunk(*read.fs, read.path, TotalBytes(read.dst), o.direct_io));
   read.stored_bytes = chunk.file_size;
-  budget.Acquire(chunk.read_len);
+  const uint64_t charge = BudgetCharge(chunk);
+  budget.Acquire(charge);
   AlignedBuffer buf = buffers.Get(chunk.read_len);
   Status s;
   if (buf.data() == nullptr) {
@@ -235,20 +253,21 @@ Status ReadSyncVerified(ChunkRead& read, bool direct, ByteBudget& budget, Buffer
     if (s.ok()) s = got.status();
     if (s.ok()) {
       const uint64_t valid = std::min(*got, chunk.file_size);
-      s = VerifyAndScatter({buf.data(), valid}, chunk.file_size, read.expected, read.dst, cipher, pool);
+      s = VerifyAndScatter({buf.data(), valid}, chunk.file_size, read.expected, read.dst, o.cipher.get(), pool,
+                           o.verify_payload);
     }
   }
   buffers.Put(std::move(buf));
-  budget.Release(chunk.read_len);
+  budget.Release(charge);
   return s;
 }
 
 }  // namespace
 
-void ReadChunkSync(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers,
-                   const ChunkCipher* cipher, ThreadPool* pool) {
+void ReadChunkSync(ChunkRead& read, const ReaderOptions& options, ByteBudget& budget, BufferPool& buffers,
+                   ThreadPool* pool) {
   read.stored_bytes = 0;
-  read.status = ReadSyncVerified(read, direct, budget, buffers, cipher, pool);
+  read.status = ReadSyncVerified(read, options, budget, buffers, pool);
 }
 
 Status VerifyInPlace(std::span<const std::byte> header_bytes, uint64_t file_size, uint64_t valid_bytes,
@@ -275,6 +294,7 @@ AlignedBuffer BufferPool::Get(uint64_t size) {
       }
     }
   }
+  allocations_.fetch_add(1, std::memory_order_relaxed);
   return AlignedBuffer::Allocate(size);
 }
 

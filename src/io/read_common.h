@@ -2,6 +2,7 @@
 // read, copy the payload out, and recycle aligned buffers. Private to src/io.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -45,7 +46,9 @@ class PayloadVerifier {
  public:
   // Corruption when the chunk's protection does not match the reader's: an encrypted chunk without a
   // cipher, or a plain chunk (v1 or v2) when the reader has one.
-  static Result<std::unique_ptr<PayloadVerifier>> Make(ChunkHeader header, const ChunkCipher* cipher);
+  // `verify_payload` false (bench only, ReaderOptions::verify_payload) copies plain pieces unchecked.
+  static Result<std::unique_ptr<PayloadVerifier>> Make(ChunkHeader header, const ChunkCipher* cipher,
+                                                       bool verify_payload = true);
 
   const ChunkHeader& header() const { return header_; }
   uint32_t pieces() const { return header_.pieces(); }
@@ -60,10 +63,11 @@ class PayloadVerifier {
   Status All(GatherList src, ScatterList dst, bool in_place, ThreadPool* pool = nullptr) const;
 
  private:
-  PayloadVerifier(ChunkHeader header, std::unique_ptr<NamespaceKey> key)
-      : header_(std::move(header)), key_(std::move(key)) {}
+  PayloadVerifier(ChunkHeader header, std::unique_ptr<NamespaceKey> key, bool verify)
+      : header_(std::move(header)), key_(std::move(key)), verify_(verify) {}
   ChunkHeader header_;
   std::unique_ptr<NamespaceKey> key_;  // set for an encrypted chunk
+  bool verify_ = true;
 };
 
 // Checks `image` (the first bytes of a chunk file of `file_size` bytes) against `expected` and copies
@@ -71,7 +75,24 @@ class PayloadVerifier {
 // payload, tag or length; VersionMismatch for a newer format; InvalidArgument when `dst` does not
 // match the stored payload size. `dst` is not zeroed on failure: the reader does that.
 Status VerifyAndScatter(std::span<const std::byte> image, uint64_t file_size, const ChunkId& expected,
-                        ScatterList dst, const ChunkCipher* cipher, ThreadPool* pool = nullptr);
+                        ScatterList dst, const ChunkCipher* cipher, ThreadPool* pool = nullptr,
+                        bool verify_payload = true);
+
+// Decodes a chunk file's header (its first kChunkHeaderSize bytes) and checks it against `expected`,
+// the file's size and the destination's size `want`, before the payload has landed. Same errors as
+// VerifyAndScatter; the caller checks later that the whole payload was read.
+Result<ChunkHeader> CheckFileHeader(std::span<const std::byte> header, uint64_t file_size,
+                                    const ChunkId& expected, uint64_t want);
+
+// Bytes a chunk holds of a reader's in-flight budget: its payload as stored (padded to 4 KiB), not its
+// header, so a budget of k payloads runs k chunks at once. At least 4 KiB.
+inline uint64_t BudgetCharge(const OpenedChunk& c) {
+  return c.read_len > kChunkHeaderSize + kChunkAlign ? c.read_len - kChunkHeaderSize : kChunkAlign;
+}
+
+// Bounce memory a reader keeps for `max_inflight_bytes` of payload: the payloads, their headers and
+// a little slack for fragmentation, rounded to 2 MiB. At most 1 GiB (io_uring's limit per buffer).
+uint64_t BounceMemoryCap(uint64_t max_inflight_bytes);
 
 // The same for a chunk whose payload was read straight into `dst`: checks `header` (the file's first
 // kChunkHeaderSize bytes), that `valid_bytes` of the file were read, and the payload in place.
@@ -101,9 +122,12 @@ class BufferPool {
   // An empty buffer when memory is exhausted.
   AlignedBuffer Get(uint64_t size) EXCLUDES(mu_);
   void Put(AlignedBuffer buffer) EXCLUDES(mu_);
+  // Buffers Get had to allocate (not served from the cache).
+  uint64_t allocations() const { return allocations_.load(std::memory_order_relaxed); }
 
  private:
   const uint64_t max_cached_;
+  std::atomic<uint64_t> allocations_{0};
   Mutex mu_;
   std::vector<AlignedBuffer> free_ GUARDED_BY(mu_);
   uint64_t cached_ GUARDED_BY(mu_) = 0;
@@ -112,8 +136,9 @@ class BufferPool {
 // Reads, verifies and copies out one chunk on the calling thread; sets read.status and
 // read.stored_bytes. Takes its bytes from `budget` while it holds the buffer.
 // REQUIRES: the caller holds no bytes of `budget`.
-void ReadChunkSync(ChunkRead& read, bool direct, ByteBudget& budget, BufferPool& buffers,
-                   const ChunkCipher* cipher, ThreadPool* pool = nullptr);
+// Uses options.direct_io, options.cipher and options.verify_payload.
+void ReadChunkSync(ChunkRead& read, const ReaderOptions& options, ByteBudget& budget, BufferPool& buffers,
+                   ThreadPool* pool = nullptr);
 
 // The pool that verifies the pieces of one chunk in parallel (ReaderOptions::verify_threads), or
 // nullptr when verification stays on the reading thread.

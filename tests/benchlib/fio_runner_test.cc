@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 namespace kvtier::internal {
 namespace {
@@ -119,6 +121,33 @@ TEST(FioRunnerTest, RealFioAcceptsTheInvocation) {
   EXPECT_EQ(r->bytes, 4u * (256 << 10));
   EXPECT_GT(r->bytes_per_second, 0);
   EXPECT_NE(r->command.find("--bs=262144"), std::string::npos);
+}
+
+// The dd fallback reads every file whole, `depth` at a time, and fails when a file is missing.
+TEST(FioRunnerTest, DdReferenceReadsEveryFile) {
+  if (!DdAvailable()) GTEST_SKIP() << "dd is not installed";
+  char tmpl[] = "/tmp/kvtier-dd-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::filesystem::path dir = tmpl;
+  std::vector<std::string> files;
+  for (int i = 0; i < 3; ++i) {
+    files.push_back((dir / ("f" + std::to_string(i))).string());
+    FILE* f = std::fopen(files.back().c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::vector<char> bytes(256 << 10, 'x');
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+    std::fclose(f);
+  }
+  auto r = RunDdReference(files, 128 << 10, 2);
+  auto missing = RunDdReference({(dir / "absent").string()}, 128 << 10, 1);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->bytes, 3u * (256 << 10));
+  EXPECT_EQ(r->iodepth, 2u);
+  EXPECT_EQ(r->ioengine, "dd");
+  EXPECT_GT(r->bytes_per_second, 0);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_FALSE(RunDdReference({}, 4096, 1).ok());
 }
 
 }  // namespace

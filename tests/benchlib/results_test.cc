@@ -44,6 +44,7 @@ DatapathResult Sample() {
   f.ioengine = "io_uring";
   f.command = "fio ...";
   p.fio = f;
+  p.unverified = PhaseResult{128, 4ull << 30, 1.6, 0, 0, 0};  // verified 2.0 s: 80% of unverified
   r.sweep.push_back(p);
   r.serial_pread = PhaseResult{128, 4ull << 30, 8.0, 0, 60000, 70000};
   r.context_tokens = 32768;
@@ -70,14 +71,18 @@ TEST(ResultsJsonTest, KeySetIsStable) {
       "sweep.[].kvtier.gbps", "sweep.[].kvtier.errors", "sweep.[].kvtier.p50_us",
       "sweep.[].kvtier.p99_us", "sweep.[].fio", "sweep.[].fio.gbps", "sweep.[].fio.bytes",
       "sweep.[].fio.seconds", "sweep.[].fio.p50_us", "sweep.[].fio.p99_us", "sweep.[].fio.ioengine",
-      "sweep.[].fio.iodepth", "sweep.[].fio.command",
+      "sweep.[].fio.iodepth", "sweep.[].fio.command", "sweep.[].unverified",
+      "sweep.[].unverified.chunks", "sweep.[].unverified.bytes", "sweep.[].unverified.seconds",
+      "sweep.[].unverified.gbps", "sweep.[].unverified.errors", "sweep.[].unverified.p50_us",
+      "sweep.[].unverified.p99_us", "sweep.[].ratio_verified_to_unverified",
       "serial_pread", "serial_pread.chunks", "serial_pread.bytes", "serial_pread.seconds",
       "serial_pread.gbps", "serial_pread.errors", "serial_pread.p50_us", "serial_pread.p99_us",
       "memcpy", "verify_copy", "encrypted",
       "summary", "summary.best_inflight_bytes", "summary.gbps", "summary.p50_us", "summary.p99_us",
       "summary.fio_gbps", "summary.ratio_to_fio", "summary.best_fio_gbps",
       "summary.ratio_to_best_fio", "summary.serial_gbps", "summary.speedup_over_serial",
-      "summary.reference_gbps", "summary.ratio_to_reference",
+      "summary.reference_gbps", "summary.ratio_to_reference", "summary.min_ratio_to_fio",
+      "summary.min_ratio_verified_to_unverified",
       "context", "context.tokens", "context.bytes", "context.load_seconds",
       "verdict", "verdict.estimate", "verdict.gpu", "verdict.description", "verdict.peak_tflops",
       "verdict.mfu", "verdict.source", "verdict.context_tokens", "verdict.recompute_seconds",
@@ -92,6 +97,9 @@ TEST(ResultsJsonTest, ValuesAreInDecimalGigabytesAndConsistent) {
   const nlohmann::json j = ToJson(Sample());
   EXPECT_EQ(j["schema"], "kvtier.bench.datapath/1");
   const double gbps = j["sweep"][0]["kvtier"]["gbps"].get<double>();
+  EXPECT_DOUBLE_EQ(j["sweep"][0]["ratio_verified_to_unverified"].get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(j["summary"]["min_ratio_verified_to_unverified"].get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(j["summary"]["min_ratio_to_fio"].get<double>(), j["sweep"][0]["ratio_to_fio"].get<double>());
   EXPECT_DOUBLE_EQ(gbps, static_cast<double>(4ull << 30) / 2.0 / 1e9);
   EXPECT_DOUBLE_EQ(j["sweep"][0]["ratio_to_fio"].get<double>(), gbps / 2.5);
   EXPECT_DOUBLE_EQ(j["summary"]["speedup_over_serial"].get<double>(), 4.0);
