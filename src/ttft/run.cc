@@ -134,6 +134,10 @@ Result<TurnRecord> Turn(Shared& sh, const TtftSession& s, uint32_t turn, const A
   // After the first token: keep the prompt's new chunks for the next turn (what the server saves).
   if (sh.store != nullptr) {
     KVTIER_RETURN_IF_ERROR(SaveChunks(*sh.store, sh.ns, s.keys, loaded, shape.prompt_chunks, sh.src));
+    // A user's next message comes after the answer, by which time the background writes to lower
+    // tiers are done; without this wait a closed loop with no think time would find its own last
+    // chunk still queued and count it missing.
+    KVTIER_RETURN_IF_ERROR(sh.store->Flush());
   }
   return r;
 }

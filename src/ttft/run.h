@@ -8,7 +8,9 @@
 //   2. books the prefill of the tokens not loaded on the instance's SimGpu (ttft/sim_gpu.h): it starts
 //      when the GPU is free and the load is done, and lasts PrefillSeconds(cached, uncached) of the
 //      GPU profile; the client sleeps until it ends: that instant minus the turn's arrival is its TTFT;
-//   3. saves the prompt's new full chunks through Store::Save (real bytes), for the next turn.
+//   3. saves the prompt's new full chunks through Store::Save (real bytes), for the next turn, and
+//      waits for the store's background writes (Store::Flush) before its next turn, as a user's next
+//      message comes after the answer. Neither is part of any TTFT.
 // Before a point, every session's first-turn prefix is written straight into the tiers (Tier::Put;
 // mem+file: all into file://, the later half also into mem://), the store is flushed and, for
 // directories, the page cache of its files is dropped so the first loads are cold.

@@ -3,6 +3,9 @@
 // the client sleeps until its prefill ends, so no assertion depends on how fast this machine is.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -146,6 +149,33 @@ TEST(TtftRunTest, LoadedTurnsComputeOnlyTheNewTokens) {
   EXPECT_NEAR(*rows[1].speedup_p50, rows[0].p50_ms / rows[1].p50_ms, 1e-12);
   EXPECT_GT(*rows[1].speedup_p50, 1.0);
   EXPECT_GT(rows[1].load_bytes, 0u);
+}
+
+// file:// saves go through the store's background queue: the next turn still finds the chunk its
+// previous turn saved.
+TEST(TtftRunTest, FileTurnsFindWhatTheirPreviousTurnSaved) {
+  TtftOptions o = Tiny();
+  o.turns = 3;
+  char tmpl[] = "/tmp/kvtier-ttft-test.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  {
+    StoreOptions so;
+    so.tiers = TtftTierUrls("file", dir, FootprintOf(o, "file", 1));
+    auto store = Store::Open(so);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE(PopulatePoint(o, "file", 1, **store).ok());
+    FakeClock clock;
+    const PointResult p = RunPoint(o, "file", 1, store->get(), clock, nullptr);
+    ASSERT_TRUE(p.error.empty()) << p.error;
+    ASSERT_EQ(p.turns.size(), 3u);
+    for (const TurnRecord& t : p.turns) {
+      EXPECT_EQ(t.missing_chunks, 0u) << "turn " << t.turn;
+      EXPECT_EQ(t.cached_tokens, 64u + 16 * t.turn);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 // A saved prefix that is gone (evicted, never saved) is recomputed: nothing loads, the turn pays the
