@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "benchlib/gpu_profile.h"
+#include "gpuprofile/gpu_profile.h"
 #include "benchlib/results.h"
 #include "kvtier/layout.h"
 #include "kvtier/status.h"

@@ -94,10 +94,16 @@ void SweepTables(const ReportInputs& in, std::ostringstream& md) {
     }
     const auto& v = Get(d, "verdict");
     if (v.is_object()) {
-      md << "\nEstimates assume " << Str(Get(v, "description")) << " at "
-         << Fmt("%.0f", Get(v, "peak_tflops")) << " TFLOP/s dense bf16 x MFU "
-         << Fmt("%.2f", Get(v, "mfu")) << " (" << Str(Get(v, "source")) << "), a "
-         << Int(Get(v, "context_tokens")) << "-token context.\n";
+      const auto& profile = Get(v, "profile");
+      if (profile.is_string()) {
+        md << "\nRecompute is modelled from profile " << Str(profile) << ", a "
+           << Int(Get(v, "context_tokens")) << "-token context.\n";
+      } else {  // a results file of a version without the profile label
+        md << "\nEstimates assume " << Str(Get(v, "description")) << " at "
+           << Fmt("%.0f", Get(v, "peak_tflops")) << " TFLOP/s dense bf16 x MFU "
+           << Fmt("%.2f", Get(v, "mfu")) << " (" << Str(Get(v, "source")) << "), a "
+           << Int(Get(v, "context_tokens")) << "-token context.\n";
+      }
     }
   }
 }

@@ -83,7 +83,9 @@ nlohmann::json VerdictJson(const DatapathResult& r) {
   const double bw = best->kvtier.BytesPerSecond();
   const RecomputeVerdict v = CompareLoadToRecompute(m, *r.gpu, r.context_tokens, bw);
   const uint64_t even = BreakEvenTokens(m, *r.gpu, bw);
-  return {{"estimate", true},
+  return {{"estimate", !r.gpu->measured},
+          {"profile_kind", std::string(r.gpu->Kind())},
+          {"profile", r.gpu->Label()},
           {"gpu", r.gpu->name},
           {"description", r.gpu->description},
           {"peak_tflops", r.gpu->peak_flops / 1e12},
@@ -258,9 +260,7 @@ std::string FormatSummary(const DatapathResult& r) {
   }
   const auto& v = j["verdict"];
   if (!v.is_null()) {
-    out += "ESTIMATE vs recompute on " + v["description"].get<std::string>() +
-           Fmt(" (%.0f TFLOP/s dense bf16", v["peak_tflops"].get<double>()) +
-           Fmt(" x MFU %.2f; ", v["mfu"].get<double>()) + v["source"].get<std::string>() + "):\n";
+    out += "vs recompute, compute modelled from profile " + v["profile"].get<std::string>() + ":\n";
     out += "  recompute " + Fmt("%.3f s", v["recompute_seconds"].get<double>()) + ", load " +
            Fmt("%.3f s", v["load_seconds"].get<double>()) + ", TTFT saved per hit " +
            Fmt("%.3f s", v["ttft_saved_seconds"].get<double>()) +

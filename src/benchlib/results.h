@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "benchlib/fio_runner.h"
-#include "benchlib/gpu_profile.h"
+#include "gpuprofile/gpu_profile.h"
 
 namespace kvtier::internal {
 

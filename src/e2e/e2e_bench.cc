@@ -11,6 +11,7 @@
 #include "core/work_dir.h"
 #include "engine/engine.h"
 #include "kvtier/store.h"
+#include "progress/progress.h"
 
 namespace kvtier::internal {
 
@@ -83,17 +84,17 @@ Result<double> Populate(const Plan& plan, const E2eOptions& o, std::ostream* log
                         ((o.workload.context_tokens + plan.model.tokens_per_chunk) / plan.model.tokens_per_chunk);
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                           Engine::Create(EngineOptionsFor(plan, o, store.get(), pool)));
+  // One status line, not one line per session (progress/progress.h).
+  ProgressReporter progress = ProgressReporter::For(o.progress ? log : nullptr);
   for (uint32_t s = 0; s < plan.max_sessions; ++s) {
     const std::vector<uint32_t> ctx = SessionContext(o.workload, s);
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Request> req, engine->Prefill(s, ctx, 0));
     engine->End(*req);
     engine->EvictIdle();
-    if (o.progress) {
-      Log(log, "  turn 1: session " + std::to_string(s + 1) + "/" + std::to_string(plan.max_sessions) +
-                   " prefilled and saved (" +
-                   std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()).substr(0, 5) +
-                   " s)");
-    }
+    progress.Update("  turn 1: session " + std::to_string(s + 1) + "/" + std::to_string(plan.max_sessions) +
+                    " prefilled and saved (" +
+                    std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()).substr(0, 5) +
+                    " s)");
   }
   KVTIER_RETURN_IF_ERROR(store->Flush());
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -135,13 +136,16 @@ Result<RoundResult> RunMode(const Plan& plan, const E2eOptions& o, const std::st
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                           Engine::Create(EngineOptionsFor(plan, o, store.get(), plan.pool_bytes)));
   const std::string tag = name + " c=" + std::to_string(concurrency);
+  // RunRound reports every second; the reporter keeps a log to a line every ~10 s.
+  ProgressReporter reporter = ProgressReporter::For(o.progress ? log : nullptr);
   ProgressFn progress;
   if (o.progress && log != nullptr) {
     progress = [&](uint32_t done, uint32_t total) {
-      Log(log, "  " + tag + ": " + std::to_string(done) + "/" + std::to_string(total) + " requests");
+      reporter.Update("  " + tag + ": " + std::to_string(done) + "/" + std::to_string(total) + " requests");
     };
   }
   RoundResult round = RunRound(*engine, o.workload, name, sessions, concurrency, progress);
+  reporter.Done();
   engine.reset();
   if (store) KVTIER_RETURN_IF_ERROR(store->Flush());
   return round;

@@ -89,6 +89,8 @@ json PrefillJson(const ReplayReport& r, const ReplayRun& run) {
                         {"peak_flops", g.peak_flops},
                         {"mfu", g.mfu},
                         {"source", g.source},
+                        {"profile_kind", std::string(g.Kind())},
+                        {"profile", g.Label()},
                         {"prefill_gpu_seconds_total", total},
                         {"prefill_gpu_seconds_saved", saved},
                         {"fraction_saved", total > 0 ? saved / total : 0.0},
@@ -96,8 +98,9 @@ json PrefillJson(const ReplayReport& r, const ReplayRun& run) {
   }
   return json{{"estimate", true},
               {"model",
-               "forward-pass FLOPs (linear + causal attention) / (peak x MFU); see "
-               "src/benchlib/gpu_profile.h"},
+               "forward-pass FLOPs (linear + causal attention) / (peak x MFU) for estimated "
+               "profiles, the FLOP model fitted to timings for measured ones (gpus[].profile_kind); "
+               "see src/gpuprofile/gpu_profile.h"},
               {"gpus", gpus}};
 }
 
@@ -224,7 +227,8 @@ std::string ReportText(const ReplayReport& r) {
                 ModelBytes(r, main.hit_blocks) / DurationS(r) / 1e9);
     const json pre = PrefillJson(r, main);
     for (const auto& g : pre["gpus"]) {
-      out += Line("prefill saved (ESTIMATE, %s at MFU %.2f): %.0f GPU-s of %.0f (%.1f%%)\n",
+      out += Line("prefill saved (%s, %s at MFU %.2f): %.0f GPU-s of %.0f (%.1f%%)\n",
+                  g["profile_kind"] == "measured" ? "MEASURED-PROFILE FIT" : "ESTIMATE",
                   g["gpu"].get<std::string>().c_str(), g["mfu"].get<double>(),
                   g["prefill_gpu_seconds_saved"].get<double>(),
                   g["prefill_gpu_seconds_total"].get<double>(),

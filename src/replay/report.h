@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "benchlib/gpu_profile.h"
+#include "gpuprofile/gpu_profile.h"
 #include "kvtier/layout.h"
 #include "replay/replay_tier.h"
 #include "replay/replayer.h"

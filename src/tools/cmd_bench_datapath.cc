@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "benchlib/datapath.h"
-#include "benchlib/gpu_profile.h"
+#include "gpuprofile/gpu_profile.h"
 #include "benchlib/results.h"
 #include "kvtier/tier.h"
 #include "tools/cli_numbers.h"

@@ -9,7 +9,7 @@
 #include <memory>
 #include <optional>
 
-#include "benchlib/gpu_profile.h"
+#include "gpuprofile/gpu_profile.h"
 #include "replay/plot.h"
 #include "replay/report.h"
 #include "replay/trace.h"

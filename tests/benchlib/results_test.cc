@@ -84,7 +84,7 @@ TEST(ResultsJsonTest, KeySetIsStable) {
       "summary.reference_gbps", "summary.ratio_to_reference", "summary.min_ratio_to_fio",
       "summary.min_ratio_verified_to_unverified",
       "context", "context.tokens", "context.bytes", "context.load_seconds",
-      "verdict", "verdict.estimate", "verdict.gpu", "verdict.description", "verdict.peak_tflops",
+      "verdict", "verdict.estimate", "verdict.profile_kind", "verdict.profile", "verdict.gpu", "verdict.description", "verdict.peak_tflops",
       "verdict.mfu", "verdict.source", "verdict.context_tokens", "verdict.recompute_seconds",
       "verdict.load_seconds", "verdict.ttft_saved_seconds", "verdict.speedup",
       "verdict.break_even_tokens",
@@ -126,6 +126,19 @@ TEST(ResultsJsonTest, SummaryLabelsTheVerdictAsAnEstimate) {
   EXPECT_NE(text.find("ESTIMATE"), std::string::npos) << text;
   EXPECT_NE(text.find("break-even"), std::string::npos) << text;
   EXPECT_NE(text.find("of fio"), std::string::npos) << text;
+}
+
+TEST(ResultsJsonTest, MeasuredProfileIsLabelledMeasured) {
+  DatapathResult r = Sample();
+  auto h200 = FindGpuProfile("h200");
+  ASSERT_TRUE(h200.ok());
+  r.gpu = *h200;
+  const nlohmann::json j = ToJson(r);
+  EXPECT_FALSE(j["verdict"]["estimate"].get<bool>());
+  EXPECT_EQ(j["verdict"]["profile_kind"], "measured");
+  const std::string text = FormatSummary(r);
+  EXPECT_NE(text.find("MEASURED 2026-12-01"), std::string::npos) << text;
+  EXPECT_EQ(text.find("ESTIMATE"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "benchlib/gpu_profile.h"
+#include "gpuprofile/gpu_profile.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@ ModelPreset Llama8b() {
 }
 
 TEST(GpuProfileTest, PresetsHaveStatedPeakAndMfu) {
-  ASSERT_GE(GpuProfiles().size(), 4u);
+  ASSERT_GE(GpuProfiles().size(), 5u);
   for (const GpuProfile& p : GpuProfiles()) {
     EXPECT_GT(p.peak_flops, 0) << p.name;
     EXPECT_GT(p.mfu, 0) << p.name;
@@ -32,6 +32,10 @@ TEST(GpuProfileTest, OverridesApplyAndAreChecked) {
   ASSERT_TRUE(p.ok());
   EXPECT_DOUBLE_EQ(p->mfu, 0.5);
   EXPECT_DOUBLE_EQ(p->EffectiveFlops(), 50e12);
+  // A measured profile's figures come from its timings: no MFU or peak to override.
+  EXPECT_EQ(FindGpuProfile("h200", 0.5).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(FindGpuProfile("h200", std::nullopt, 100.0).status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(FindGpuProfile("h200-est", 0.5).ok());
   EXPECT_EQ(FindGpuProfile("a100", 0.0).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(FindGpuProfile("a100", 1.5).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(FindGpuProfile("a100", std::nullopt, -1.0).status().code(), Code::kInvalidArgument);
@@ -84,6 +88,56 @@ TEST(GpuProfileTest, FastStorageWinsAtEveryLengthUnlessLatencyAdds) {
   const auto v = CompareLoadToRecompute(m, *h100, with_latency, 10e9, 0.010);
   EXPECT_NEAR(v.saved_s, 0.0, 1e-4);
   EXPECT_EQ(BreakEvenTokens(m, *h100, 0), std::numeric_limits<uint64_t>::max());
+}
+
+TEST(GpuProfileTest, MeasuredAndEstimatedProfilesAreLabelled) {
+  for (const GpuProfile& p : GpuProfiles()) {
+    const std::string label = p.Label();
+    if (p.name == "h200") {
+      EXPECT_TRUE(p.measured);
+      EXPECT_EQ(p.Kind(), "measured");
+      EXPECT_EQ(p.measured_on, "2026-12-01");
+      EXPECT_EQ(p.points.size(), 6u);
+      EXPECT_NE(label.find("MEASURED 2026-12-01"), std::string::npos) << label;
+      EXPECT_NE(label.find("one NVIDIA H200"), std::string::npos) << label;
+      EXPECT_EQ(label.find("ESTIMATE"), std::string::npos) << label;
+    } else {
+      EXPECT_FALSE(p.measured) << p.name;
+      EXPECT_EQ(p.Kind(), "estimate");
+      EXPECT_TRUE(p.points.empty()) << p.name;
+      EXPECT_NE(label.find("ESTIMATE"), std::string::npos) << label;
+      EXPECT_EQ(label.find("MEASURED"), std::string::npos) << label;
+    }
+  }
+  auto est = FindGpuProfile("h200-est");
+  ASSERT_TRUE(est.ok());
+  EXPECT_FALSE(est->measured);
+}
+
+// A returning turn: 128 new tokens after 8,192 cached ones attend to 8,320 positions each, so the
+// attention term is 2 x L x H x d x 128 x (2 x 8192 + 128), and the linear term is 2 x P x 128.
+TEST(GpuProfileTest, PrefillAfterCachedContextCountsAttentionToThePrefix) {
+  const ModelPreset m = Llama8b();
+  EXPECT_DOUBLE_EQ(AttentionFlops(m, 0, 32768) + LinearFlops(m, 32768), PrefillFlops(m, 32768));
+  EXPECT_DOUBLE_EQ(AttentionFlops(m, 8192, 128), 2.0 * 32 * 32 * 128 * 128 * (2.0 * 8192 + 128));
+  auto h100 = FindGpuProfile("h100");
+  ASSERT_TRUE(h100.ok());
+  const double want = (LinearFlops(m, 128) + AttentionFlops(m, 8192, 128)) / h100->EffectiveFlops();
+  EXPECT_NEAR(PrefillSeconds(m, *h100, 8192, 128), want, want * 1e-12);
+  EXPECT_EQ(PrefillSeconds(m, *h100, 8192, 0), 0.0);
+  // The new tokens cost more after a longer prefix, and much less than the whole prompt.
+  EXPECT_GT(PrefillSeconds(m, *h100, 32768, 128), PrefillSeconds(m, *h100, 8192, 128));
+  EXPECT_LT(PrefillSeconds(m, *h100, 8192, 128), 0.05 * RecomputeSeconds(m, *h100, 8192 + 128));
+}
+
+TEST(GpuProfileTest, BreakEvenBandwidthIsKvBytesOverRecomputeSeconds) {
+  const ModelPreset m = Llama8b();
+  auto h200 = FindGpuProfile("h200");
+  ASSERT_TRUE(h200.ok());
+  const double bw = BreakEvenBandwidth(m, *h200, 32768);
+  // 4 GiB of KV in about 1.378 s: about 3.1 GB/s (the figure of issue 11).
+  EXPECT_NEAR(bw / 1e9, 4294967296.0 / 1.378 / 1e9, 0.1);
+  EXPECT_NEAR(CompareLoadToRecompute(m, *h200, 32768, bw).saved_s, 0.0, 1e-9);
 }
 
 }  // namespace
