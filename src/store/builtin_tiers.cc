@@ -4,6 +4,7 @@
 #include "fs/fs_tier.h"
 #include "mem/mem_tier.h"
 #include "object/object_scheme.h"
+#include "rados/rados_client.h"
 #include "redis/redis_client.h"
 
 namespace kvtier::internal {
@@ -13,6 +14,7 @@ void RegisterBuiltinTiers(const RegisterFn& add) {
   add("fs", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFsTier(url, open); });
   add("file", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFileTier(url, open); });
   add("redis", object::ObjectTierFactory(redis::OpenRedisObjectClient, redis::RedisUrlOptionNames()));
+  add("rados", object::ObjectTierFactory(rados::OpenRadosObjectClient, rados::RadosUrlOptionNames()));
 }
 
 }  // namespace kvtier::internal
