@@ -22,3 +22,5 @@ find_path(RADOS_INCLUDE_DIR rados/librados.h REQUIRED)
 add_library(Kvtier::rados UNKNOWN IMPORTED)
 set_target_properties(Kvtier::rados PROPERTIES IMPORTED_LOCATION "${RADOS_LIBRARY}"
   INTERFACE_INCLUDE_DIRECTORIES "${RADOS_INCLUDE_DIR}")
+# libcurl (libcurl4-openssl-dev, >= 7.75 for CURLOPT_AWS_SIGV4) for s3:// tiers.
+find_package(CURL 7.75 REQUIRED)

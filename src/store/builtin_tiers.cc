@@ -6,6 +6,7 @@
 #include "object/object_scheme.h"
 #include "rados/rados_client.h"
 #include "redis/redis_client.h"
+#include "s3/s3_client.h"
 
 namespace kvtier::internal {
 
@@ -15,6 +16,7 @@ void RegisterBuiltinTiers(const RegisterFn& add) {
   add("file", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFileTier(url, open); });
   add("redis", object::ObjectTierFactory(redis::OpenRedisObjectClient, redis::RedisUrlOptionNames()));
   add("rados", object::ObjectTierFactory(rados::OpenRadosObjectClient, rados::RadosUrlOptionNames()));
+  add("s3", object::ObjectTierFactory(s3::OpenS3ObjectClient, s3::S3UrlOptionNames()));
 }
 
 }  // namespace kvtier::internal

@@ -14,6 +14,7 @@
 #ifdef KVTIER_CONFORMANCE_CEPH
 #include "ceph/ceph_harness.h"
 #include "rados/rados_client.h"
+#include "s3/s3_client.h"
 #endif
 
 namespace kvtier::testing {
@@ -90,6 +91,25 @@ TierCase RadosCase() {
             return FlipObjectByte(*client, object::ChunkObjectName("", id));
           }};
 }
+
+// s3:// rows on the same cluster's radosgw: one bucket, each test under its own prefix.
+std::string S3Url(const std::string& dir) {
+  ceph_testing::LocalCeph* c = ceph_testing::LocalCeph::Shared();
+  if (c == nullptr || c->s3_url().empty()) return "s3://kvtier?not_started=1";
+  std::string url = c->s3_url();  // s3://kvtier?endpoint=...&credentials_file=...
+  return url.insert(url.find('?'), "/" + RadosNamespace(dir)) + "&create_bucket=1";
+}
+
+TierCase S3Case() {
+  return {"s3",
+          [](const std::string& dir, uint64_t cap) { return S3Url(dir) + "&capacity=" + std::to_string(cap); },
+          [](Tier&, const std::string& dir, const ChunkId& id) -> Status {
+            KVTIER_ASSIGN_OR_RETURN(TierUrl url, TierUrl::Parse(S3Url(dir)));
+            KVTIER_ASSIGN_OR_RETURN(s3::S3Options options, s3::ParseS3Options(url));
+            KVTIER_ASSIGN_OR_RETURN(auto client, s3::OpenS3Client(options));
+            return FlipObjectByte(*client, object::ChunkObjectName("", id));
+          }};
+}
 #endif  // KVTIER_CONFORMANCE_CEPH
 
 }  // namespace
@@ -101,6 +121,7 @@ const std::vector<TierCase>& TierCases() {
     std::vector<TierCase> all;
     if (ceph_testing::SkipReason().empty()) {
       all.push_back(RadosCase());
+      all.push_back(S3Case());
     } else {
       std::cout << "[ceph] rows skipped: " << ceph_testing::SkipReason() << std::endl;
     }
