@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "ceph/ceph_harness.h"
+#include "ceph/fault_cluster.h"
 #include "object/object_tier.h"
 #include "store/store_fixture.h"
 
@@ -20,7 +21,11 @@ namespace {
 
 using kvtier::testing::StoreTestBase;
 
+}  // namespace
+
 LocalCeph* g_ceph = nullptr;
+
+namespace {
 
 class CephEnvironment : public ::testing::Environment {
  public:
@@ -29,7 +34,7 @@ class CephEnvironment : public ::testing::Environment {
       std::cout << "[ceph] skipped: " << SkipReason() << std::endl;
       return;
     }
-    auto c = LocalCeph::Start("--no-fs --no-rgw");
+    auto c = LocalCeph::Start("--no-fs");  // mon, mgr, OSD and radosgw: this binary's rados and s3 tests
     if (!c.ok()) {
       std::cout << "[ceph] cluster did not start: " << c.status().ToString() << std::endl;
       return;
