@@ -62,10 +62,24 @@ unmount_ours() {
   done
 }
 
-stop_all() {
+stop_all() {  # clients first (they unmount), then every daemon at once: SIGTERM, wait, SIGKILL after 10 s
   unmount_ours
-  local n
-  for n in client.fuse-a client.fuse-b client.rgw.a mds.a osd.0 mgr.x mon.a; do stop_daemon "$n"; done
+  local n pid pids=()
+  for n in client.fuse-a client.fuse-b; do stop_daemon "$n"; done
+  for n in client.rgw.a mds.a osd.0 mgr.x mon.a; do
+    pid=$(daemon_pid "$n") || continue
+    kill "$pid" 2>/dev/null || true
+    pids+=("$pid")
+    rm -f "$RUN/$n.pid"
+  done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 200); do alive "$pid" || break; sleep 0.05; done
+    alive "$pid" && kill -9 "$pid" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 100); do alive "$pid" || break; sleep 0.05; done
+  done
+  return 0
 }
 
 wait_for() {  # wait_for SECONDS CMD...: polls CMD every 0.2 s
