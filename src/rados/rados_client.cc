@@ -1,10 +1,10 @@
 #include "rados/rados_client.h"
 
-#include <atomic>
 #include <cerrno>
 #include <ctime>
 #include <vector>
 
+#include "object/client_counters.h"
 #include "rados/rados_conn.h"
 
 namespace kvtier::rados {
@@ -101,7 +101,7 @@ class RadosClient final : public object::ObjectClient {
 
   Status Delete(std::string_view name) override {
     if (opts_.read_only) return Status::NotSupported("rados: the tier is open read-only");
-    requests_.fetch_add(1, std::memory_order_relaxed);
+    counters_.Requests();
     const std::string n(name);
     const int r = rados_remove(conn_->io(), n.c_str());
     if (r == -ENOENT) return Status::OK();
@@ -109,7 +109,7 @@ class RadosClient final : public object::ObjectClient {
   }
 
   Result<bool> Exists(std::string_view name) override {
-    requests_.fetch_add(1, std::memory_order_relaxed);
+    counters_.Requests();
     const std::string n(name);
     uint64_t size = 0;
     time_t mtime = 0;
@@ -121,7 +121,7 @@ class RadosClient final : public object::ObjectClient {
 
   Status List(std::string_view prefix, const std::function<bool(const object::ObjectInfo&)>& fn) override {
     rados_list_ctx_t ctx = nullptr;
-    requests_.fetch_add(1, std::memory_order_relaxed);
+    counters_.Requests();
     int r = rados_nobjects_list_open(conn_->io(), &ctx);
     if (r < 0) return Failed(r, "list pool " + opts_.pool);
     Status s;
@@ -138,7 +138,7 @@ class RadosClient final : public object::ObjectClient {
       if (!name.starts_with(prefix)) continue;
       uint64_t size = 0;
       time_t mtime = 0;
-      requests_.fetch_add(1, std::memory_order_relaxed);
+      counters_.Requests();
       const int st = rados_stat(conn_->io(), name.c_str(), &size, &mtime);
       if (st == -ENOENT) continue;  // removed since it was listed
       if (st < 0) {
@@ -151,16 +151,11 @@ class RadosClient final : public object::ObjectClient {
     return s;
   }
 
-  object::ObjectClientStats Stats() const override {
-    object::ObjectClientStats s;
-    s.requests = requests_.load(std::memory_order_relaxed);
-    s.errors = errors_.load(std::memory_order_relaxed);
-    return s;
-  }
+  object::ObjectClientStats Stats() const override { return counters_.Snapshot(); }
 
  private:
   rados_completion_t Completion(InFlight& f) {
-    requests_.fetch_add(1, std::memory_order_relaxed);
+    counters_.Requests();
     rados_aio_create_completion2(nullptr, nullptr, &f.done);
     return f.done;
   }
@@ -176,13 +171,13 @@ class RadosClient final : public object::ObjectClient {
   }
   int Finish(InFlight& f) { return f.done == nullptr ? 0 : WaitAndRelease(f.done); }
   Status Failed(int r, const std::string& what) {
-    errors_.fetch_add(1, std::memory_order_relaxed);
+    counters_.Error();
     return RadosStatus(r, what);
   }
 
   const RadosOptions opts_;
   const std::unique_ptr<RadosConn> conn_;
-  std::atomic<uint64_t> requests_{0}, errors_{0};
+  object::ClientCounters counters_;
 };
 
 }  // namespace
@@ -225,10 +220,6 @@ Result<std::unique_ptr<object::ObjectClient>> OpenRadosObjectClient(const TierUr
   if (options.timeout.count() > 0) o.timeout = options.timeout;
   if (options.connect_timeout.count() > 0) o.connect_timeout = options.connect_timeout;
   return OpenRadosClient(o);
-}
-
-std::vector<std::string> RadosUrlOptionNames() {
-  return std::vector<std::string>(std::begin(kRadosUrlOptions), std::end(kRadosUrlOptions));
 }
 
 }  // namespace kvtier::rados

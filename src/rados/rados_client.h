@@ -40,7 +40,7 @@ struct RadosOptions {
   bool read_only = false;           // PutMany and Delete fail with NotSupported
 };
 
-// The URL options this client owns.
+// The URL options this client owns (object::OptionNames turns them into ObjectTierFactory's list).
 inline constexpr std::string_view kRadosUrlOptions[] = {"conf", "user", "keyring", "cluster"};
 
 // Parses a rados:// URL. InvalidArgument on a missing pool, a malformed option or a secret in the URL.
@@ -52,6 +52,5 @@ Result<std::unique_ptr<object::ObjectClient>> OpenRadosClient(const RadosOptions
 // The object::ObjectClientFactory of rados:// (timeouts and read_only from ObjectTier's shared options).
 Result<std::unique_ptr<object::ObjectClient>> OpenRadosObjectClient(const TierUrl& url,
                                                                     const object::ObjectClientOptions& options);
-std::vector<std::string> RadosUrlOptionNames();
 
 }  // namespace kvtier::rados

@@ -1,8 +1,9 @@
 #include "s3/s3_client.h"
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
+
+#include "object/client_counters.h"
 
 namespace kvtier::s3 {
 namespace {
@@ -145,12 +146,7 @@ class S3Client final : public object::ObjectClient {
     }
   }
 
-  object::ObjectClientStats Stats() const override {
-    object::ObjectClientStats s;
-    s.requests = requests_.load(std::memory_order_relaxed);
-    s.errors = errors_.load(std::memory_order_relaxed);
-    return s;
-  }
+  object::ObjectClientStats Stats() const override { return counters_.Snapshot(); }
 
  private:
   std::string Path(std::string_view name) const {
@@ -159,23 +155,23 @@ class S3Client final : public object::ObjectClient {
   void RunAll(std::vector<S3Request>& reqs) {
     std::vector<S3Request*> ptrs;
     for (auto& r : reqs) ptrs.push_back(&r);
-    requests_.fetch_add(reqs.size(), std::memory_order_relaxed);
+    counters_.Requests(reqs.size());
     http_.Run(ptrs);
   }
   void RunOne(S3Request& r) {
     S3Request* p = &r;
-    requests_.fetch_add(1, std::memory_order_relaxed);
+    counters_.Requests();
     http_.Run(std::span(&p, 1));
   }
   Status Check(const S3Request& r, const std::string& what) {
     Status s = S3Status(r, what, opts_.endpoint.credentials.access_key);
-    if (!s.ok() && !s.IsNotFound()) errors_.fetch_add(1, std::memory_order_relaxed);
+    if (!s.ok() && !s.IsNotFound()) counters_.Error();
     return s;
   }
 
   const S3Options opts_;
   S3Http http_;
-  std::atomic<uint64_t> requests_{0}, errors_{0};
+  object::ClientCounters counters_;
 };
 
 }  // namespace

@@ -42,6 +42,5 @@ Result<S3Options> ParseS3Options(const TierUrl& url);
 Result<std::unique_ptr<object::ObjectClient>> OpenS3Client(const S3Options& options);
 Result<std::unique_ptr<object::ObjectClient>> OpenS3ObjectClient(const TierUrl& url,
                                                                  const object::ObjectClientOptions& options);
-std::vector<std::string> S3UrlOptionNames();
 
 }  // namespace kvtier::s3

@@ -87,6 +87,4 @@ Result<S3Options> ParseS3Options(const TierUrl& url) {
   return o;
 }
 
-std::vector<std::string> S3UrlOptionNames() { return {std::begin(kS3UrlOptions), std::end(kS3UrlOptions)}; }
-
 }  // namespace kvtier::s3

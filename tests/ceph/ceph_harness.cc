@@ -109,4 +109,23 @@ Status LocalCeph::Ceph(const std::string& args) const {
   return Shell("timeout 60 ceph -c " + conf() + " " + args, "ceph " + args).status();
 }
 
+void ClusterEnvironment::SetUp() {
+  if (!SkipReason().empty()) {
+    std::cout << "[ceph] skipped: " << SkipReason() << std::endl;
+    return;
+  }
+  auto c = LocalCeph::Start(args_);
+  if (!c.ok()) {
+    std::cout << "[ceph] cluster did not start: " << c.status().ToString() << std::endl;
+    return;
+  }
+  cluster_ = std::move(c).value();
+  *slot_ = cluster_.get();
+}
+
+void ClusterEnvironment::TearDown() {
+  *slot_ = nullptr;
+  cluster_.reset();
+}
+
 }  // namespace kvtier::ceph_testing

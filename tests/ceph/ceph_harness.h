@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "kvtier/status.h"
 
 namespace kvtier::ceph_testing {
@@ -38,6 +40,21 @@ class LocalCeph {
  private:
   std::string dir_, rados_, s3_;
   std::vector<std::string> mounts_;
+};
+
+// Starts one cluster (`args` as for LocalCeph::Start) for the whole test binary and stops it at the end;
+// `*slot` points at it while it runs (nullptr when Ceph is missing or the start failed: the reason is
+// printed). Register with ::testing::AddGlobalTestEnvironment.
+class ClusterEnvironment : public ::testing::Environment {
+ public:
+  ClusterEnvironment(std::string args, LocalCeph** slot) : args_(std::move(args)), slot_(slot) {}
+  void SetUp() override;
+  void TearDown() override;
+
+ private:
+  const std::string args_;
+  LocalCeph** const slot_;
+  std::unique_ptr<LocalCeph> cluster_;
 };
 
 }  // namespace kvtier::ceph_testing

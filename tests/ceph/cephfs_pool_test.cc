@@ -22,31 +22,7 @@ using fstest::Wait;
 
 LocalCeph* g_fs = nullptr;
 
-class CephFsEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    if (!SkipReason().empty()) {
-      std::cout << "[ceph] skipped: " << SkipReason() << std::endl;
-      return;
-    }
-    auto c = LocalCeph::Start("--no-rgw");
-    if (!c.ok()) {
-      std::cout << "[ceph] cluster did not start: " << c.status().ToString() << std::endl;
-      return;
-    }
-    cluster_ = std::move(c).value();
-    g_fs = cluster_.get();
-  }
-  void TearDown() override {
-    g_fs = nullptr;
-    cluster_.reset();
-  }
-
- private:
-  std::unique_ptr<LocalCeph> cluster_;
-};
-
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new CephFsEnvironment);
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new ClusterEnvironment("--no-rgw", &g_fs));
 
 class CephFsPool : public ::testing::Test {
  protected:

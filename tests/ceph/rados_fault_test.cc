@@ -27,31 +27,8 @@ LocalCeph* g_ceph = nullptr;
 
 namespace {
 
-class CephEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    if (!SkipReason().empty()) {
-      std::cout << "[ceph] skipped: " << SkipReason() << std::endl;
-      return;
-    }
-    auto c = LocalCeph::Start("--no-fs");  // mon, mgr, OSD and radosgw: this binary's rados and s3 tests
-    if (!c.ok()) {
-      std::cout << "[ceph] cluster did not start: " << c.status().ToString() << std::endl;
-      return;
-    }
-    cluster_ = std::move(c).value();
-    g_ceph = cluster_.get();
-  }
-  void TearDown() override {
-    g_ceph = nullptr;
-    cluster_.reset();
-  }
-
- private:
-  std::unique_ptr<LocalCeph> cluster_;
-};
-
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new CephEnvironment);
+// mon, mgr, OSD and radosgw: this binary's rados and s3 tests.
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new ClusterEnvironment("--no-fs", &g_ceph));
 
 class RadosFault : public StoreTestBase {
  protected:
