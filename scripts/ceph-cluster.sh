@@ -57,7 +57,8 @@ unmount_ours() {
   local m
   for m in "$DIR/mnt-a" "$DIR/mnt-b"; do
     if awk -v m="$m" '$2 == m && $3 == "fuse.ceph-fuse" {f=1} END {exit !f}' /proc/mounts; then
-      fusermount -u "$m" 2>/dev/null || umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+      fusermount3 -u "$m" 2>/dev/null || fusermount -u "$m" 2>/dev/null || umount "$m" 2>/dev/null ||
+        umount -l "$m" 2>/dev/null || true
     fi
   done
 }
