@@ -193,6 +193,18 @@ Status VerifyObjectImage(std::span<const std::byte> image, const ChunkId& expect
   return verifier->All(GatherList(&payload, 1), dst, /*in_place=*/false);
 }
 
+Status VerifyObjectInPlace(std::span<const std::byte> header, uint64_t object_bytes, const ChunkId& expected,
+                           ScatterList dst, const ChunkCipher* cipher) {
+  if (header.size() < kChunkHeaderSize || object_bytes < kChunkHeaderSize) {
+    return Status::Corruption("chunk object truncated: " + std::to_string(object_bytes) + " bytes, less than a header");
+  }
+  KVTIER_ASSIGN_OR_RETURN(ChunkHeader h, CheckReadHeader(header, object_bytes, object_bytes, expected,
+                                                         TotalBytes(dst), /*padded=*/false));
+  KVTIER_ASSIGN_OR_RETURN(auto verifier, PayloadVerifier::Make(std::move(h), cipher));
+  std::vector<std::span<const std::byte>> src(dst.begin(), dst.end());
+  return verifier->All(src, dst, /*in_place=*/true);
+}
+
 void ZeroFailedReads(std::span<ChunkRead> reads) {
   for (ChunkRead& r : reads) {
     // NotFound comes only from open: nothing was read, the destination holds the caller's own bytes.

@@ -84,6 +84,11 @@ Status VerifyInPlace(std::span<const std::byte> header, uint64_t file_size, uint
 Status VerifyObjectImage(std::span<const std::byte> image, const ChunkId& expected, ScatterList dst,
                          const ChunkCipher* cipher);
 
+// The same for an object whose header is `header` and whose payload was read straight into `dst`;
+// `object_bytes` is the object's whole size (header and payload, no padding).
+Status VerifyObjectInPlace(std::span<const std::byte> header, uint64_t object_bytes, const ChunkId& expected,
+                           ScatterList dst, const ChunkCipher* cipher);
+
 // Zeroes the destination of every read that failed after its file was opened (any status but OK and
 // NotFound; a NotFound read wrote nothing).
 void ZeroFailedReads(std::span<ChunkRead> reads);

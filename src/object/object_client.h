@@ -22,15 +22,33 @@
 
 namespace kvtier::object {
 
-// One read of a batch. The client writes the object into `dst` and sets `bytes` to its full size;
-// an object larger than dst.size() is not copied (bytes set, status InvalidArgument), so the tier can
-// tell a foreign or damaged object from a miss.
+// One read of a batch. The client writes the object into `dst`, then (when set) its bytes past
+// dst.size() into `rest`, piece after piece, and sets `bytes` to its full size; an object larger than
+// Capacity() is not copied (bytes set, status InvalidArgument), so the tier can tell a foreign or
+// damaged object from a miss.
+//
+// `rest` is given only to a client whose ScatterReads() is true: it lets the payload land straight in
+// the caller's buffers (the tier passes a header-sized `dst` and the caller's pieces). A client sets
+// `wrote` once any byte of the op has been written (so the tier knows a failed or retried op may have
+// left bytes behind), and calls `landed` (when set), on whichever of its threads read the op, as soon
+// as the op's whole object is in place with status OK: the tier verifies each object there, overlapped
+// with the rest of the batch. `landed` must not call back into the client.
 struct ObjectRead {
   std::string name;
   std::span<std::byte> dst;
   uint64_t bytes = 0;
   Status status;
+  ScatterList rest{};
+  bool wrote = false;
+  std::function<void(ObjectRead&)> landed{};
+
+  uint64_t Capacity() const { return dst.size() + TotalBytes(rest); }
 };
+
+// Lands a whole object held in `bytes` into `op` (dst, then rest), for clients that receive objects
+// into buffers of their own; sets op.bytes and op.wrote, calls op.landed. Returns the op's status:
+// OK, or InvalidArgument (nothing copied) when the object is larger than op.Capacity().
+Status LandObject(ObjectRead& op, std::span<const std::byte> bytes);
 
 // One write of a batch: the object's bytes are the concatenation of `data`.
 struct ObjectWrite {
@@ -56,6 +74,9 @@ class ObjectClient {
 
   // What the client talks to, without credentials, e.g. "redis://127.0.0.1:7000 (cluster, 3 shards)".
   virtual std::string Describe() const = 0;
+
+  // Whether GetMany honours ObjectRead::rest (reads land in the caller's pieces). Default: no.
+  virtual bool ScatterReads() const { return false; }
 
   // Runs a batch; sets every op's status. The client overlaps the ops as its store allows (pipelines,
   // async operations, one connection per shard); the caller bounds the batch's bytes.

@@ -1,8 +1,10 @@
 #include "object/object_tier.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "core/chunk_format.h"
@@ -137,43 +139,95 @@ Status ObjectTier::Get(const ChunkId& id, ScatterList dst) {
   return op.status;
 }
 
-void ObjectTier::GetMany(std::span<ReadOp> ops) {
-  // Windows of whole chunks whose objects add up to at most the bound (at least one chunk each).
+namespace {
+
+struct Window {
+  std::span<ReadOp> ops;
+  uint64_t bytes = 0;
+};
+
+// Cuts `ops` into windows of whole chunks whose objects add up to at most `limit` (at least one chunk
+// each).
+std::vector<Window> CutWindows(std::span<ReadOp> ops, uint64_t limit) {
+  std::vector<Window> windows;
   size_t begin = 0;
   while (begin < ops.size()) {
     uint64_t bytes = ObjectBytes(ops[begin].dst);
     size_t end = begin + 1;
-    while (end < ops.size() && bytes + ObjectBytes(ops[end].dst) <= options_.inflight_bytes) {
-      bytes += ObjectBytes(ops[end].dst);
-      ++end;
-    }
-    BudgetGuard guard(budget_, bytes);
-    ReadWindow(ops.subspan(begin, end - begin));
+    while (end < ops.size() && bytes + ObjectBytes(ops[end].dst) <= limit) bytes += ObjectBytes(ops[end++].dst);
+    windows.push_back(Window{ops.subspan(begin, end - begin), bytes});
     begin = end;
   }
+  return windows;
+}
+
+}  // namespace
+
+void ObjectTier::GetMany(std::span<ReadOp> ops) {
+  if (ops.empty()) return;
+  // Two windows of at most half the bound each are in flight at once, so that while one window's last
+  // objects arrive and are verified the next one's requests are already out; where two chunks do not
+  // fit in the bound, one window of up to the whole bound at a time.
+  const uint64_t half = options_.inflight_bytes / 2;
+  const bool overlap = ops.size() > 1 && ObjectBytes(ops[0].dst) <= half;
+  const std::vector<Window> windows = CutWindows(ops, overlap ? half : options_.inflight_bytes);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t w; (w = next.fetch_add(1)) < windows.size();) {
+      BudgetGuard guard(budget_, windows[w].bytes);
+      ReadWindow(windows[w].ops);
+    }
+  };
+  if (!overlap || windows.size() < 2) return work();
+  std::thread second(work);
+  work();
+  second.join();
 }
 
 void ObjectTier::ReadWindow(std::span<ReadOp> ops) {
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::unique_ptr<std::byte[]>> buffers(ops.size());
+  // A client that scatters gets a header-sized buffer per op and the caller's pieces: the payload lands
+  // in place. Otherwise each object lands whole in staging and is copied out once verified.
+  const bool scatter = client_->ScatterReads();
+  uint64_t staging_bytes = 0;
+  for (const ReadOp& op : ops) staging_bytes += scatter ? internal::kChunkHeaderSize : ObjectBytes(op.dst);
+  auto staging = std::make_unique_for_overwrite<std::byte[]>(staging_bytes);
   std::vector<ObjectRead> reads(ops.size());
+  // Each object is verified as it lands, on the client's thread that read it, while the rest of the
+  // window is still in flight; `verdict[i]` is that result, `verified[i]` says it was reached.
+  std::vector<Status> verdict(ops.size());
+  std::vector<uint8_t> verified(ops.size(), 0);
+  uint64_t offset = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
-    const uint64_t n = ObjectBytes(ops[i].dst);
-    buffers[i] = std::make_unique_for_overwrite<std::byte[]>(n);
+    const uint64_t n = scatter ? internal::kChunkHeaderSize : ObjectBytes(ops[i].dst);
     reads[i].name = ChunkObjectName(options_.prefix, ops[i].id);
-    reads[i].dst = {buffers[i].get(), n};
+    reads[i].dst = {staging.get() + offset, n};
+    if (scatter) reads[i].rest = ops[i].dst;
+    reads[i].landed = [this, &op = ops[i], &v = verdict[i], &done = verified[i]](ObjectRead& r) {
+      v = Verify(op, r);
+      done = 1;
+    };
+    offset += n;
   }
   CountRetries(RunWithRetries<ObjectRead>(reads, options_.retry,
                                           [this](std::span<ObjectRead> r) { client_->GetMany(r); }));
   for (size_t i = 0; i < ops.size(); ++i) {
-    FinishRead(ops[i], reads[i]);
+    FinishRead(ops[i], reads[i], verified[i] ? &verdict[i] : nullptr);
     counters_.get_latency.Record(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
   }
 }
 
-void ObjectTier::FinishRead(ReadOp& op, ObjectRead& read) {
-  op.status = VerifyRead(op, read);
+Status ObjectTier::Verify(const ReadOp& op, const ObjectRead& read) const {
+  if (read.bytes > read.Capacity()) return Status::Internal("object client reported more bytes than it copied");
+  if (read.rest.empty()) {
+    return internal::VerifyObjectImage(read.dst.first(read.bytes), op.id, op.dst, options_.cipher.get());
+  }
+  return internal::VerifyObjectInPlace(read.dst, read.bytes, op.id, op.dst, options_.cipher.get());
+}
+
+void ObjectTier::FinishRead(ReadOp& op, ObjectRead& read, const Status* verdict) {
+  op.status = VerifyRead(op, read, verdict);
   if (op.status.ok()) {
     counters_.hits.fetch_add(1, std::memory_order_relaxed);
     counters_.bytes_read.fetch_add(TotalBytes(op.dst), std::memory_order_relaxed);
@@ -188,15 +242,19 @@ void ObjectTier::FinishRead(ReadOp& op, ObjectRead& read) {
   if (op.status.IsCorruption()) DropCorrupt(read.name);
 }
 
-Status ObjectTier::VerifyRead(ReadOp& op, ObjectRead& read) {
+Status ObjectTier::VerifyRead(ReadOp& op, ObjectRead& read, const Status* verdict) {
   if (!read.status.ok()) {
-    if (read.status.code() != Code::kInvalidArgument || read.bytes <= read.dst.size()) return read.status;
+    if (read.status.IsNotFound() && read.wrote && !read.rest.empty()) {
+      // An earlier try landed part of the object in the caller's buffers before failing: not a plain
+      // miss, whose destination would be left as the caller's own bytes.
+      return Status::IOError("object " + read.name + " vanished while being read", /*retryable=*/true);
+    }
+    if (read.status.code() != Code::kInvalidArgument || read.bytes <= read.Capacity()) return read.status;
     // Larger than this chunk's object: a chunk of another size (the caller's mistake) or damage.
     KVTIER_ASSIGN_OR_RETURN(std::vector<std::byte> whole, FetchWhole(read.name));
     return internal::VerifyObjectImage(whole, op.id, op.dst, options_.cipher.get());
   }
-  if (read.bytes > read.dst.size()) return Status::Internal("object client reported more bytes than it copied");
-  return internal::VerifyObjectImage(read.dst.first(read.bytes), op.id, op.dst, options_.cipher.get());
+  return verdict != nullptr ? *verdict : Verify(op, read);
 }
 
 Result<std::vector<std::byte>> ObjectTier::FetchWhole(const std::string& name) {

@@ -6,8 +6,10 @@
 //            with O_DIRECT); encrypted (AES-256-GCM) with key_file=.
 //   read     GetMany cuts a batch into windows of at most inflight= bytes (one ByteBudget for every
 //            call of the tier), fetches each window with one client GetMany, retries retryable
-//            failures (object_retry.h), verifies every object (header checksum, namespace, key,
-//            layout, length, piece sums or GCM tags) and copies the payload into the caller's pieces.
+//            failures (object_retry.h) and verifies every object as it lands (header checksum,
+//            namespace, key, layout, length, piece sums or GCM tags). A client with ScatterReads()
+//            lands the payload straight in the caller's pieces and it is checked there; otherwise
+//            the object lands in staging and its verified payload is copied out.
 //            NotFound is a miss; a failed verification is Corruption: the object is deleted (unless
 //            read-only) and counted; every failure but NotFound zeroes the destination.
 //   write    Put encodes the chunk (plain: the caller's bytes are sent as they are), takes its bytes
@@ -66,8 +68,11 @@ class ObjectTier : public Tier {
 
  private:
   void ReadWindow(std::span<ReadOp> ops);
-  void FinishRead(ReadOp& op, ObjectRead& read);
-  Status VerifyRead(ReadOp& op, ObjectRead& read);
+  // Checks an object that landed (whole in read.dst, or header in read.dst and payload in op.dst).
+  Status Verify(const ReadOp& op, const ObjectRead& read) const;
+  // `verdict`: Verify's result when it already ran as the object landed.
+  void FinishRead(ReadOp& op, ObjectRead& read, const Status* verdict);
+  Status VerifyRead(ReadOp& op, ObjectRead& read, const Status* verdict);
   // Reads a whole object whatever its size (for Check and for a size that disagrees with the caller's).
   Result<std::vector<std::byte>> FetchWhole(const std::string& name);
   void DropCorrupt(const std::string& name);

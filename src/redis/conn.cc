@@ -74,6 +74,11 @@ Result<std::unique_ptr<Conn>> Conn::Open(const NodeAddr& node, const ConnOptions
 
 Conn::~Conn() { redisFree(ctx_); }
 
+Status Conn::Desynced() {
+  broken_ = true;
+  return Status::IOError("redis " + node_.ToString() + ": replies read two ways on one connection", true);
+}
+
 Status Conn::Fail(std::string_view what) {
   broken_ = true;
   std::string err = ctx_->err != 0 ? std::string(ctx_->errstr) : std::string("connection failed");
@@ -81,6 +86,7 @@ Status Conn::Fail(std::string_view what) {
 }
 
 Result<ReplyPtr> Conn::Command(std::span<const std::string_view> argv) {
+  if (direct_.buffered() > 0) return Desynced();
   std::vector<const char*> args;
   std::vector<size_t> lens;
   for (std::string_view a : argv) {
@@ -116,7 +122,19 @@ Status Conn::Write(std::span<const iovec> pieces) {
   return Status::OK();
 }
 
+Result<DirectReply> Conn::ReadDirect(std::span<std::byte> head, ScatterList rest, bool* wrote) {
+  const redisReader* reader = ctx_->reader;
+  if (reader != nullptr && reader->len > reader->pos) return Desynced();  // hiredis holds bytes of this stream
+  auto reply = direct_.Next(ctx_->fd, head, rest, wrote);
+  if (!reply.ok()) {
+    broken_ = true;
+    return Status::IOError("redis " + node_.ToString() + ": " + reply.status().message(), true);
+  }
+  return reply;
+}
+
 Result<ReplyPtr> Conn::ReadReply() {
+  if (direct_.buffered() > 0) return Desynced();
   void* r = nullptr;
   if (redisGetReply(ctx_, &r) != REDIS_OK || r == nullptr) return Fail("read");
   return ReplyPtr(static_cast<redisReply*>(r));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kvtier/status.h"
+#include "redis/direct_reader.h"
 #include "redis/router.h"
 
 struct redisContext;
@@ -51,13 +52,19 @@ class Conn {
   Status Write(std::span<const iovec> pieces);
   // The next reply of a pipeline.
   Result<ReplyPtr> ReadReply();
+  // The next reply of a pipeline read straight from the socket (DirectReader): a bulk string lands in
+  // `head`, then `rest`. The replies of one pipeline are read either all this way or all by ReadReply.
+  Result<DirectReply> ReadDirect(std::span<std::byte> head, ScatterList rest, bool* wrote);
 
  private:
   Conn(NodeAddr node, redisContext* ctx) : node_(std::move(node)), ctx_(ctx) {}
   Status Fail(std::string_view what);
+  // The stream holds bytes one reader has not seen: it can no longer be trusted.
+  Status Desynced();
 
   NodeAddr node_;
   redisContext* ctx_;
+  DirectReader direct_;
   bool broken_ = false;
 };
 

@@ -55,6 +55,10 @@ class RedisClient final : public object::ObjectClient {
     return s + " (cluster, " + std::to_string(m->shards().size()) + " shards)";
   }
 
+  bool ScatterReads() const override { return true; }
+
+  // Every reply is read straight from the socket into its op's buffers (Conn::ReadDirect), and the op
+  // is handed to its `landed` callback on the node's thread while later replies are still arriving.
   void GetMany(std::span<object::ObjectRead> ops) override {
     std::vector<std::string> keys;
     for (const auto& op : ops) keys.push_back(Key(op.name));
@@ -68,14 +72,14 @@ class RedisClient final : public object::ObjectClient {
       if (r.type == REDIS_REPLY_NIL) return Status::NotFound("redis: no object " + op.name);
       if (r.type != REDIS_REPLY_STRING) return Status::IOError("redis: GET " + op.name + ": unexpected reply");
       op.bytes = r.len;
-      if (r.len > op.dst.size()) {
+      if (r.len > op.Capacity()) {
         return Status::InvalidArgument("redis: object " + op.name + " has " + std::to_string(r.len) +
-                                       " bytes, more than the " + std::to_string(op.dst.size()) + " expected");
+                                       " bytes, more than the " + std::to_string(op.Capacity()) + " expected");
       }
-      if (r.len > 0) std::memcpy(op.dst.data(), r.str, r.len);
+      if (op.landed) op.landed(op);
       return Status::OK();
     };
-    std::vector<Status> st = Run(keys, /*read=*/true, encode, decode);
+    std::vector<Status> st = Run(keys, /*read=*/true, encode, decode, ops);
     for (size_t i = 0; i < ops.size(); ++i) ops[i].status = std::move(st[i]);
   }
 
@@ -257,8 +261,10 @@ class RedisClient final : public object::ObjectClient {
 
   // Runs one command per key, pipelined per node, nodes in parallel; follows MOVED and ASK, reconnects
   // after a connection failure, up to kMaxRounds. Returns each command's Status.
+  // `direct`: the GETs' ops, whose replies are read straight into their buffers; empty for other
+  // commands (replies through hiredis).
   std::vector<Status> Run(const std::vector<std::string>& keys, bool read, const Encode& encode,
-                          const Decode& decode) {
+                          const Decode& decode, std::span<object::ObjectRead> direct = {}) {
     std::vector<Status> result(keys.size());
     std::vector<Pending> pending(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -283,7 +289,7 @@ class RedisClient final : public object::ObjectClient {
       for (auto& [node, ops] : groups) {
         const bool readonly = read && IsReplica(*map, node);
         auto job = [&, node = node, ops = &ops, readonly] {
-          RunGroup(node, *ops, readonly, encode, decode, result, outcome);
+          RunGroup(node, *ops, readonly, encode, decode, direct, result, outcome);
         };
         if (++g == groups.size()) {
           job();
@@ -320,7 +326,8 @@ class RedisClient final : public object::ObjectClient {
   }
 
   void RunGroup(const NodeAddr& node, const std::vector<Pending*>& ops, bool readonly, const Encode& encode,
-                const Decode& decode, std::vector<Status>& result, std::vector<Outcome>& outcome) {
+                const Decode& decode, std::span<object::ObjectRead> direct, std::vector<Status>& result,
+                std::vector<Outcome>& outcome) {
     ConnPool& pool = readonly ? ro_pool_ : pool_;
     bool fresh = false;
     auto conn_or = pool.Acquire(node, &fresh);
@@ -345,20 +352,14 @@ class RedisClient final : public object::ObjectClient {
     for (; s.ok() && done < ops.size(); ++done) {
       const Pending& p = *ops[done];
       if (p.ask) {
-        auto asking = conn->ReadReply();
+        s = direct.empty() ? conn->ReadReply().status() : conn->ReadDirect({}, {}, nullptr).status();
         ++requests_;
-        if (!asking.ok()) {
-          s = asking.status();
-          break;
-        }
+        if (!s.ok()) break;
       }
-      auto reply = conn->ReadReply();
+      s = direct.empty() ? ReadAndSettle(*conn, node, p, decode, result, outcome)
+                         : ReadDirectAndSettle(*conn, node, p, direct[p.index], decode, result, outcome);
       ++requests_;
-      if (!reply.ok()) {
-        s = reply.status();
-        break;
-      }
-      Settle(node, p, **reply, decode, result, outcome);
+      if (!s.ok()) break;
     }
     for (; done < ops.size(); ++done) {
       result[ops[done]->index] = s;
@@ -366,6 +367,38 @@ class RedisClient final : public object::ObjectClient {
     }
     if (conn->broken() && !fresh) pool.DropIdle(node);  // the others idle on that node are as stale
     pool.Release(std::move(conn));
+  }
+
+  // Reads one reply through hiredis and settles its command; returns the read's failure (the
+  // connection's), not the command's.
+  Status ReadAndSettle(Conn& conn, const NodeAddr& node, const Pending& p, const Decode& decode,
+                       std::vector<Status>& result, std::vector<Outcome>& outcome) {
+    auto reply = conn.ReadReply();
+    if (!reply.ok()) return reply.status();
+    Settle(node, p, **reply, decode, result, outcome);
+    return Status::OK();
+  }
+
+  // The same, reading the reply straight into `op`'s buffers. Settle and decode see it as the reply
+  // hiredis would have made, but a bulk string's bytes are already in place (str is null).
+  Status ReadDirectAndSettle(Conn& conn, const NodeAddr& node, const Pending& p, object::ObjectRead& op,
+                             const Decode& decode, std::vector<Status>& result, std::vector<Outcome>& outcome) {
+    auto reply = conn.ReadDirect(op.dst, op.rest, &op.wrote);
+    if (!reply.ok()) return reply.status();
+    redisReply r{};
+    switch (reply->kind) {
+      case DirectReply::Kind::kBulk: r.type = REDIS_REPLY_STRING; r.len = reply->len; break;
+      case DirectReply::Kind::kNil: r.type = REDIS_REPLY_NIL; break;
+      case DirectReply::Kind::kError: r.type = REDIS_REPLY_ERROR; break;
+      case DirectReply::Kind::kStatus: r.type = REDIS_REPLY_STATUS; break;
+      case DirectReply::Kind::kInteger: r.type = REDIS_REPLY_INTEGER; r.integer = reply->integer; break;
+    }
+    if (r.type == REDIS_REPLY_ERROR || r.type == REDIS_REPLY_STATUS) {
+      r.str = reply->text.data();
+      r.len = reply->text.size();
+    }
+    Settle(node, p, r, decode, result, outcome);
+    return Status::OK();
   }
 
   void Settle(const NodeAddr& node, const Pending& p, const redisReply& r, const Decode& decode,

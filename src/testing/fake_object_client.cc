@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "object/object_scheme.h"
 
@@ -26,6 +27,7 @@ void FakeObjectStore::FailPuts(Status status) {
 
 void FakeObjectStore::ClearFaults() {
   internal::MutexLock lock(mu_);
+  midway_next_ = 0;
   fail_next_ = 0;
   fail_always_ = false;
   fault_ = Status::OK();
@@ -102,9 +104,16 @@ void FakeObjectStore::End(uint64_t bytes) {
   inflight_ -= bytes;
 }
 
+void FakeObjectStore::FailNextMidway(uint32_t ops, Status status, bool erase) {
+  internal::MutexLock lock(mu_);
+  midway_next_ = ops;
+  midway_fault_ = std::move(status);
+  midway_erase_ = erase;
+}
+
 void FakeObjectStore::GetMany(std::span<object::ObjectRead> ops) {
   uint64_t bytes = 0;
-  for (const auto& op : ops) bytes += op.dst.size();
+  for (const auto& op : ops) bytes += op.Capacity();
   Begin(bytes);
   {
     internal::MutexLock lock(mu_);
@@ -118,12 +127,17 @@ void FakeObjectStore::GetMany(std::span<object::ObjectRead> ops) {
         op.status = Status::NotFound(op.name);
         continue;
       }
-      op.bytes = it->second.size();
-      if (op.bytes > op.dst.size()) {
-        op.status = Status::InvalidArgument("object larger than the destination");
+      if (midway_next_ > 0 && it->second.size() <= op.Capacity()) {
+        --midway_next_;  // half the object lands, as when a connection is lost mid-reply
+        auto landed = std::exchange(op.landed, nullptr);
+        (void)object::LandObject(op, std::span(it->second).first(it->second.size() / 2));
+        op.landed = std::move(landed);
+        op.bytes = 0;
+        op.status = midway_fault_;
+        if (midway_erase_) objects_.erase(it);
         continue;
       }
-      if (op.bytes > 0) std::memcpy(op.dst.data(), it->second.data(), op.bytes);
+      op.status = object::LandObject(op, it->second);
     }
   }
   End(bytes);

@@ -25,6 +25,9 @@ class FakeObjectStore {
   void FailNext(uint32_t ops, Status status) EXCLUDES(mu_);   // the next `ops` ops fail with `status`
   void FailAlways(Status status) EXCLUDES(mu_);               // every op fails until ClearFaults
   void FailPuts(Status status) EXCLUDES(mu_);                 // every put fails (e.g. NoSpace) until ClearFaults
+  // The next `ops` gets land half of their object in the destination, then fail with `status` (a
+  // connection lost mid-reply); with `erase` the object is gone afterwards (evicted meanwhile).
+  void FailNextMidway(uint32_t ops, Status status, bool erase = false) EXCLUDES(mu_);
   void ClearFaults() EXCLUDES(mu_);
 
   // Damage behind the tier's back. NotFound when the object is absent.
@@ -64,14 +67,20 @@ class FakeObjectStore {
   bool fail_always_ GUARDED_BY(mu_) = false;
   Status fault_ GUARDED_BY(mu_);
   Status put_fault_ GUARDED_BY(mu_);
+  uint32_t midway_next_ GUARDED_BY(mu_) = 0;
+  Status midway_fault_ GUARDED_BY(mu_);
+  bool midway_erase_ GUARDED_BY(mu_) = false;
   uint64_t inflight_ GUARDED_BY(mu_) = 0;
   Observed seen_ GUARDED_BY(mu_);
 };
 
 class FakeObjectClient : public object::ObjectClient {
  public:
-  explicit FakeObjectClient(std::shared_ptr<FakeObjectStore> store) : store_(std::move(store)) {}
+  // `scatter`: reads land in the caller's pieces (ObjectRead::rest), as the redis:// client's do.
+  explicit FakeObjectClient(std::shared_ptr<FakeObjectStore> store, bool scatter = true)
+      : store_(std::move(store)), scatter_(scatter) {}
   std::string Describe() const override { return "fake in-memory object store"; }
+  bool ScatterReads() const override { return scatter_; }
   void GetMany(std::span<object::ObjectRead> ops) override;
   void PutMany(std::span<object::ObjectWrite> ops) override;
   Status Delete(std::string_view name) override;
@@ -81,6 +90,7 @@ class FakeObjectClient : public object::ObjectClient {
 
  private:
   std::shared_ptr<FakeObjectStore> store_;
+  const bool scatter_;
   std::atomic<uint64_t> requests_{0}, errors_{0};
 };
 

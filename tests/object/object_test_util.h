@@ -42,9 +42,13 @@ class ObjectTierTestBase : public ::testing::Test {
  protected:
   // A tier over `store_`; every backoff delay is recorded instead of slept.
   std::unique_ptr<object::ObjectTier> Open(object::ObjectTierOptions o = {}, bool read_only = false) {
+    return Open(std::make_unique<FakeObjectClient>(store_, scatter_), std::move(o), read_only);
+  }
+
+  std::unique_ptr<object::ObjectTier> Open(std::unique_ptr<object::ObjectClient> client,
+                                           object::ObjectTierOptions o, bool read_only = false) {
     o.retry.sleep = [this](std::chrono::milliseconds d) { sleeps_.push_back(d); };
-    auto t = object::OpenObjectTier(std::make_unique<FakeObjectClient>(store_), std::move(o), "objmem-test",
-                                    read_only);
+    auto t = object::OpenObjectTier(std::move(client), std::move(o), "objmem-test", read_only);
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     return std::unique_ptr<object::ObjectTier>(static_cast<object::ObjectTier*>(t->release()));
   }
@@ -72,6 +76,7 @@ class ObjectTierTestBase : public ::testing::Test {
   std::string Name(const ChunkId& id) const { return object::ChunkObjectName("", id); }
 
   std::shared_ptr<FakeObjectStore> store_ = std::make_shared<FakeObjectStore>();
+  bool scatter_ = true;  // the fake client lands payloads in the caller's pieces
   std::vector<std::chrono::milliseconds> sleeps_;
   Namespace ns_ = ObjNs();
 };

@@ -187,7 +187,7 @@ TEST_F(ObjectTierTest, EncryptedRoundTripAndWrongKey) {
 TEST_F(ObjectTierTest, BatchesAreCutIntoWindowsWithinTheBound) {
   ObjectTierOptions o;
   const uint64_t object_bytes = internal::kChunkHeaderSize + 3000;
-  o.inflight_bytes = 3 * object_bytes;
+  o.inflight_bytes = 6 * object_bytes;  // two windows of three objects in flight at once
   auto tier = Open(o);
   std::vector<ChunkId> ids;
   for (uint32_t i = 0; i < 10; ++i) {
@@ -222,6 +222,26 @@ TEST_F(ObjectTierTest, BatchesAreCutIntoWindowsWithinTheBound) {
   }
   for (auto& th : threads) th.join();
   EXPECT_LE(store_->observed().max_inflight_bytes, o.inflight_bytes);
+}
+
+TEST_F(ObjectTierTest, BoundBelowTwoObjectsReadsOneWindowAtATime) {
+  ObjectTierOptions o;
+  const uint64_t object_bytes = internal::kChunkHeaderSize + 3000;
+  o.inflight_bytes = object_bytes * 3 / 2;
+  auto tier = Open(o);
+  std::vector<std::vector<std::byte>> out(5, std::vector<std::byte>(3000));
+  std::vector<std::span<std::byte>> pieces;
+  std::vector<ReadOp> ops;
+  for (auto& b : out) pieces.emplace_back(b);
+  for (uint32_t i = 0; i < 5; ++i) {
+    ASSERT_TRUE(Put(*tier, ObjId(ns_, 70 + i)).ok());
+    ops.push_back(ReadOp{ObjId(ns_, 70 + i), ScatterList(&pieces[i], 1), Status::OK()});
+  }
+  const uint64_t calls = store_->observed().get_calls;
+  tier->GetMany(ops);
+  for (uint32_t i = 0; i < 5; ++i) EXPECT_EQ(out[i], ObjPayload(ObjId(ns_, 70 + i), 3000)) << i;
+  EXPECT_EQ(store_->observed().get_calls - calls, 5u);
+  EXPECT_EQ(store_->observed().max_inflight_bytes, object_bytes);
 }
 
 TEST_F(ObjectTierTest, NamesRoundTripAndForeignNamesAreSkipped) {
