@@ -16,3 +16,11 @@ endif()
 if(KVTIER_BUILD_BENCH)
   find_package(benchmark REQUIRED)
 endif()
+# librados (librados-dev: no pkg-config file in Debian 12) for rados:// tiers.
+find_library(RADOS_LIBRARY rados REQUIRED)
+find_path(RADOS_INCLUDE_DIR rados/librados.h REQUIRED)
+add_library(Kvtier::rados UNKNOWN IMPORTED)
+set_target_properties(Kvtier::rados PROPERTIES IMPORTED_LOCATION "${RADOS_LIBRARY}"
+  INTERFACE_INCLUDE_DIRECTORIES "${RADOS_INCLUDE_DIR}")
+# libcurl (libcurl4-openssl-dev, >= 7.75 for CURLOPT_AWS_SIGV4) for s3:// tiers.
+find_package(CURL 7.75 REQUIRED)

@@ -14,6 +14,7 @@ PACKAGES=(
   fio gnuplot-nox
   python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
   redis-server redis-tools libhiredis-dev
+  ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse radosgw librados-dev uuid-runtime bc fuse3 curl libcurl4-openssl-dev
 )
 
 missing=()

@@ -17,6 +17,7 @@
 #include "kvtier/tier.h"
 #include "object/object_reference.h"
 #include "object/object_tier.h"
+#include "rados/rados_reference.h"
 #include "redis/plain_reference.h"
 
 namespace kvtier::internal {
@@ -261,14 +262,19 @@ Status RunMemory(const DatapathConfig& c, Tier& tier, ReadArea* area, DatapathRe
 constexpr const char* kPlainHiredisReference =
     "plain hiredis GETs (one connection and one GET in flight per stream, streams = values in flight, "
     "spread over the masters; redis/plain_reference.h)";
+constexpr const char* kPlainRadosReference =
+    "plain librados reads (rados_aio_read of whole objects, a window of inflight= bytes at a time; "
+    "rados/rados_reference.h)";
 constexpr const char* kRawClientReference =
     "the backend's object client without kvtier's framing, verification or copy (object/object_reference.h)";
 
-// redis:// is measured against plain hiredis; other object tiers against their client without framing.
+// redis:// is measured against plain hiredis, rados:// against plain librados; other object tiers
+// (s3://) against their client without framing.
 Result<object::RawReadResult> RawReference(const TierUrl& url, object::ObjectTier& tier, const DatapathPlan& plan) {
-  if (url.scheme != "redis") return object::RawReadReference(tier, plan.chunk_bytes, plan.chunks);
   const uint64_t value_bytes = internal::kChunkHeaderSize + plan.chunk_bytes;
   const uint64_t streams = std::max<uint64_t>(1, tier.options().inflight_bytes / value_bytes);
+  if (url.scheme == "rados") return rados::PlainRadosReadReference(url, value_bytes, plan.chunks, streams);
+  if (url.scheme != "redis") return object::RawReadReference(tier, plan.chunk_bytes, plan.chunks);
   KVTIER_ASSIGN_OR_RETURN(redis::PlainGetResult p,
                           redis::PlainHiredisGetReference(url, value_bytes, plan.chunks, streams));
   return object::RawReadResult{p.values, p.bytes, p.errors, p.seconds};
@@ -309,7 +315,9 @@ Status RunObjectSweep(const DatapathConfig& c, const DatapathPlan& plan, const T
   r->target.cold = true;
   r->target.cold_method = "object store (no local cache)";
   r->fio_note = "not applicable to an object tier: the reference is the backend's raw client";
-  r->reference_name = url.scheme == "redis" ? kPlainHiredisReference : kRawClientReference;
+  r->reference_name = url.scheme == "redis"   ? kPlainHiredisReference
+                      : url.scheme == "rados" ? kPlainRadosReference
+                                              : kRawClientReference;
   for (uint64_t inflight : plan.inflight) {
     std::vector<SweepPoint> runs;
     for (uint32_t i = 0; i < std::max<uint32_t>(c.repeat, 1); ++i) {
