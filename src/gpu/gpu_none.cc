@@ -1,5 +1,6 @@
 // The GPU API in a build without CUDA (KVTIER_CUDA=OFF): every call that needs a GPU is NotSupported.
 #include "gpu/device_memory.h"
+#include "gpu/gpu_plan.h"
 #include "kvtier/gpu.h"
 
 namespace kvtier {
@@ -24,8 +25,9 @@ Result<std::unique_ptr<PinnedRegistration>> PinnedRegistration::Register(std::sp
 }
 PinnedRegistration::~PinnedRegistration() { (void)ptr_; }  // never constructed here
 
-Result<std::unique_ptr<GpuTransfer>> GpuTransfer::Open(const Layout& /*layout*/, const PagedKvCache& /*cache*/,
-                                                       const GpuTransferOptions& /*options*/) {
+Result<std::unique_ptr<GpuTransfer>> GpuTransfer::Open(const Layout& layout, const PagedKvCache& cache,
+                                                       const GpuTransferOptions& options) {
+  KVTIER_RETURN_IF_ERROR(internal::ValidateOpen(layout, cache, options));  // same answers as with CUDA
   return NoCudaStatus();
 }
 

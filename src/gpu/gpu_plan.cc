@@ -25,6 +25,15 @@ Status ValidateCache(const Layout& layout, const PagedKvCache& cache) {
   return Status::OK();
 }
 
+Status ValidateOpen(const Layout& layout, const PagedKvCache& cache, const GpuTransferOptions& options) {
+  KVTIER_RETURN_IF_ERROR(ValidateCache(layout, cache));
+  if (options.layer_groups == 0 || options.layer_groups > layout.layers) {
+    return Status::InvalidArgument("GpuTransferOptions: layer_groups " + std::to_string(options.layer_groups) +
+                                   " is outside [1, " + std::to_string(layout.layers) + "]");
+  }
+  return Status::OK();
+}
+
 uint64_t BlocksNeeded(const Layout& layout, uint32_t block_tokens, uint64_t chunks) {
   const uint64_t tokens = chunks * layout.tokens_per_chunk;
   return (tokens + block_tokens - 1) / block_tokens;

@@ -40,6 +40,10 @@ struct PagedGeometry {
 // and one V pointer (non-null) per layer of `layout`.
 Status ValidateCache(const Layout& layout, const PagedKvCache& cache);
 
+// ValidateCache, and options.layer_groups within [1, layers]: what GpuTransfer::Open checks before it
+// looks for a device (with or without CUDA).
+Status ValidateOpen(const Layout& layout, const PagedKvCache& cache, const GpuTransferOptions& options);
+
 // Blocks a request of `chunks` chunks needs: ceil(chunks x tokens_per_chunk / block_tokens).
 uint64_t BlocksNeeded(const Layout& layout, uint32_t block_tokens, uint64_t chunks);
 

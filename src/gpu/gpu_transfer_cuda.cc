@@ -313,11 +313,7 @@ Status CudaTransfer::Save(Store& store, const Namespace& ns, std::span<const Chu
 
 Result<std::unique_ptr<GpuTransfer>> GpuTransfer::Open(const Layout& layout, const PagedKvCache& cache,
                                                        const GpuTransferOptions& options) {
-  KVTIER_RETURN_IF_ERROR(internal::ValidateCache(layout, cache));
-  if (options.layer_groups == 0 || options.layer_groups > layout.layers) {
-    return Status::InvalidArgument("GpuTransferOptions: layer_groups " + std::to_string(options.layer_groups) +
-                                   " is outside [1, " + std::to_string(layout.layers) + "]");
-  }
+  KVTIER_RETURN_IF_ERROR(internal::ValidateOpen(layout, cache, options));
   KVTIER_RETURN_IF_ERROR(internal::CheckDevice(cache.device));
   const uint64_t batch = std::clamp<uint64_t>(options.staging_bytes / layout.BytesPerChunk(), 1, 1u << 16);
   auto t = std::make_unique<internal::CudaTransfer>(layout, cache, static_cast<uint32_t>(batch),
