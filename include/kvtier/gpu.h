@@ -10,7 +10,7 @@
 // checked on the host before any reaches the GPU), then one bulk host->GPU copy per chunk (per chunk and
 // layer group when the load is layer-wise) lands them in device staging on the transfer's stream and
 // one scatter kernel per batch (and layer group) moves the rows into the blocks. While the GPU copies a
-// batch the host reads and verifies the next one. Completion is a CUDA event per layer group, waited for
+// batch, host threads read and verify the next ones (several batches at once, queued in order). Completion is a CUDA event per layer group, waited for
 // with blocking synchronisation (no host thread spins) or made a dependency of the engine's stream.
 //
 // Save: one gather kernel per batch copies the blocks' rows into device staging, one GPU->pinned copy
@@ -77,9 +77,12 @@ struct PagedKvCache {
 };
 
 struct GpuTransferOptions {
-  // Bytes of each of the two staging buffers (pinned host and device, so 4 x this in all), rounded down
-  // to whole chunks and at least one chunk: the batch size of loads and saves.
+  // Bytes of one staging buffer, rounded down to whole chunks and at least one chunk: the batch size of
+  // loads and saves. There are host_threads + 1 pinned host buffers and one device buffer of this size.
   uint64_t staging_bytes = 256ull << 20;
+  // Threads that read and verify batches on the host at once (1 to 64): a memory tier copies and checks
+  // a chunk on one thread, so several batches in flight keep the GPU's copies fed.
+  uint32_t host_threads = 4;
   // Layer groups of a load: group g covers layers [g*L/G, (g+1)*L/G) and has its own completion event.
   // 1: one event for the whole load. At most the layer count.
   uint32_t layer_groups = 1;
@@ -126,7 +129,8 @@ class GpuTransfer {
 
   // Gathers chunks 0..keys.size()-1 of the request from the blocks of `block_table` and saves them
   // (Store::Save: top tier now, lower tiers in the background). When `after_stream` (a cudaStream_t)
-  // is given, the gather waits for the work queued on it so far (the prefill that wrote the blocks).
+  // is given, the gather waits for the work queued on it so far (the prefill that wrote the blocks);
+  // nullptr waits for nothing (so work on the legacy default stream must be synchronised first).
   // Returns once every chunk is in the top tier. InvalidArgument as for Load; the Store's error.
   virtual Status Save(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
                       std::span<const uint32_t> block_table, void* after_stream = nullptr) = 0;

@@ -233,11 +233,12 @@ typedef struct kvtier_gpu_cache {
  * thread at a time per handle. */
 typedef struct kvtier_gpu kvtier_gpu;
 
-/* staging_bytes: each of the two staging buffers (0: 256 MiB); layer_groups: completion events per
- * load (0 or 1: one; at most the layer count). NOT_SUPPORTED without a GPU; INVALID_ARGUMENT for a bad
- * cache. */
+/* staging_bytes: one staging buffer, the batch size (0: 256 MiB); layer_groups: completion events per
+ * load (0 or 1: one; at most the layer count); host_threads: batches read and verified at once (0: 4;
+ * at most 64). NOT_SUPPORTED without a GPU; INVALID_ARGUMENT for a bad cache. */
 KVTIER_API kvtier_status kvtier_gpu_open(const kvtier_ns* ns, const kvtier_gpu_cache* cache,
-                                         uint64_t staging_bytes, uint32_t layer_groups, kvtier_gpu** out);
+                                         uint64_t staging_bytes, uint32_t layer_groups,
+                                         uint32_t host_threads, kvtier_gpu** out);
 /* Waits for every transfer in flight, then frees the handle; NULL is allowed. */
 KVTIER_API void kvtier_gpu_close(kvtier_gpu* gpu);
 /* Loads the leading cached chunks of `keys` (chunk i = tokens [i*T, (i+1)*T) of the request) into the
@@ -256,8 +257,9 @@ KVTIER_API kvtier_status kvtier_gpu_wait(kvtier_gpu* gpu);
  * wait for layer group `group` without blocking the host. */
 KVTIER_API kvtier_status kvtier_gpu_stream_wait_layers(kvtier_gpu* gpu, uint32_t group, void* stream);
 /* Gathers chunks 0..n_keys-1 of the request from the blocks of `block_table` and saves them (top tier
- * before it returns, lower tiers in the background). `after_stream` (a cudaStream_t or NULL): the
- * gather waits for the work queued on it so far. */
+ * before it returns, lower tiers in the background). `after_stream` (a cudaStream_t): the gather waits
+ * for the work queued on it so far; NULL waits for nothing (synchronise the legacy default stream, whose
+ * handle is NULL, before the call). */
 KVTIER_API kvtier_status kvtier_gpu_save(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
                                          const kvtier_key* keys, size_t n_keys, const uint32_t* block_table,
                                          size_t n_blocks, void* after_stream);

@@ -78,11 +78,13 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal_square:
     T, qh, d = q.shape
     S, kvh, _ = k.shape
     qt, kt, vt = q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None]
+    # K/V heads repeated for the query heads (GQA as MHA): every SDPA backend takes that, so a long
+    # prefill never falls back to the math kernel's S x S matrix.
+    rep = qh // kvh
+    kt, vt = kt.repeat_interleave(rep, dim=1), vt.repeat_interleave(rep, dim=1)
     if causal_square:
-        out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, enable_gqa=True)
+        out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
     else:
-        rep = qh // kvh
-        kt, vt = kt.repeat_interleave(rep, dim=1), vt.repeat_interleave(rep, dim=1)
         mask = None
         if T > 1:
             qpos = torch.arange(offset, offset + T, device=q.device)[:, None]

@@ -78,9 +78,12 @@ class Runner:
         k, v = self.kv.addresses()
         cache = kvtier.gpu.PagedCache(0, self.kv.num_blocks, args.block_tokens, k, v)
         self.transfer = kvtier.gpu.Transfer(self.ns, cache, staging_bytes=args.staging_mib << 20,
-                                            layer_groups=args.layer_groups)
+                                            layer_groups=args.layer_groups, host_threads=args.host_threads)
         self.alloc = logic.BlockAllocator(self.kv.num_blocks, seed=1)
         self.dropped = True
+        # A stream of our own: the legacy default stream's handle is 0, which kvtier's save takes for "no
+        # stream to wait for".
+        self.compute = torch.cuda.Stream()
 
     def stream(self) -> int:
         return self.torch.cuda.current_stream().cuda_stream
@@ -192,6 +195,10 @@ class Runner:
         return out
 
     def run(self) -> dict:
+        with self.torch.cuda.stream(self.compute):
+            return self._run()
+
+    def _run(self) -> dict:
         a = self.args
         scratch = Path(a.dir)
         scratch.mkdir(parents=True, exist_ok=True)
@@ -217,7 +224,8 @@ class Runner:
         props = self.torch.cuda.get_device_properties(0)
         out = {"model": "llama-3.1-8b shape, random bf16 weights (one layer's reused), torch SDPA",
                "gpu": f"{props.name}, {props.total_memory >> 20} MiB", "torch": self.torch.__version__,
-               "block_tokens": a.block_tokens, "layer_groups": a.layer_groups, "suffix_tokens": a.suffix,
+               "block_tokens": a.block_tokens, "layer_groups": a.layer_groups, "host_threads": a.host_threads,
+               "staging_mib": a.staging_mib, "suffix_tokens": a.suffix,
                "decode_tokens": a.decode, "ttft": ttft, "skipped_levels": skipped,
                "page_cache_dropped": self.dropped,
                "answers_identical": bool(ttft) and all(t["answers_identical"] for t in ttft.values()),
@@ -239,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--decode", type=int, default=16)
     p.add_argument("--block-tokens", type=int, default=16)
     p.add_argument("--layer-groups", type=int, default=4)
-    p.add_argument("--staging-mib", type=int, default=256)
+    p.add_argument("--staging-mib", type=int, default=128)
+    p.add_argument("--host-threads", type=int, default=8)
     args = p.parse_args(argv)
     if not os.path.isabs(args.dir):
         p.error("--dir must be absolute")

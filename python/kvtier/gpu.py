@@ -35,7 +35,7 @@ class KvGpuCache(Structure):
 _GPU = c_void_p
 _SIGNATURES = {
     "kvtier_gpu_available": (c_int, [c_int]),
-    "kvtier_gpu_open": (c_int, [c_void_p, POINTER(KvGpuCache), c_uint64, c_uint32, POINTER(_GPU)]),
+    "kvtier_gpu_open": (c_int, [c_void_p, POINTER(KvGpuCache), c_uint64, c_uint32, c_uint32, POINTER(_GPU)]),
     "kvtier_gpu_close": (None, [_GPU]),
     "kvtier_gpu_load": (c_int, [_GPU, c_void_p, c_void_p, POINTER(_lib.KvKey), c_size_t, POINTER(c_uint32),
                                 c_size_t, POINTER(c_size_t)]),
@@ -98,7 +98,8 @@ class Transfer(_Handle):
     One thread at a time. close() (or the context manager) waits for transfers in flight.
     """
 
-    def __init__(self, ns: Namespace, cache: PagedCache, *, staging_bytes: int = 0, layer_groups: int = 1) -> None:
+    def __init__(self, ns: Namespace, cache: PagedCache, *, staging_bytes: int = 0, layer_groups: int = 1,
+                 host_threads: int = 0) -> None:
         lib = _gpu_lib()
         if len(cache.k) != len(cache.v):
             raise KvtierError(Status.INVALID_ARGUMENT, "PagedCache: k and v differ in length")
@@ -108,7 +109,8 @@ class Transfer(_Handle):
         c = KvGpuCache(cache.device, cache.num_blocks, cache.block_tokens, layers,
                        ctypes.cast(self._k, POINTER(c_void_p)), ctypes.cast(self._v, POINTER(c_void_p)))
         handle = c_void_p()
-        check(lib.kvtier_gpu_open(ns.handle, ctypes.byref(c), staging_bytes, layer_groups, ctypes.byref(handle)))
+        check(lib.kvtier_gpu_open(ns.handle, ctypes.byref(c), staging_bytes, layer_groups, host_threads,
+                                  ctypes.byref(handle)))
         self._handle: Optional[int] = handle.value
         self.layer_groups = max(layer_groups, 1)
 
@@ -141,7 +143,9 @@ class Transfer(_Handle):
 
     def save(self, store: Store, ns: Namespace, keys: Sequence[bytes], block_table: Sequence[int],
              after_stream: Optional[int] = None) -> None:
-        """Gathers the request's chunks from the blocks and saves them (top tier before returning)."""
+        """Gathers the request's chunks from the blocks and saves them (top tier before returning).
+        after_stream: the CUDA stream (address) whose queued work the gather waits for; None or 0 waits
+        for nothing, so synchronise the legacy default stream (address 0) first."""
         arr, n = _key_array(keys)
         table, nb = _table(block_table)
         check(_gpu_lib().kvtier_gpu_save(self.handle, store.handle, ns.handle, arr, n, table, nb, after_stream))

@@ -37,7 +37,7 @@ kvtier_status kvtier_gpu_available(int device) {
 }
 
 kvtier_status kvtier_gpu_open(const kvtier_ns* ns, const kvtier_gpu_cache* cache, uint64_t staging_bytes,
-                              uint32_t layer_groups, kvtier_gpu** out) {
+                              uint32_t layer_groups, uint32_t host_threads, kvtier_gpu** out) {
   if (out != nullptr) *out = nullptr;
   return Guard("kvtier_gpu_open", [&]() -> Status {
     if (ns == nullptr) return NullArgument("kvtier_gpu_open", "ns");
@@ -55,6 +55,7 @@ kvtier_status kvtier_gpu_open(const kvtier_ns* ns, const kvtier_gpu_cache* cache
     kvtier::GpuTransferOptions opt;
     if (staging_bytes > 0) opt.staging_bytes = staging_bytes;
     if (layer_groups > 0) opt.layer_groups = layer_groups;
+    if (host_threads > 0) opt.host_threads = host_threads;
     auto t = kvtier::GpuTransfer::Open(ns->ns.layout(), c, opt);
     if (!t.ok()) return t.status();
     auto h = std::make_unique<kvtier_gpu>();

@@ -31,6 +31,10 @@ Status ValidateOpen(const Layout& layout, const PagedKvCache& cache, const GpuTr
     return Status::InvalidArgument("GpuTransferOptions: layer_groups " + std::to_string(options.layer_groups) +
                                    " is outside [1, " + std::to_string(layout.layers) + "]");
   }
+  if (options.host_threads == 0 || options.host_threads > 64) {
+    return Status::InvalidArgument("GpuTransferOptions: host_threads " + std::to_string(options.host_threads) +
+                                   " is outside [1, 64]");
+  }
   return Status::OK();
 }
 

@@ -40,7 +40,7 @@ struct PagedGeometry {
 // and one V pointer (non-null) per layer of `layout`.
 Status ValidateCache(const Layout& layout, const PagedKvCache& cache);
 
-// ValidateCache, and options.layer_groups within [1, layers]: what GpuTransfer::Open checks before it
+// ValidateCache, options.layer_groups within [1, layers] and host_threads within [1, 64]: what GpuTransfer::Open checks before it
 // looks for a device (with or without CUDA).
 Status ValidateOpen(const Layout& layout, const PagedKvCache& cache, const GpuTransferOptions& options);
 

@@ -2,7 +2,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <array>
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -11,6 +11,8 @@
 #include "gpu/cuda_handles.h"
 #include "gpu/cuda_status.h"
 #include "gpu/gpu_plan.h"
+#include "gpu/ordered_batches.h"
+#include "io/thread_pool.h"
 #include "kvtier/gpu.h"
 #include "kvtier/store.h"
 
@@ -70,19 +72,22 @@ class CudaLoad final : public GpuLoad {
   size_t chunks_ = 0;
 };
 
-// One staging buffer (host and device) with its run lists; `done` fires after the GPU's last use.
+// One pinned staging buffer with its run list; `done` fires after the GPU's last use of both. Every
+// GPU operation runs on the transfer's one stream, in order, so the device staging and run buffers are
+// shared by the slots.
 struct Slot {
   PinnedBuffer host;
-  DeviceBuffer dev;
   PinnedBuffer runs_host;
-  DeviceBuffer runs_dev;
   Event done;
-  bool busy = false;
+  // Set on the calling thread when GPU work is queued; cleared by whoever waits (a host reader thread
+  // or the calling thread), always ordered after the set by the thread pool's queue.
+  std::atomic<bool> busy{false};
 };
 
 class CudaTransfer final : public GpuTransfer {
  public:
-  CudaTransfer(const Layout& layout, const PagedKvCache& cache, uint32_t batch, uint32_t groups)
+  CudaTransfer(const Layout& layout, const PagedKvCache& cache, uint32_t batch, uint32_t groups,
+               uint32_t host_threads)
       : layout_(layout),
         geometry_(layout),
         paged_{cache.num_blocks, cache.block_tokens},
@@ -90,7 +95,10 @@ class CudaTransfer final : public GpuTransfer {
         batch_(batch),
         groups_(groups),
         // Per chunk and (layer, K/V): at most tokens/block_tokens + 1 runs (a chunk may start mid-block).
-        max_runs_(uint64_t{batch} * geometry_.pieces() * (layout.tokens_per_chunk / cache.block_tokens + 2)) {
+        max_runs_(uint64_t{batch} * geometry_.pieces() * (layout.tokens_per_chunk / cache.block_tokens + 2)),
+        slot_count_(host_threads + 1),
+        slots_(new Slot[slot_count_]),
+        readers_(host_threads) {
     for (uint32_t l = 0; l < layout.layers; ++l) {
       k_.push_back(reinterpret_cast<uint64_t>(cache.k[l]));
       v_.push_back(reinterpret_cast<uint64_t>(cache.v[l]));
@@ -102,13 +110,14 @@ class CudaTransfer final : public GpuTransfer {
   Status Init() {
     KVTIER_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
     const size_t bytes = size_t{batch_} * layout_.BytesPerChunk();
-    for (Slot& s : slots_) {
+    for (uint32_t i = 0; i < slot_count_; ++i) {
+      Slot& s = slots_[i];
       KVTIER_RETURN_IF_ERROR(s.host.Allocate(bytes));
-      KVTIER_RETURN_IF_ERROR(s.dev.Allocate(bytes));
       KVTIER_RETURN_IF_ERROR(s.runs_host.Allocate(max_runs_ * sizeof(DeviceRun)));
-      KVTIER_RETURN_IF_ERROR(s.runs_dev.Allocate(max_runs_ * sizeof(DeviceRun)));
       KVTIER_RETURN_IF_ERROR(s.done.Create());
     }
+    KVTIER_RETURN_IF_ERROR(dev_.Allocate(bytes));
+    KVTIER_RETURN_IF_ERROR(runs_dev_.Allocate(max_runs_ * sizeof(DeviceRun)));
     KVTIER_RETURN_IF_ERROR(after_.Create());
     return stream_.Create();
   }
@@ -130,10 +139,12 @@ class CudaTransfer final : public GpuTransfer {
     return CheckBlockTable(layout_, paged_, chunks, table);
   }
 
+  // May run on a host reader thread: sets the device for it.
   Status WaitSlot(Slot& s) {
-    if (!s.busy) return Status::OK();
+    if (!s.busy.load(std::memory_order_acquire)) return Status::OK();
+    KVTIER_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
     KVTIER_CUDA_RETURN(cudaEventSynchronize(s.done.get()), "GPU transfer");
-    s.busy = false;
+    s.busy.store(false, std::memory_order_release);
     return Status::OK();
   }
 
@@ -148,21 +159,21 @@ class CudaTransfer final : public GpuTransfer {
       for (uint32_t c = 0; c < count; ++c) {
         plan_.clear();
         PlanChunkRuns(geometry_, paged_, table, first + c, r.begin, r.end, plan_);
-        const uint64_t staging = reinterpret_cast<uint64_t>(s.dev.data()) + c * layout_.BytesPerChunk();
+        const uint64_t staging = reinterpret_cast<uint64_t>(dev_.data()) + c * layout_.BytesPerChunk();
         ToDeviceRuns(plan_, geometry_, paged_, staging, k_, v_, dir, runs_);
       }
       group_end.push_back(runs_.size());
     }
     if (runs_.size() > max_runs_) return Status::Internal("GPU transfer: run list exceeds its buffer");
     std::memcpy(s.runs_host.data(), runs_.data(), runs_.size() * sizeof(DeviceRun));
-    KVTIER_CUDA_RETURN(cudaMemcpyAsync(s.runs_dev.data(), s.runs_host.data(), runs_.size() * sizeof(DeviceRun),
+    KVTIER_CUDA_RETURN(cudaMemcpyAsync(runs_dev_.data(), s.runs_host.data(), runs_.size() * sizeof(DeviceRun),
                                        cudaMemcpyHostToDevice, stream_.get()),
                        "run list upload");
     return Status::OK();
   }
 
-  Status Launch(Slot& s, size_t begin, size_t end) {
-    const auto* runs = reinterpret_cast<const DeviceRun*>(s.runs_dev.data()) + begin;
+  Status Launch(size_t begin, size_t end) {
+    const auto* runs = reinterpret_cast<const DeviceRun*>(runs_dev_.data()) + begin;
     KVTIER_CUDA_RETURN(LaunchCopyRuns(runs, static_cast<uint32_t>(end - begin), stream_.get()), "run kernel");
     return Status::OK();
   }
@@ -181,12 +192,16 @@ class CudaTransfer final : public GpuTransfer {
   const uint32_t batch_;
   const uint32_t groups_;
   const uint64_t max_runs_;
+  const uint32_t slot_count_;
   std::vector<uint64_t> k_, v_;
-  std::vector<CopyRun> plan_;      // scratch
-  std::vector<DeviceRun> runs_;    // scratch
-  std::array<Slot, 2> slots_;
+  std::vector<CopyRun> plan_;      // scratch of the calling thread
+  std::vector<DeviceRun> runs_;    // scratch of the calling thread
+  std::unique_ptr<Slot[]> slots_;  // pinned host staging, one per batch in flight
+  DeviceBuffer dev_;               // device staging of one batch
+  DeviceBuffer runs_dev_;          // the run list of one batch
   Event after_;                    // recorded on the engine's stream before a save
-  Stream stream_;                  // last: destroyed (and synchronised) first
+  Stream stream_;                  // destroyed (and synchronised) before the buffers above
+  ThreadPool readers_;             // last: joined first, while every buffer is still there
 };
 
 Status CudaTransfer::EnqueueLoad(Slot& s, std::span<const uint32_t> table, uint64_t first, uint32_t count,
@@ -199,16 +214,16 @@ Status CudaTransfer::EnqueueLoad(Slot& s, std::span<const uint32_t> table, uint6
     const LayerRange r = LayerGroup(layout_.layers, groups_, g);
     const uint64_t off = geometry_.LayersOffset(r.begin), bytes = geometry_.LayersBytes(r.begin, r.end);
     for (uint32_t c = 0; c < count; ++c) {  // one bulk copy per chunk (and layer group)
-      KVTIER_CUDA_RETURN(cudaMemcpyAsync(s.dev.data() + c * chunk + off, s.host.data() + c * chunk + off, bytes,
+      KVTIER_CUDA_RETURN(cudaMemcpyAsync(dev_.data() + c * chunk + off, s.host.data() + c * chunk + off, bytes,
                                          cudaMemcpyHostToDevice, stream_.get()),
                          "host->GPU copy");
     }
-    KVTIER_RETURN_IF_ERROR(Launch(s, begin, group_end[g]));
+    KVTIER_RETURN_IF_ERROR(Launch(begin, group_end[g]));
     begin = group_end[g];
     if (load != nullptr) KVTIER_CUDA_RETURN(cudaEventRecord(load->event(g), stream_.get()), "cudaEventRecord");
   }
   KVTIER_CUDA_RETURN(cudaEventRecord(s.done.get(), stream_.get()), "cudaEventRecord");
-  s.busy = true;
+  s.busy.store(true, std::memory_order_release);
   return Status::OK();
 }
 
@@ -222,52 +237,51 @@ Result<std::unique_ptr<GpuLoad>> CudaTransfer::Load(Store& store, const Namespac
   auto load = std::make_unique<CudaLoad>(device_, std::move(events));
 
   const uint64_t chunk = layout_.BytesPerChunk();
-  std::vector<std::span<std::byte>> pieces(batch_);
-  std::vector<ScatterList> dsts(batch_);
-  size_t loaded = 0;
-  bool recorded = false;
-  for (size_t start = 0, b = 0; start < keys.size(); ++b) {
-    Slot& s = slots_[b % 2];
-    KVTIER_RETURN_IF_ERROR(WaitSlot(s));  // the GPU has finished with this staging buffer
-    const uint32_t m = static_cast<uint32_t>(std::min<size_t>(batch_, keys.size() - start));
-    for (uint32_t c = 0; c < m; ++c) {
+  // On a reader thread: wait until the GPU has left the slot, then read and verify into it.
+  auto read = [&](size_t, uint32_t slot, size_t first, uint32_t count) -> Result<size_t> {
+    Slot& s = slots_[slot];
+    KVTIER_RETURN_IF_ERROR(WaitSlot(s));
+    std::vector<std::span<std::byte>> pieces(count);
+    std::vector<ScatterList> dsts(count);
+    for (uint32_t c = 0; c < count; ++c) {
       pieces[c] = {s.host.data() + c * chunk, chunk};
       dsts[c] = ScatterList(&pieces[c], 1);
     }
-    // Read and verified on the host; meanwhile the GPU copies the previous batch.
-    Result<size_t> got = store.Load(ns, keys.subspan(start, m), std::span(dsts.data(), m));
-    if (!got.ok()) return got.status();
-    const uint32_t n = static_cast<uint32_t>(*got);
-    const bool last = n < m || start + m == keys.size();
-    if (n > 0) {
-      KVTIER_RETURN_IF_ERROR(EnqueueLoad(s, block_table, start, n, last ? load.get() : nullptr));
-      recorded = last;
-    }
-    loaded += n;
-    start += m;
-    if (n < m) break;
-  }
+    return store.Load(ns, keys.subspan(first, count), dsts);
+  };
+  // On this thread, in batch order: queue the batch's copies and kernels; the last one records the
+  // layer groups' events.
+  bool recorded = false;
+  auto consume = [&](size_t, uint32_t slot, size_t first, uint32_t count, uint32_t loaded) -> Status {
+    const bool last = loaded < count || first + count == keys.size();
+    KVTIER_RETURN_IF_ERROR(EnqueueLoad(slots_[slot], block_table, first, loaded, last ? load.get() : nullptr));
+    recorded = last;
+    return Status::OK();
+  };
+  Result<size_t> loaded =
+      RunOrderedBatches(readers_, BatchPlan{keys.size(), batch_, slot_count_}, read, consume);
+  if (!loaded.ok()) return loaded.status();
   if (!recorded) {  // nothing queued by the last batch: the events fire after what is queued
     for (uint32_t g = 0; g < groups_; ++g) {
       KVTIER_CUDA_RETURN(cudaEventRecord(load->event(g), stream_.get()), "cudaEventRecord");
     }
   }
-  load->set_chunks(loaded);
+  load->set_chunks(*loaded);
   return std::unique_ptr<GpuLoad>(std::move(load));
 }
 
 Status CudaTransfer::EnqueueSave(Slot& s, std::span<const uint32_t> table, uint64_t first, uint32_t count) {
   std::vector<size_t> group_end;
   KVTIER_RETURN_IF_ERROR(PlanBatch(s, table, first, count, RunDirection::kFromBlocks, 1, group_end));
-  KVTIER_RETURN_IF_ERROR(Launch(s, 0, group_end[0]));
+  KVTIER_RETURN_IF_ERROR(Launch(0, group_end[0]));
   const uint64_t chunk = layout_.BytesPerChunk();
   for (uint32_t c = 0; c < count; ++c) {  // one bulk copy per chunk
-    KVTIER_CUDA_RETURN(cudaMemcpyAsync(s.host.data() + c * chunk, s.dev.data() + c * chunk, chunk,
+    KVTIER_CUDA_RETURN(cudaMemcpyAsync(s.host.data() + c * chunk, dev_.data() + c * chunk, chunk,
                                        cudaMemcpyDeviceToHost, stream_.get()),
                        "GPU->host copy");
   }
   KVTIER_CUDA_RETURN(cudaEventRecord(s.done.get(), stream_.get()), "cudaEventRecord");
-  s.busy = true;
+  s.busy.store(true, std::memory_order_release);
   return Status::OK();
 }
 
@@ -317,7 +331,7 @@ Result<std::unique_ptr<GpuTransfer>> GpuTransfer::Open(const Layout& layout, con
   KVTIER_RETURN_IF_ERROR(internal::CheckDevice(cache.device));
   const uint64_t batch = std::clamp<uint64_t>(options.staging_bytes / layout.BytesPerChunk(), 1, 1u << 16);
   auto t = std::make_unique<internal::CudaTransfer>(layout, cache, static_cast<uint32_t>(batch),
-                                                    options.layer_groups);
+                                                    options.layer_groups, options.host_threads);
   KVTIER_RETURN_IF_ERROR(t->Init());
   return std::unique_ptr<GpuTransfer>(std::move(t));
 }

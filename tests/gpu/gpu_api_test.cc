@@ -69,6 +69,13 @@ TEST(GpuApiTest, OpenChecksTheCacheBeforeTheDevice) {
   opt.layer_groups = 0;
   t = GpuTransfer::Open(SmallLayout(), cache, opt);
   EXPECT_EQ(t.status().code(), Code::kInvalidArgument) << t.status().ToString();
+  opt.layer_groups = 1;
+  opt.host_threads = 0;
+  t = GpuTransfer::Open(SmallLayout(), cache, opt);
+  EXPECT_EQ(t.status().code(), Code::kInvalidArgument) << t.status().ToString();
+  opt.host_threads = 65;
+  t = GpuTransfer::Open(SmallLayout(), cache, opt);
+  EXPECT_EQ(t.status().code(), Code::kInvalidArgument) << t.status().ToString();
 }
 
 TEST(GpuApiTest, OpenWithoutGpuIsNotSupported) {

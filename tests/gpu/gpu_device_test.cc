@@ -163,7 +163,8 @@ TEST_P(GpuRoundTrip, GpuToStoreToGpuIsByteExact) {
   ASSERT_TRUE(dc.Put(original, table_a).ok());
 
   GpuTransferOptions opt;
-  opt.staging_bytes = 2 * layout.BytesPerChunk();  // two batches of two chunks: exercises double buffering
+  opt.staging_bytes = 2 * layout.BytesPerChunk();  // two batches of two chunks, read on two threads
+  opt.host_threads = 2;
   auto t = GpuTransfer::Open(layout, dc.cache(), opt);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   ASSERT_TRUE((*t)->Save(**store, ns, keys, table_a).ok());
@@ -258,6 +259,7 @@ TEST(GpuDeviceTest, LayerGroupZeroIsCompleteWhenItsWaitReturns) {
   GpuTransferOptions opt;
   opt.layer_groups = layout.layers;
   opt.staging_bytes = n * layout.BytesPerChunk();  // the whole prefix in one batch: layer-major order
+  opt.host_threads = 1;
   auto t = GpuTransfer::Open(layout, dc.cache(), opt).value();
   const auto table = ShuffledTable(256, 256, 4);
   ASSERT_TRUE(dc.Clear(0).ok());
