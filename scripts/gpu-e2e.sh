@@ -4,7 +4,7 @@
 # with every log, and into docs/gpu-results.json when every required figure is there.
 #
 #   bash scripts/gpu-carry.sh                      # here: build, gather build-gpu-carry/
-#   device tool: command "bash scripts/gpu-e2e.sh", carry ["build-gpu-carry"], timeout_s 540
+#   device tool: command "bash scripts/gpu-e2e.sh", carry ["build-gpu-carry"], timeout_s 480
 #
 # Needs python3 with PyTorch (CUDA) there; no package registry. Budget: <= 8 minutes in all (each step
 # has its own timeout). Background jobs are waited for by PID.

@@ -22,8 +22,9 @@ REQUIRED_RESULTS = {
     "ttft_ratio_32k_c1": float,
 }
 
-# (context tokens, concurrency, rounds): every round brings `concurrency` new sessions at once.
-LEVELS = [(8192, 1, 5), (8192, 4, 2), (8192, 16, 1), (32768, 1, 3), (32768, 4, 1)]
+# (context tokens, concurrency, rounds): every round brings `concurrency` new sessions at once. 32K at
+# concurrency 1 first: it gives ttft_ratio_32k_c1, the figure the acceptance needs if time runs short.
+LEVELS = [(32768, 1, 3), (8192, 1, 5), (8192, 4, 2), (8192, 16, 1), (32768, 4, 1)]
 
 
 def percentile(values: Sequence[float], p: float) -> float:
