@@ -211,6 +211,59 @@ KVTIER_API size_t kvtier_store_metrics_text(kvtier_store* store, char* buf, size
 /* The store's statistics as one JSON object (the fields of kvtier::StoreStats). */
 KVTIER_API size_t kvtier_store_stats_json(kvtier_store* store, char* buf, size_t cap);
 
+/* ---- GPU path (kvtier/gpu.h) --------------------------------------------------------------------- */
+
+/* KVTIER_OK when this library was built with CUDA and `device` is usable; KVTIER_NOT_SUPPORTED with the
+ * reason in kvtier_last_error() otherwise (built without CUDA, no driver, no such device). */
+KVTIER_API kvtier_status kvtier_gpu_available(int device);
+
+/* An engine's paged KV cache in GPU memory, vLLM's layout: per layer one K and one V tensor, each
+ * [num_blocks][block_tokens][kv_heads][head_dim] of the namespace's dtype, contiguous. The pointer
+ * arrays are copied; the tensors must outlive the kvtier_gpu. */
+typedef struct kvtier_gpu_cache {
+  int32_t device;
+  uint32_t num_blocks;
+  uint32_t block_tokens; /* 16 to 256 */
+  uint32_t layers;       /* entries of k and v: the namespace's layer count */
+  void* const* k;        /* device pointers */
+  void* const* v;
+} kvtier_gpu_cache;
+
+/* A transfer engine for one cache and one layout: pinned and device staging, a stream, events. One
+ * thread at a time per handle. */
+typedef struct kvtier_gpu kvtier_gpu;
+
+/* staging_bytes: one staging buffer, the batch size (0: 256 MiB); layer_groups: completion events per
+ * load (0 or 1: one; at most the layer count); host_threads: batches read and verified at once (0: 4;
+ * at most 64). NOT_SUPPORTED without a GPU; INVALID_ARGUMENT for a bad cache. */
+KVTIER_API kvtier_status kvtier_gpu_open(const kvtier_ns* ns, const kvtier_gpu_cache* cache,
+                                         uint64_t staging_bytes, uint32_t layer_groups,
+                                         uint32_t host_threads, kvtier_gpu** out);
+/* Waits for every transfer in flight, then frees the handle; NULL is allowed. */
+KVTIER_API void kvtier_gpu_close(kvtier_gpu* gpu);
+/* Loads the leading cached chunks of `keys` (chunk i = tokens [i*T, (i+1)*T) of the request) into the
+ * blocks of `block_table` (token t in block block_table[t / block_tokens], row t % block_tokens).
+ * Returns once every chunk has been read and verified on the host and queued on the GPU; *loaded is the
+ * verified prefix. Wait with kvtier_gpu_wait / _wait_layers / _stream_wait_layers (this load replaces
+ * the previous one there). INVALID_ARGUMENT when the table is too short or names a block past
+ * num_blocks. */
+KVTIER_API kvtier_status kvtier_gpu_load(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
+                                         const kvtier_key* keys, size_t n_keys, const uint32_t* block_table,
+                                         size_t n_blocks, size_t* loaded);
+/* Of the last load: blocks (without spinning) until layer group `group` has landed; until all have. */
+KVTIER_API kvtier_status kvtier_gpu_wait_layers(kvtier_gpu* gpu, uint32_t group);
+KVTIER_API kvtier_status kvtier_gpu_wait(kvtier_gpu* gpu);
+/* Of the last load: makes `stream` (a cudaStream_t, e.g. torch.cuda.current_stream().cuda_stream)
+ * wait for layer group `group` without blocking the host. */
+KVTIER_API kvtier_status kvtier_gpu_stream_wait_layers(kvtier_gpu* gpu, uint32_t group, void* stream);
+/* Gathers chunks 0..n_keys-1 of the request from the blocks of `block_table` and saves them (top tier
+ * before it returns, lower tiers in the background). `after_stream` (a cudaStream_t): the gather waits
+ * for the work queued on it so far; NULL waits for nothing (synchronise the legacy default stream, whose
+ * handle is NULL, before the call). */
+KVTIER_API kvtier_status kvtier_gpu_save(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
+                                         const kvtier_key* keys, size_t n_keys, const uint32_t* block_table,
+                                         size_t n_blocks, void* after_stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

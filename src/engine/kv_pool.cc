@@ -3,6 +3,8 @@
 #include <new>
 #include <string>
 
+#include "core/chunk_geometry.h"
+
 namespace kvtier::internal {
 
 Result<std::unique_ptr<KvPool>> KvPool::Create(const Layout& layout, uint64_t pool_bytes) {
@@ -56,10 +58,13 @@ void KvPool::Free(std::span<const uint32_t> blocks) {
 
 std::vector<std::span<std::byte>> KvPool::Pieces(uint32_t block) {
   std::vector<std::span<std::byte>> out;
-  out.reserve(size_t{layout_.layers} * 2);
+  // Chunk order (ChunkGeometry): the list is a ScatterList of one chunk.
+  const ChunkGeometry geometry(layout_);
+  out.resize(geometry.pieces());
   for (uint32_t l = 0; l < layout_.layers; ++l) {
     for (uint32_t kv = 0; kv < 2; ++kv) {
-      out.emplace_back(reinterpret_cast<std::byte*>(Piece(l, kv, block)), piece_ * sizeof(uint16_t));
+      out[ChunkGeometry::PieceIndex(l, kv)] = {reinterpret_cast<std::byte*>(Piece(l, kv, block)),
+                                                geometry.piece_bytes};
     }
   }
   return out;

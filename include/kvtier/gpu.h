@@ -1,0 +1,142 @@
+// GPU path: verified KV chunks straight into an engine's paged KV cache in GPU memory, and back.
+//
+// The engine keeps its KV in vLLM's layout: per layer one K and one V tensor, each
+// [num_blocks][block_tokens][kv_heads][head_dim] of the layout's dtype, contiguous in GPU memory. A
+// request owns a block table: token t of the request lives in block block_table[t / block_tokens] at
+// row t % block_tokens. A chunk (include/kvtier/layout.h) holds tokens_per_chunk tokens of every layer
+// in the order layer 0 K, layer 0 V, layer 1 K, ...
+//
+// Load: Store::Load reads and verifies a batch of chunks into pinned host staging (the bytes are
+// checked on the host before any reaches the GPU), then one bulk host->GPU copy per chunk (per chunk and
+// layer group when the load is layer-wise) lands them in device staging on the transfer's stream and
+// one scatter kernel per batch (and layer group) moves the rows into the blocks. While the GPU copies a
+// batch, host threads read and verify the next ones (several batches at once, queued in order). Completion is a CUDA event per layer group, waited for
+// with blocking synchronisation (no host thread spins) or made a dependency of the engine's stream.
+//
+// Save: one gather kernel per batch copies the blocks' rows into device staging, one GPU->pinned copy
+// per chunk brings them to the host, then Store::Save copies them into the top tier (the lower tiers
+// are written in the background). The gather of batch b+1 runs while the host saves batch b.
+//
+// Builds without CUDA (KVTIER_CUDA=OFF) and machines without a driver or device get NotSupported with
+// the reason from every call that needs a GPU; nothing crashes.
+//
+// Thread-safety: GpuAvailable and PinnedAllocator are thread-safe. A GpuTransfer serves one thread at a
+// time (an engine's scheduler thread); use one per thread for parallel transfers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kvtier/keys.h"
+#include "kvtier/layout.h"
+#include "kvtier/status.h"
+
+namespace kvtier {
+
+class Store;
+
+// OK when this build has CUDA and `device` is usable; NotSupported naming the reason otherwise
+// (built without CUDA, no driver, no such device).
+Status GpuAvailable(int device = 0);
+
+// Page-locked host memory (cudaHostAlloc, portable: usable from every device's copies). Allocate gives
+// NotSupported without CUDA or a device, NoSpace when the driver refuses; Free of what Allocate gave
+// (same size) releases it, Free(nullptr, n) does nothing. The shape of a memory-tier allocator hook.
+class PinnedAllocator {
+ public:
+  Result<void*> Allocate(size_t bytes);
+  void Free(void* ptr, size_t bytes);
+};
+
+// Page-locks memory the caller already owns (cudaHostRegister) for as long as the object lives, so that
+// copies from it run at pinned speed. The memory must outlive the object.
+class PinnedRegistration {
+ public:
+  // NotSupported without CUDA or a device; InvalidArgument for an empty span; IOError when the driver
+  // refuses (e.g. the range is already registered).
+  static Result<std::unique_ptr<PinnedRegistration>> Register(std::span<std::byte> memory);
+  ~PinnedRegistration();
+  PinnedRegistration(const PinnedRegistration&) = delete;
+  PinnedRegistration& operator=(const PinnedRegistration&) = delete;
+
+ private:
+  explicit PinnedRegistration(void* ptr) : ptr_(ptr) {}
+  void* ptr_;
+};
+
+// The engine's paged KV cache: where its per-layer K and V tensors are. kvtier never frees them.
+struct PagedKvCache {
+  int device = 0;
+  uint32_t num_blocks = 0;
+  uint32_t block_tokens = 16;  // 16 to 256
+  std::vector<void*> k;        // device pointers, one per layer
+  std::vector<void*> v;
+};
+
+struct GpuTransferOptions {
+  // Bytes of one staging buffer, rounded down to whole chunks and at least one chunk: the batch size of
+  // loads and saves. There are host_threads + 1 pinned host buffers and one device buffer of this size.
+  uint64_t staging_bytes = 256ull << 20;
+  // Threads that read and verify batches on the host at once (1 to 64): a memory tier copies and checks
+  // a chunk on one thread, so several batches in flight keep the GPU's copies fed.
+  uint32_t host_threads = 4;
+  // Layer groups of a load: group g covers layers [g*L/G, (g+1)*L/G) and has its own completion event.
+  // 1: one event for the whole load. At most the layer count.
+  uint32_t layer_groups = 1;
+};
+
+// The GPU side of one Load: per layer group, whether its bytes have landed in the blocks.
+class GpuLoad {
+ public:
+  virtual ~GpuLoad() = default;
+  // Leading chunks that were read, verified and queued for the GPU (fewer than asked on a miss or a
+  // corrupt chunk; the rows of chunks past them are not touched).
+  virtual size_t chunks() const = 0;
+  virtual uint32_t layer_groups() const = 0;
+  // Blocks the calling thread, without spinning, until the rows of layer group `group` are in the
+  // blocks. InvalidArgument for a group out of range; Internal when the GPU reported an error.
+  virtual Status WaitLayerGroup(uint32_t group) = 0;
+  // Makes the engine's `stream` (a cudaStream_t) wait for layer group `group` without blocking the
+  // host: kernels queued on it after this call see the rows.
+  virtual Status StreamWaitLayerGroup(uint32_t group, void* stream) = 0;
+  // 1 when every group has landed, 0 while some are in flight; never blocks.
+  virtual bool Done() = 0;
+  // WaitLayerGroup of every group.
+  virtual Status Wait() = 0;
+};
+
+class GpuTransfer {
+ public:
+  // Checks `cache` against `layout` (one K and one V pointer per layer, block_tokens 16..256,
+  // num_blocks > 0) and allocates the staging buffers on cache.device. NotSupported without a GPU;
+  // InvalidArgument for a bad cache, layout or options; NoSpace when memory cannot be had.
+  static Result<std::unique_ptr<GpuTransfer>> Open(const Layout& layout, const PagedKvCache& cache,
+                                                   const GpuTransferOptions& options = {});
+  // Waits for every transfer in flight, then frees the staging buffers.
+  virtual ~GpuTransfer() = default;
+
+  // Loads the leading cached chunks of `keys` (chunk i = tokens [i*T, (i+1)*T) of the request, T =
+  // tokens_per_chunk) into the blocks of `block_table`. Returns once every batch has been read and
+  // verified on the host and queued on the GPU; the GpuLoad says when its layers land. ns.layout()
+  // must be the transfer's layout. InvalidArgument when the block table is too short for the keys or
+  // names a block past num_blocks; the Store's error otherwise (nothing more is queued then).
+  virtual Result<std::unique_ptr<GpuLoad>> Load(Store& store, const Namespace& ns,
+                                                std::span<const ChunkKey> keys,
+                                                std::span<const uint32_t> block_table) = 0;
+
+  // Gathers chunks 0..keys.size()-1 of the request from the blocks of `block_table` and saves them
+  // (Store::Save: top tier now, lower tiers in the background). When `after_stream` (a cudaStream_t)
+  // is given, the gather waits for the work queued on it so far (the prefill that wrote the blocks);
+  // nullptr waits for nothing (so work on the legacy default stream must be synchronised first).
+  // Returns once every chunk is in the top tier. InvalidArgument as for Load; the Store's error.
+  virtual Status Save(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                      std::span<const uint32_t> block_table, void* after_stream = nullptr) = 0;
+
+  virtual const Layout& layout() const = 0;
+  virtual uint32_t batch_chunks() const = 0;  // chunks per staging buffer
+};
+
+}  // namespace kvtier

@@ -1,0 +1,154 @@
+"""The GPU path of kvtier (include/kvtier/gpu.h) through the C API's kvtier_gpu_* functions.
+
+    import kvtier, kvtier.gpu
+    if kvtier.gpu.available():                       # False (with kvtier.gpu.why_not()) without a GPU
+        cache = kvtier.gpu.PagedCache(device=0, num_blocks=n, block_tokens=16,
+                                      k=[t.data_ptr() for t in k_tensors], v=[t.data_ptr() for t in v_tensors])
+        with kvtier.gpu.Transfer(ns, cache, layer_groups=4) as gpu:
+            loaded = gpu.load(store, ns, keys, block_table)   # verified on the host, queued on the GPU
+            gpu.wait_layers(0)                               # layer group 0 has landed
+            gpu.wait()
+            gpu.save(store, ns, keys, block_table, after_stream=torch.cuda.current_stream().cuda_stream)
+
+Tensors are passed as device addresses (e.g. torch's data_ptr()): each layer's K and V is one contiguous
+[num_blocks][block_tokens][kv_heads][head_dim] tensor of the namespace's dtype. No torch import here.
+"""
+from __future__ import annotations
+
+import ctypes
+from ctypes import POINTER, Structure, c_int, c_int32, c_size_t, c_uint32, c_uint64, c_void_p
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from . import _lib
+from ._lib import KvtierError, Status, check
+from .store import Namespace, Store, _Handle, _key_array
+
+
+class KvGpuCache(Structure):
+    """kvtier_gpu_cache."""
+
+    _fields_ = [("device", c_int32), ("num_blocks", c_uint32), ("block_tokens", c_uint32),
+                ("layers", c_uint32), ("k", POINTER(c_void_p)), ("v", POINTER(c_void_p))]
+
+
+_GPU = c_void_p
+_SIGNATURES = {
+    "kvtier_gpu_available": (c_int, [c_int]),
+    "kvtier_gpu_open": (c_int, [c_void_p, POINTER(KvGpuCache), c_uint64, c_uint32, c_uint32, POINTER(_GPU)]),
+    "kvtier_gpu_close": (None, [_GPU]),
+    "kvtier_gpu_load": (c_int, [_GPU, c_void_p, c_void_p, POINTER(_lib.KvKey), c_size_t, POINTER(c_uint32),
+                                c_size_t, POINTER(c_size_t)]),
+    "kvtier_gpu_wait_layers": (c_int, [_GPU, c_uint32]),
+    "kvtier_gpu_wait": (c_int, [_GPU]),
+    "kvtier_gpu_stream_wait_layers": (c_int, [_GPU, c_uint32, c_void_p]),
+    "kvtier_gpu_save": (c_int, [_GPU, c_void_p, c_void_p, POINTER(_lib.KvKey), c_size_t, POINTER(c_uint32),
+                                c_size_t, c_void_p]),
+}
+_bound: Optional[ctypes.CDLL] = None
+
+
+def _gpu_lib() -> ctypes.CDLL:
+    """libkvtier.so with the kvtier_gpu_* signatures bound (NOT_SUPPORTED if it predates them)."""
+    global _bound
+    if _bound is None:
+        lib = _lib.lib()
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            fn = getattr(lib, name, None)
+            if fn is None:
+                raise KvtierError(Status.NOT_SUPPORTED, f"libkvtier.so has no {name}: rebuild it")
+            fn.restype, fn.argtypes = restype, argtypes
+        _bound = lib
+    return _bound
+
+
+def why_not(device: int = 0) -> str:
+    """"" when `device` is usable, else the reason kvtier gives (built without CUDA, no driver, ...)."""
+    lib = _gpu_lib()
+    if lib.kvtier_gpu_available(device) == Status.OK:
+        return ""
+    return _lib.last_error()
+
+
+def available(device: int = 0) -> bool:
+    """Whether this libkvtier.so has CUDA and `device` is usable."""
+    return why_not(device) == ""
+
+
+@dataclass
+class PagedCache:
+    """The engine's paged KV cache: device addresses of each layer's K and V tensor."""
+
+    device: int
+    num_blocks: int
+    block_tokens: int
+    k: Sequence[int] = field(default_factory=list)
+    v: Sequence[int] = field(default_factory=list)
+
+
+def _table(block_table: Sequence[int]) -> tuple[Any, int]:
+    n = len(block_table)
+    arr = (c_uint32 * max(n, 1))(*block_table)
+    return arr, n
+
+
+class Transfer(_Handle):
+    """A kvtier_gpu: staging buffers and a stream bound to one PagedCache and the namespace's layout.
+
+    One thread at a time. close() (or the context manager) waits for transfers in flight.
+    """
+
+    def __init__(self, ns: Namespace, cache: PagedCache, *, staging_bytes: int = 0, layer_groups: int = 1,
+                 host_threads: int = 0) -> None:
+        lib = _gpu_lib()
+        if len(cache.k) != len(cache.v):
+            raise KvtierError(Status.INVALID_ARGUMENT, "PagedCache: k and v differ in length")
+        layers = len(cache.k)
+        self._k = (c_void_p * max(layers, 1))(*cache.k)
+        self._v = (c_void_p * max(layers, 1))(*cache.v)
+        c = KvGpuCache(cache.device, cache.num_blocks, cache.block_tokens, layers,
+                       ctypes.cast(self._k, POINTER(c_void_p)), ctypes.cast(self._v, POINTER(c_void_p)))
+        handle = c_void_p()
+        check(lib.kvtier_gpu_open(ns.handle, ctypes.byref(c), staging_bytes, layer_groups, host_threads,
+                                  ctypes.byref(handle)))
+        self._handle: Optional[int] = handle.value
+        self.layer_groups = max(layer_groups, 1)
+
+    @property
+    def handle(self) -> int:
+        if self._handle is None:
+            raise KvtierError(Status.INVALID_ARGUMENT, "GPU transfer is closed")
+        return self._handle
+
+    def load(self, store: Store, ns: Namespace, keys: Sequence[bytes], block_table: Sequence[int]) -> int:
+        """Reads and verifies the leading cached chunks, queues them for the blocks; returns how many."""
+        arr, n = _key_array(keys)
+        table, nb = _table(block_table)
+        loaded = c_size_t(0)
+        check(_gpu_lib().kvtier_gpu_load(self.handle, store.handle, ns.handle, arr, n, table, nb,
+                                         ctypes.byref(loaded)))
+        return loaded.value
+
+    def wait_layers(self, group: int) -> None:
+        """Blocks until layer group `group` of the last load has landed."""
+        check(_gpu_lib().kvtier_gpu_wait_layers(self.handle, group))
+
+    def stream_wait_layers(self, group: int, stream: int) -> None:
+        """Makes the CUDA stream `stream` (an address, e.g. torch's cuda_stream) wait for the group."""
+        check(_gpu_lib().kvtier_gpu_stream_wait_layers(self.handle, group, stream))
+
+    def wait(self) -> None:
+        """Blocks until every layer of the last load has landed."""
+        check(_gpu_lib().kvtier_gpu_wait(self.handle))
+
+    def save(self, store: Store, ns: Namespace, keys: Sequence[bytes], block_table: Sequence[int],
+             after_stream: Optional[int] = None) -> None:
+        """Gathers the request's chunks from the blocks and saves them (top tier before returning).
+        after_stream: the CUDA stream (address) whose queued work the gather waits for; None or 0 waits
+        for nothing, so synchronise the legacy default stream (address 0) first."""
+        arr, n = _key_array(keys)
+        table, nb = _table(block_table)
+        check(_gpu_lib().kvtier_gpu_save(self.handle, store.handle, ns.handle, arr, n, table, nb, after_stream))
+
+    def _free(self, handle: Any) -> None:
+        _gpu_lib().kvtier_gpu_close(handle)

@@ -1,0 +1,41 @@
+"""kvtier.gpu over the C API's kvtier_gpu_*: without a GPU every call says why (NotSupported), and
+argument checks answer the same with or without one."""
+from __future__ import annotations
+
+import pytest
+
+import kvtier
+import kvtier.gpu as gpu
+from conftest import LAYOUT
+
+
+def test_available_or_a_reason():
+    if gpu.available(0):
+        assert gpu.why_not(0) == ""
+    else:
+        reason = gpu.why_not(0)
+        assert reason.startswith("NotSupported")
+        assert "GPU path" in reason
+    assert not gpu.available(1 << 20)
+
+
+def test_bad_cache_is_invalid_argument_everywhere():
+    ns = kvtier.Namespace("m", LAYOUT)
+    with pytest.raises(kvtier.KvtierError) as e:
+        gpu.Transfer(ns, gpu.PagedCache(0, 4, 8, [1, 2], [3, 4]))  # block_tokens 8 < 16
+    assert e.value.status == kvtier.Status.INVALID_ARGUMENT
+    with pytest.raises(kvtier.KvtierError) as e:
+        gpu.Transfer(ns, gpu.PagedCache(0, 4, 16, [1], [3]))  # one layer of two
+    assert e.value.status == kvtier.Status.INVALID_ARGUMENT
+    with pytest.raises(kvtier.KvtierError) as e:
+        gpu.Transfer(ns, gpu.PagedCache(0, 4, 16, [1, 2], [3]))
+    assert e.value.status == kvtier.Status.INVALID_ARGUMENT
+
+
+def test_open_without_gpu_is_not_supported():
+    if gpu.available(0):
+        pytest.skip("a GPU is present: scripts/gpu-e2e.sh covers the GPU path")
+    ns = kvtier.Namespace("m", LAYOUT)
+    with pytest.raises(kvtier.KvtierError) as e:
+        gpu.Transfer(ns, gpu.PagedCache(0, 4, 16, [1, 2], [3, 4]))
+    assert e.value.status == kvtier.Status.NOT_SUPPORTED

@@ -1,0 +1,126 @@
+// The GPU path of the C API (kvtier_gpu_*): a thin layer over kvtier::GpuTransfer (include/kvtier/gpu.h).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capi/capi_internal.h"
+#include "kvtier/gpu.h"
+
+struct kvtier_gpu {
+  std::unique_ptr<kvtier::GpuTransfer> transfer;
+  std::unique_ptr<kvtier::GpuLoad> last;  // the last load, for the wait calls
+};
+
+using kvtier::Status;
+using kvtier::capi::Guard;
+using kvtier::capi::NullArgument;
+
+namespace {
+
+Status LastLoad(const char* fn, kvtier_gpu* gpu) {
+  if (gpu == nullptr) return NullArgument(fn, "gpu");
+  if (gpu->last == nullptr) return Status::InvalidArgument(std::string(fn) + ": no load to wait for");
+  return Status::OK();
+}
+
+Status Table(const char* fn, const uint32_t* table, size_t n) {
+  if (table == nullptr && n > 0) return NullArgument(fn, "block_table");
+  return Status::OK();
+}
+
+}  // namespace
+
+extern "C" {
+
+kvtier_status kvtier_gpu_available(int device) {
+  return Guard("kvtier_gpu_available", [&] { return kvtier::GpuAvailable(device); });
+}
+
+kvtier_status kvtier_gpu_open(const kvtier_ns* ns, const kvtier_gpu_cache* cache, uint64_t staging_bytes,
+                              uint32_t layer_groups, uint32_t host_threads, kvtier_gpu** out) {
+  if (out != nullptr) *out = nullptr;
+  return Guard("kvtier_gpu_open", [&]() -> Status {
+    if (ns == nullptr) return NullArgument("kvtier_gpu_open", "ns");
+    if (cache == nullptr) return NullArgument("kvtier_gpu_open", "cache");
+    if (out == nullptr) return NullArgument("kvtier_gpu_open", "out");
+    if (cache->layers > 0 && (cache->k == nullptr || cache->v == nullptr)) {
+      return NullArgument("kvtier_gpu_open", "cache->k or cache->v");
+    }
+    kvtier::PagedKvCache c;
+    c.device = cache->device;
+    c.num_blocks = cache->num_blocks;
+    c.block_tokens = cache->block_tokens;
+    c.k.assign(cache->k, cache->k + cache->layers);
+    c.v.assign(cache->v, cache->v + cache->layers);
+    kvtier::GpuTransferOptions opt;
+    if (staging_bytes > 0) opt.staging_bytes = staging_bytes;
+    if (layer_groups > 0) opt.layer_groups = layer_groups;
+    if (host_threads > 0) opt.host_threads = host_threads;
+    auto t = kvtier::GpuTransfer::Open(ns->ns.layout(), c, opt);
+    if (!t.ok()) return t.status();
+    auto h = std::make_unique<kvtier_gpu>();
+    h->transfer = std::move(*t);
+    *out = h.release();
+    return Status::OK();
+  });
+}
+
+void kvtier_gpu_close(kvtier_gpu* gpu) { delete gpu; }
+
+kvtier_status kvtier_gpu_load(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
+                              size_t n_keys, const uint32_t* block_table, size_t n_blocks, size_t* loaded) {
+  if (loaded != nullptr) *loaded = 0;
+  return Guard("kvtier_gpu_load", [&]() -> Status {
+    constexpr const char* fn = "kvtier_gpu_load";
+    if (gpu == nullptr) return NullArgument(fn, "gpu");
+    if (store == nullptr) return NullArgument(fn, "store");
+    if (ns == nullptr) return NullArgument(fn, "ns");
+    if (loaded == nullptr) return NullArgument(fn, "loaded");
+    KVTIER_RETURN_IF_ERROR(Table(fn, block_table, n_blocks));
+    auto k = kvtier::capi::CopyKeys(fn, keys, n_keys);
+    if (!k.ok()) return k.status();
+    gpu->last.reset();
+    auto load = gpu->transfer->Load(*store->store, ns->ns, *k, std::span(block_table, n_blocks));
+    if (!load.ok()) return load.status();
+    gpu->last = std::move(*load);
+    *loaded = gpu->last->chunks();
+    return Status::OK();
+  });
+}
+
+kvtier_status kvtier_gpu_wait_layers(kvtier_gpu* gpu, uint32_t group) {
+  return Guard("kvtier_gpu_wait_layers", [&]() -> Status {
+    KVTIER_RETURN_IF_ERROR(LastLoad("kvtier_gpu_wait_layers", gpu));
+    return gpu->last->WaitLayerGroup(group);
+  });
+}
+
+kvtier_status kvtier_gpu_wait(kvtier_gpu* gpu) {
+  return Guard("kvtier_gpu_wait", [&]() -> Status {
+    KVTIER_RETURN_IF_ERROR(LastLoad("kvtier_gpu_wait", gpu));
+    return gpu->last->Wait();
+  });
+}
+
+kvtier_status kvtier_gpu_stream_wait_layers(kvtier_gpu* gpu, uint32_t group, void* stream) {
+  return Guard("kvtier_gpu_stream_wait_layers", [&]() -> Status {
+    KVTIER_RETURN_IF_ERROR(LastLoad("kvtier_gpu_stream_wait_layers", gpu));
+    return gpu->last->StreamWaitLayerGroup(group, stream);
+  });
+}
+
+kvtier_status kvtier_gpu_save(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
+                              size_t n_keys, const uint32_t* block_table, size_t n_blocks, void* after_stream) {
+  return Guard("kvtier_gpu_save", [&]() -> Status {
+    constexpr const char* fn = "kvtier_gpu_save";
+    if (gpu == nullptr) return NullArgument(fn, "gpu");
+    if (store == nullptr) return NullArgument(fn, "store");
+    if (ns == nullptr) return NullArgument(fn, "ns");
+    KVTIER_RETURN_IF_ERROR(Table(fn, block_table, n_blocks));
+    auto k = kvtier::capi::CopyKeys(fn, keys, n_keys);
+    if (!k.ok()) return k.status();
+    return gpu->transfer->Save(*store->store, ns->ns, *k, std::span(block_table, n_blocks), after_stream);
+  });
+}
+
+}  // extern "C"

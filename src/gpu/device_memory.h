@@ -1,0 +1,24 @@
+// Plain device-memory helpers for tests, benchmarks and the C API's checks: allocate, fill, copy and
+// synchronise on one device. Every call is synchronous. Without CUDA (KVTIER_CUDA=OFF) or without a
+// device they return NotSupported with the reason. Thread-safe (the CUDA runtime is).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kvtier/status.h"
+
+namespace kvtier::internal {
+
+Result<void*> DeviceAlloc(int device, size_t bytes);
+void DeviceFree(int device, void* ptr);  // nullptr: nothing
+Status DeviceMemset(int device, void* ptr, int byte, size_t bytes);
+Status CopyToDevice(int device, void* dst, const void* src, size_t bytes);
+Status CopyToHost(int device, void* dst, const void* src, size_t bytes);
+
+// Reference figure of the benchmarks: plain copies of `piece` bytes from `host` (pinned, or pageable if
+// the caller passed such memory) into one device buffer until `total` bytes have moved; returns GB/s
+// (10^9 bytes per second) measured with CUDA events.
+Result<double> TimedHostToDevice(int device, const void* host, size_t piece, uint64_t total);
+
+}  // namespace kvtier::internal

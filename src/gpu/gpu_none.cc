@@ -1,0 +1,45 @@
+// The GPU API in a build without CUDA (KVTIER_CUDA=OFF): every call that needs a GPU is NotSupported.
+#include "gpu/device_memory.h"
+#include "gpu/gpu_plan.h"
+#include "kvtier/gpu.h"
+
+namespace kvtier {
+namespace internal {
+
+Status NoCudaStatus() {
+  return Status::NotSupported("GPU path: kvtier was built without CUDA (configure with -DKVTIER_CUDA=ON "
+                              "and nvcc on the build machine)");
+}
+
+}  // namespace internal
+
+using internal::NoCudaStatus;
+
+Status GpuAvailable(int /*device*/) { return NoCudaStatus(); }
+
+Result<void*> PinnedAllocator::Allocate(size_t /*bytes*/) { return NoCudaStatus(); }
+void PinnedAllocator::Free(void* /*ptr*/, size_t /*bytes*/) {}
+
+Result<std::unique_ptr<PinnedRegistration>> PinnedRegistration::Register(std::span<std::byte> /*memory*/) {
+  return NoCudaStatus();
+}
+PinnedRegistration::~PinnedRegistration() { (void)ptr_; }  // never constructed here
+
+Result<std::unique_ptr<GpuTransfer>> GpuTransfer::Open(const Layout& layout, const PagedKvCache& cache,
+                                                       const GpuTransferOptions& options) {
+  KVTIER_RETURN_IF_ERROR(internal::ValidateOpen(layout, cache, options));  // same answers as with CUDA
+  return NoCudaStatus();
+}
+
+}  // namespace kvtier
+
+namespace kvtier::internal {
+
+Result<void*> DeviceAlloc(int /*device*/, size_t /*bytes*/) { return NoCudaStatus(); }
+void DeviceFree(int /*device*/, void* /*ptr*/) {}
+Status DeviceMemset(int, void*, int, size_t) { return NoCudaStatus(); }
+Status CopyToDevice(int, void*, const void*, size_t) { return NoCudaStatus(); }
+Status CopyToHost(int, void*, const void*, size_t) { return NoCudaStatus(); }
+Result<double> TimedHostToDevice(int, const void*, size_t, uint64_t) { return NoCudaStatus(); }
+
+}  // namespace kvtier::internal

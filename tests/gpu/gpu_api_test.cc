@@ -1,0 +1,96 @@
+// The GPU API where there may be no GPU: every call that needs one answers NotSupported with a reason
+// (never crashes), and argument checks come first, so they are testable on every machine.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "gpu/device_memory.h"
+#include "kvtier/gpu.h"
+#include "kvtier/store.h"
+
+namespace kvtier {
+namespace {
+
+Layout SmallLayout() { return Layout{2, 2, 8, DType::kBF16, 64}; }
+
+TEST(GpuApiTest, AvailabilityIsOkOrNotSupportedWithAReason) {
+  Status s = GpuAvailable(0);
+  if (!s.ok()) {
+    EXPECT_EQ(s.code(), Code::kNotSupported) << s.ToString();
+    EXPECT_FALSE(s.message().empty());
+    std::printf("no usable GPU here: %s\n", s.ToString().c_str());
+  }
+  Status far = GpuAvailable(1 << 20);
+  EXPECT_EQ(far.code(), Code::kNotSupported) << far.ToString();
+  EXPECT_EQ(GpuAvailable(-1).code(), Code::kNotSupported);
+}
+
+TEST(GpuApiTest, PinnedAllocatorWithoutGpuIsNotSupported) {
+  PinnedAllocator alloc;
+  Result<void*> p = alloc.Allocate(1 << 20);
+  if (GpuAvailable(0).ok()) {
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    auto* bytes = static_cast<unsigned char*>(*p);
+    bytes[0] = 1, bytes[(1 << 20) - 1] = 2;  // host-writable
+    alloc.Free(*p, 1 << 20);
+  } else {
+    EXPECT_EQ(p.status().code(), Code::kNotSupported) << p.status().ToString();
+  }
+  alloc.Free(nullptr, 0);  // does nothing anywhere
+  EXPECT_FALSE(alloc.Allocate(0).ok());
+}
+
+TEST(GpuApiTest, PinnedRegistrationWithoutGpuIsNotSupported) {
+  std::vector<std::byte> mem(1 << 16);
+  auto reg = PinnedRegistration::Register(mem);
+  if (GpuAvailable(0).ok()) {
+    EXPECT_TRUE(reg.ok()) << reg.status().ToString();
+  } else {
+    EXPECT_EQ(reg.status().code(), Code::kNotSupported) << reg.status().ToString();
+  }
+  EXPECT_FALSE(PinnedRegistration::Register({}).ok());
+}
+
+TEST(GpuApiTest, OpenChecksTheCacheBeforeTheDevice) {
+  int dummy[4];
+  PagedKvCache cache;
+  cache.num_blocks = 4;
+  cache.block_tokens = 8;  // below 16
+  cache.k = {&dummy[0], &dummy[1]};
+  cache.v = {&dummy[2], &dummy[3]};
+  auto t = GpuTransfer::Open(SmallLayout(), cache);
+  EXPECT_EQ(t.status().code(), Code::kInvalidArgument) << t.status().ToString();
+  cache.block_tokens = 16;
+  GpuTransferOptions opt;
+  opt.layer_groups = 3;  // more than 2 layers
+  t = GpuTransfer::Open(SmallLayout(), cache, opt);
+  EXPECT_EQ(t.status().code(), Code::kInvalidArgument) << t.status().ToString();
+  opt.layer_groups = 0;
+  t = GpuTransfer::Open(SmallLayout(), cache, opt);
+  EXPECT_EQ(t.status().code(), Code::kInvalidArgument) << t.status().ToString();
+  opt.layer_groups = 1;
+  opt.host_threads = 0;
+  t = GpuTransfer::Open(SmallLayout(), cache, opt);
+  EXPECT_EQ(t.status().code(), Code::kInvalidArgument) << t.status().ToString();
+  opt.host_threads = 65;
+  t = GpuTransfer::Open(SmallLayout(), cache, opt);
+  EXPECT_EQ(t.status().code(), Code::kInvalidArgument) << t.status().ToString();
+}
+
+TEST(GpuApiTest, OpenWithoutGpuIsNotSupported) {
+  if (GpuAvailable(0).ok()) GTEST_SKIP() << "a GPU is present: the device tests (gpu_device_test) cover Open";
+  int dummy[4];
+  PagedKvCache cache;
+  cache.num_blocks = 4;
+  cache.block_tokens = 16;
+  cache.k = {&dummy[0], &dummy[1]};
+  cache.v = {&dummy[2], &dummy[3]};
+  auto t = GpuTransfer::Open(SmallLayout(), cache);
+  EXPECT_EQ(t.status().code(), Code::kNotSupported) << t.status().ToString();
+  EXPECT_EQ(internal::DeviceAlloc(0, 4096).status().code(), Code::kNotSupported);
+  EXPECT_EQ(internal::TimedHostToDevice(0, dummy, sizeof dummy, 1024).status().code(), Code::kNotSupported);
+}
+
+}  // namespace
+}  // namespace kvtier
