@@ -6,6 +6,7 @@
 #include <string>
 #include <system_error>
 
+#include "core/uri_encode.h"
 #include "kvtier/tier.h"
 
 namespace kvtier {
@@ -284,4 +285,22 @@ std::string FormatBytes(uint64_t bytes) {
   return buf;
 }
 
+namespace internal {
+
+std::string UriEncode(std::string_view s, bool keep_slash) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace internal
 }  // namespace kvtier

@@ -56,24 +56,7 @@ size_t OnRead(char* out, size_t size, size_t n, void* arg) {
   return done;
 }
 
-bool IsUnreserved(unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~'; }
-
 }  // namespace
-
-std::string UriEncode(std::string_view s, bool keep_slash) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (IsUnreserved(c) || (keep_slash && c == '/')) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
 
 S3Http::S3Http(S3Endpoint endpoint) : endpoint_(std::move(endpoint)) {
   static std::once_flag once;

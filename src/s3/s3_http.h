@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/uri_encode.h"
 #include "core/thread_annotations.h"
 #include "kvtier/status.h"
 #include "kvtier/tier.h"
@@ -83,7 +84,6 @@ class S3Http {
 // 403 on credentials (InvalidAccessKeyId, SignatureDoesNotMatch), IOError otherwise.
 Status S3Status(const S3Request& r, const std::string& what, const std::string& access_key);
 
-// Percent-encodes everything but unreserved characters (and '/' when keep_slash).
-std::string UriEncode(std::string_view s, bool keep_slash);
+using internal::UriEncode;  // core/uri_encode.h
 
 }  // namespace kvtier::s3

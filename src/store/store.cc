@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#include "core/uri_encode.h"
 #include "store/store_impl.h"
 
 namespace kvtier {
@@ -26,21 +27,6 @@ Result<std::unique_ptr<Store>> Store::Open(std::vector<std::unique_ptr<Tier>> ti
 
 namespace {
 
-std::string PercentEncode(const std::string& s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 // `url` with key_file= set for every tier that stores chunks outside this process's memory (all but
 // mem://: file://, fs:// and the object tiers) when `key_file` is not empty. A scheme that does not
 // know key_file= then fails to open rather than storing plain chunks.
@@ -54,7 +40,8 @@ Result<std::string> WithKeyFile(const std::string& url, const std::string& key_f
     }
     return url;
   }
-  return url + (url.find('?') == std::string::npos ? "?" : "&") + "key_file=" + PercentEncode(key_file);
+  return url + (url.find('?') == std::string::npos ? "?" : "&") +
+         "key_file=" + internal::UriEncode(key_file, /*keep_slash=*/true);
 }
 
 }  // namespace
