@@ -21,6 +21,10 @@ class ForwardingTier : public Tier {
   const std::string& url() const override { return inner_->url(); }
   TierCapabilities capabilities() const override { return inner_->capabilities(); }
   bool Contains(const ChunkId& id) override { return inner_->Contains(id); }
+  void ContainsMany(std::span<const ChunkId> ids, std::span<bool> present) override {
+    inner_->ContainsMany(ids, present);
+  }
+  Result<BorrowedChunk> Borrow(const ChunkId& id) override { return inner_->Borrow(id); }
   Status Put(const ChunkId& id, GatherList payload) override { return inner_->Put(id, payload); }
   Status Get(const ChunkId& id, ScatterList dst) override { return inner_->Get(id, dst); }
   void GetMany(std::span<ReadOp> ops) override { inner_->GetMany(ops); }

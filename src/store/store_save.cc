@@ -5,6 +5,7 @@
 // queue refused it, its source copy was evicted before it ran, or a write failed (a job that finds
 // every tier already holding the chunk counts in neither). TierStats::dropped_saves counts per tier.
 #include <string>
+#include <vector>
 
 #include "store/store_impl.h"
 
@@ -82,23 +83,40 @@ void StoreImpl::RunJob(SaveJob& job) {
     if (wanted && !tiers_[t]->Contains(job.id)) targets |= uint64_t{1} << t;
   }
   if (targets == 0) return;
-  // One buffer per worker, reused: reading a chunk back from its source does not allocate per job.
+  // A tier that lends chunks in place (mem://) is written from straight out of its pages: no copy.
+  // Others are read back into one buffer per worker, reused, so a job does not allocate.
   thread_local std::vector<std::byte> buffer;
+  BorrowedChunk borrowed;
   std::span<const std::byte> payload = job.staged;
+  std::vector<std::span<const std::byte>> pieces = {payload};
   if (job.source_tier >= 0) {
-    buffer.resize(job.bytes);
-    const std::span<std::byte> dst[] = {std::span<std::byte>(buffer.data(), job.bytes)};
-    const Status s = tiers_[job.source_tier]->Get(job.id, dst);
+    Tier& source = *tiers_[job.source_tier];
+    Status s = Status::NotSupported("");
+    if (caps_[job.source_tier].in_memory) {
+      auto b = source.Borrow(job.id);
+      s = b.status();
+      if (b.ok()) {
+        borrowed = std::move(b).value();
+        pieces.assign(borrowed.pieces().begin(), borrowed.pieces().end());
+        if (borrowed.size() != job.bytes) s = Status::InvalidArgument("chunk of another size");
+      }
+    }
+    if (s.code() == Code::kNotSupported) {
+      buffer.resize(job.bytes);
+      const std::span<std::byte> dst[] = {std::span<std::byte>(buffer.data(), job.bytes)};
+      s = source.Get(job.id, dst);
+      pieces = {std::span<const std::byte>(buffer.data(), job.bytes)};
+    }
     if (!s.ok()) {  // evicted (or damaged) before the worker got to it
       if (job.is_save) {
         dropped_saves_.fetch_add(1, std::memory_order_relaxed);
         CountDropped(targets);
+      } else {
+        promotions_dropped_.fetch_add(1, std::memory_order_relaxed);
       }
       return;
     }
-    payload = std::span<const std::byte>(buffer.data(), job.bytes);
   }
-  const std::span<const std::byte> pieces[] = {payload};
   bool failed = false;
   for (size_t t = 0; t < tiers_.size(); ++t) {
     if (!(targets >> t & 1)) continue;
