@@ -20,6 +20,8 @@ namespace kvtier::testing {
 namespace {
 
 using internal::CountingFileSystem;
+using internal::kChunkHeaderSize;
+using internal::StoredChunkBytes;
 
 // Records how chunk bodies were written: with O_DIRECT or through the page cache.
 class WatchingFs final : public CountingFileSystem {
