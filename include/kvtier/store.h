@@ -109,6 +109,8 @@ class Store {
   // leading chunks were loaded: if chunk i cannot be read from any tier, chunks after i are not used.
   // The destinations of chunks that were read but not reported loaded are zeroed, so a failed or
   // corrupt load leaves no byte of any other chunk there.
+  // The last tier is not asked whether it holds a chunk before reading it (its read says so): keys
+  // past a chunk no tier holds may then be read and discarded, so pass the prefix Lookup returned.
   // InvalidArgument when keys and dsts differ in length or a destination has the wrong size.
   virtual Result<size_t> Load(const Namespace& ns, std::span<const ChunkKey> keys,
                               std::span<const ScatterList> dsts) = 0;

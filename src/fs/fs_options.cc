@@ -7,8 +7,7 @@ namespace kvtier::internal {
 
 Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url) {
   KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "neg_ttl_ms", "neg_entries", "touch_s", "direct",
-                                         "io_uring", "inflight", "sync", "create", "key_file", "verify_threads",
-                                         "present_ttl_ms"}));
+                                         "io_uring", "inflight", "sync", "create", "key_file", "verify_threads"}));
   if (url.path.empty()) {
     return Status::InvalidArgument("fs:// needs a directory, e.g. fs:///mnt/shared/kvtier");
   }
@@ -16,8 +15,6 @@ Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url) {
   o.root = url.path;
   KVTIER_ASSIGN_OR_RETURN(o.capacity_bytes, url.GetSize("capacity", 0));
   KVTIER_ASSIGN_OR_RETURN(uint64_t ttl_ms, url.GetUint("neg_ttl_ms", 1000));
-  KVTIER_ASSIGN_OR_RETURN(uint64_t present_ms, url.GetUint("present_ttl_ms", 1000, 86'400'000));
-  o.present_ttl = std::chrono::milliseconds(present_ms);
   KVTIER_ASSIGN_OR_RETURN(o.neg_entries, url.GetUint("neg_entries", 65536));
   KVTIER_ASSIGN_OR_RETURN(uint64_t touch_s, url.GetUint("touch_s", 60));
   KVTIER_ASSIGN_OR_RETURN(o.direct_io, url.GetBool("direct", true));

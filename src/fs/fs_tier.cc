@@ -42,7 +42,6 @@ class FsTier final : public Tier {
                                                   .verify_threads = options_.verify_threads,
                                                   .cipher = options_.cipher})),
         missing_(options_.neg_ttl, options_.neg_entries),
-        present_(options_.present_ttl, options_.neg_entries),
         touched_(options_.touch_interval, options_.neg_entries) {}
 
   // Seeds the usage figures: with a capacity, a pass that measures the pool and evicts down to it
@@ -59,12 +58,8 @@ class FsTier final : public Tier {
 
   bool Contains(const ChunkId& id) override {
     if (missing_.Contains(id)) return false;
-    if (present_.Contains(id)) return true;  // stat'd a moment ago (a Lookup before this Load)
     auto st = pool_->StatChunk(id);
-    if (st.ok() && st->type == FileType::kRegular) {
-      present_.Insert(id);
-      return true;
-    }
+    if (st.ok() && st->type == FileType::kRegular) return true;
     if (!st.ok() && st.status().IsNotFound()) missing_.Insert(id);
     return false;
   }
@@ -111,7 +106,6 @@ class FsTier final : public Tier {
     auto st = pool_->StatChunk(id);
     KVTIER_RETURN_IF_ERROR(pool_->RemoveChunk(id));
     if (st.ok()) Forget(st->size);
-    present_.Erase(id);
     missing_.Insert(id);
     return Status::OK();
   }
@@ -162,7 +156,6 @@ class FsTier final : public Tier {
   const std::unique_ptr<ChunkReader> reader_;
   static constexpr size_t kStatThreads = 8;
   TtlKeySet missing_;  // negative-lookup cache
-  TtlKeySet present_;  // positive-lookup cache: what a Lookup just stat'd, so its Load need not again
   TtlKeySet touched_;  // chunks whose mtime this process refreshed recently
 
   // This process's view of the pool: the last pass's measurement plus its own puts and removes since.
@@ -251,7 +244,6 @@ Status FsTier::EvictTo(uint64_t max_bytes) {
 void FsTier::RemoveCorrupt(const ChunkId& id) {
   // A writer may have renamed a good copy over it since; removing that one costs only a miss.
   counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
-  present_.Erase(id);
   if (options_.read_only) return;  // reported, left in place
   auto st = pool_->StatChunk(id);
   if (pool_->RemoveChunk(id).ok() && st.ok()) Forget(st->size);
@@ -283,7 +275,6 @@ void FsTier::Finish(ChunkRead& read, ReadOp* op) {
     return;
   }
   counters_.misses.fetch_add(1, std::memory_order_relaxed);
-  present_.Erase(op->id);
   if (op->status.IsNotFound()) {
     missing_.Insert(op->id);
   } else if (op->status.IsCorruption()) {

@@ -1,10 +1,10 @@
 // fs:///path?options: a chunk pool in a directory on a shared filesystem (NFS, Lustre, CephFS, 3FS,
 // an NVMe-oF volume), used at once by many engine processes on many hosts.
 //
-// Nothing is trusted from memory for long: presence is a stat() of the chunk's path, remembered only
-// briefly: a miss for neg_ttl_ms (a Put by this process clears it), a hit for present_ttl_ms, so the
-// Load that follows a Lookup does not stat again (a chunk removed meanwhile is then a NotFound read,
-// which the Store treats as a miss). ContainsMany stats a batch on several threads.
+// Nothing is trusted from memory: presence is a stat() of the chunk's path, remembered only as a
+// short negative cache (a miss is not asked again for neg_ttl_ms; a Put by this process clears it).
+// ContainsMany stats a batch on several threads. (A Store's Load does not ask the last tier at all:
+// the read's open says whether the chunk is there.)
 // Every metadata round trip (stat, open, fstat, create, rename, unlink, ...) is counted in
 // TierStats::metadata_ops.
 // Writers publish with temporary file + rename, so readers see no chunk or a whole one; a chunk
@@ -21,8 +21,7 @@
 //                        usage is the last gc's figure plus this process's own puts. A Put that
 //                        needs a pass while `kvtier gc` holds the pool returns Busy (retryable).
 //   neg_ttl_ms=1000      how long a miss is remembered (0 disables the negative cache)
-//   neg_entries=65536    bound on remembered misses (and on remembered hits)
-//   present_ttl_ms=1000  how long a hit is remembered (0 disables it)
+//   neg_entries=65536    bound on remembered misses
 //   touch_s=60           a hit refreshes the chunk's mtime (gc's recency) at most this often per process
 //   direct=true          read with O_DIRECT when the pool's filesystem accepts it (probed at open)
 //   io_uring=true        read with io_uring when the kernel allows, else preadv threads
@@ -59,7 +58,6 @@ struct FsTierOptions {
   std::string root;
   uint64_t capacity_bytes = 0;  // 0: unbounded
   std::chrono::milliseconds neg_ttl{1000};
-  std::chrono::milliseconds present_ttl{1000};
   uint64_t neg_entries = 65536;
   std::chrono::seconds touch_interval{60};
   bool direct_io = true;

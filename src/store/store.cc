@@ -99,7 +99,8 @@ int StoreImpl::FirstHolder(const ChunkId& id, size_t from) const {
   return -1;
 }
 
-std::vector<int> StoreImpl::LeadingHolders(std::span<const ChunkId> ids) const {
+std::vector<int> StoreImpl::LeadingHolders(std::span<const ChunkId> ids, bool assume_last) const {
+  const size_t asked = assume_last ? tiers_.size() - 1 : tiers_.size();
   std::vector<int> holders;
   // Windows grow from 8 chunks: a short prefix costs few presence checks in slow tiers, a long one
   // few round trips.
@@ -109,7 +110,7 @@ std::vector<int> StoreImpl::LeadingHolders(std::span<const ChunkId> ids) const {
     std::vector<ChunkId> ask(part.begin(), part.end());
     std::vector<size_t> pos(part.size());
     for (size_t i = 0; i < pos.size(); ++i) pos[i] = i;
-    for (size_t t = 0; t < tiers_.size() && !ask.empty(); ++t) {
+    for (size_t t = 0; t < asked && !ask.empty(); ++t) {
       std::unique_ptr<bool[]> present(new bool[ask.size()]());
       tiers_[t]->ContainsMany(ask, std::span<bool>(present.get(), ask.size()));
       size_t kept = 0;
@@ -123,6 +124,9 @@ std::vector<int> StoreImpl::LeadingHolders(std::span<const ChunkId> ids) const {
       }
       ask.resize(kept);
       pos.resize(kept);
+    }
+    if (assume_last) {
+      for (size_t p : pos) holder[p] = static_cast<int>(tiers_.size() - 1);
     }
     for (int h : holder) {
       if (h < 0) return holders;
@@ -200,7 +204,7 @@ Result<size_t> StoreImpl::Load(const Namespace& ns, std::span<const ChunkKey> ke
   std::vector<ChunkId> ids;
   ids.reserve(keys.size());
   for (const ChunkKey& k : keys) ids.push_back(ChunkId::Of(ns, k));
-  std::vector<int> from = LeadingHolders(ids);
+  std::vector<int> from = LeadingHolders(ids, /*assume_last=*/true);
   ids.resize(from.size());
   const size_t n = ReadPlanned(ids, dsts.first(ids.size()), from);
   // Past the loaded prefix nothing is reported loaded: leave no bytes of a partly read batch there.

@@ -60,8 +60,10 @@ class StoreImpl final : public Store {
   int FirstHolder(const ChunkId& id, size_t from) const;
   // The fastest tier holding each of the leading chunks of `ids`, asked a window at a time through
   // Tier::ContainsMany (one batched call per tier per window, not one per chunk), up to the first chunk
-  // no tier holds. Returns the holders of that prefix.
-  std::vector<int> LeadingHolders(std::span<const ChunkId> ids) const;
+  // no tier holds. Returns the holders of that prefix. With `assume_last` (Load's plan) the last tier
+  // is not asked: a chunk no faster tier holds is planned on it, and its read says whether it is
+  // there, so Load costs that tier no presence round trip on top of the Lookup before it.
+  std::vector<int> LeadingHolders(std::span<const ChunkId> ids, bool assume_last = false) const;
   // Reads every chunk of the plan from its tier, batched per tier; on failure retries slower tiers.
   // Returns the length of the prefix that was read; updates from[i] to the tier that served chunk i.
   size_t ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,

@@ -1,5 +1,6 @@
-// fs:// metadata round trips: a Load after a Lookup stats no chunk again, ContainsMany answers as one
-// Contains per chunk would, and every round trip is counted in TierStats::metadata_ops.
+// fs:// metadata round trips: a Load after a Lookup stats no chunk again (a Store plans its last tier
+// without asking it), ContainsMany answers as one Contains per chunk would, and every round trip is
+// counted in TierStats::metadata_ops.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -84,7 +85,7 @@ TEST_F(FsMetadataTest, LoadAfterLookupStatsEachChunkAtMostOnce) {
 
 TEST_F(FsMetadataTest, ContainsManyAgreesWithContains) {
   std::shared_ptr<CountingFileSystem> counted;
-  auto tier = Open(&counted, "?neg_ttl_ms=0&present_ttl_ms=0");
+  auto tier = Open(&counted, "?neg_ttl_ms=0");
   ASSERT_NE(tier, nullptr);
   for (size_t i : {0, 2, 3, 7}) {
     auto data = PayloadFor(keys_[i], Bytes());
@@ -104,25 +105,6 @@ TEST_F(FsMetadataTest, ContainsManyAgreesWithContains) {
     EXPECT_EQ(looped[i], stored) << i;
   }
   EXPECT_GE(counted->stats(), 2 * ids.size());  // nothing cached here: every answer was a stat
-}
-
-TEST_F(FsMetadataTest, RemembersHitsOnlyBriefly) {
-  std::shared_ptr<CountingFileSystem> counted;
-  auto tier = Open(&counted, "?present_ttl_ms=0");
-  ASSERT_NE(tier, nullptr);
-  Fill(*tier, 1);
-  EXPECT_TRUE(tier->Contains(Id(0)));
-  const uint64_t s = counted->stats();
-  EXPECT_TRUE(tier->Contains(Id(0)));
-  EXPECT_EQ(counted->stats(), s + 1);  // present_ttl_ms=0: asked again
-  std::shared_ptr<CountingFileSystem> counted2;
-  auto cached = Open(&counted2, "?present_ttl_ms=600000");  // no expiry within the test
-  EXPECT_TRUE(cached->Contains(Id(0)));
-  ASSERT_TRUE(tier->Remove(Id(0)).ok());  // another instance removes it
-  EXPECT_TRUE(cached->Contains(Id(0)));   // still remembered as present, within its ttl ...
-  std::vector<std::byte> out(Bytes());
-  EXPECT_TRUE(cached->Get(Id(0), OnePiece(out).dst()).IsNotFound());  // ... but a read finds it gone
-  EXPECT_FALSE(cached->Contains(Id(0)));  // and forgets it
 }
 
 }  // namespace
