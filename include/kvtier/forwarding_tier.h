@@ -1,6 +1,8 @@
 // ForwardingTier: a Tier that passes every call to another tier. Derive from it and override the one
 // call you want to change (skip Flush, inject a fault, add latency, count calls): a wrapper is then a
-// few lines. The wrapped tier is held by shared_ptr so a test can keep inspecting it after the Store
+// few lines. ContainsMany and Borrow are deliberately not forwarded: the defaults go through this
+// wrapper's Contains and lend nothing, so a wrapper that overrides Contains or Get is never bypassed.
+// The wrapped tier is held by shared_ptr so a test can keep inspecting it after the Store
 // that owns the wrapper is gone.
 //
 // Thread-safety: as the wrapped tier.
@@ -21,10 +23,6 @@ class ForwardingTier : public Tier {
   const std::string& url() const override { return inner_->url(); }
   TierCapabilities capabilities() const override { return inner_->capabilities(); }
   bool Contains(const ChunkId& id) override { return inner_->Contains(id); }
-  void ContainsMany(std::span<const ChunkId> ids, std::span<bool> present) override {
-    inner_->ContainsMany(ids, present);
-  }
-  Result<BorrowedChunk> Borrow(const ChunkId& id) override { return inner_->Borrow(id); }
   Status Put(const ChunkId& id, GatherList payload) override { return inner_->Put(id, payload); }
   Status Get(const ChunkId& id, ScatterList dst) override { return inner_->Get(id, dst); }
   void GetMany(std::span<ReadOp> ops) override { inner_->GetMany(ops); }

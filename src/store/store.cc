@@ -155,7 +155,7 @@ size_t StoreImpl::Lookup(const Namespace& ns, std::span<const ChunkKey> keys) {
 }
 
 size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
-                              std::vector<int>& from) {
+                              std::vector<int>& from, std::vector<bool>& read) {
   const size_t n = ids.size();
   std::vector<std::vector<ReadOp>> batches(tiers_.size());
   std::vector<std::vector<size_t>> index(tiers_.size());
@@ -179,7 +179,10 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
   for (auto& h : helpers) h.join();
   std::vector<bool> ok(n, false);
   for (size_t t = 0; t < tiers_.size(); ++t) {
-    for (size_t b = 0; b < batches[t].size(); ++b) ok[index[t][b]] = batches[t][b].status.ok();
+    for (size_t b = 0; b < batches[t].size(); ++b) {
+      ok[index[t][b]] = batches[t][b].status.ok();
+      read[index[t][b]] = !batches[t][b].status.IsNotFound();
+    }
   }
   // A bad or vanished copy is a miss in that tier, not the end: slower tiers may hold a good one.
   for (size_t i = 0; i < n; ++i) {
@@ -187,7 +190,9 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
       const int t = FirstHolder(ids[i], static_cast<size_t>(from[i]) + 1);
       if (t < 0) return i;
       from[i] = t;
-      ok[i] = tiers_[t]->Get(ids[i], dsts[i]).ok();
+      const Status st = tiers_[t]->Get(ids[i], dsts[i]);
+      ok[i] = st.ok();
+      if (!st.IsNotFound()) read[i] = true;
     }
   }
   return n;
@@ -206,9 +211,12 @@ Result<size_t> StoreImpl::Load(const Namespace& ns, std::span<const ChunkKey> ke
   for (const ChunkKey& k : keys) ids.push_back(ChunkId::Of(ns, k));
   std::vector<int> from = LeadingHolders(ids, /*assume_last=*/true);
   ids.resize(from.size());
-  const size_t n = ReadPlanned(ids, dsts.first(ids.size()), from);
-  // Past the loaded prefix nothing is reported loaded: leave no bytes of a partly read batch there.
+  std::vector<bool> read(ids.size(), false);
+  const size_t n = ReadPlanned(ids, dsts.first(ids.size()), from, read);
+  // Past the loaded prefix nothing is reported loaded: leave no bytes of a partly read batch there
+  // (a chunk no tier had was not written to).
   for (size_t i = n; i < ids.size(); ++i) {
+    if (!read[i]) continue;
     for (const auto& piece : dsts[i]) {
       if (!piece.empty()) std::memset(piece.data(), 0, piece.size());
     }

@@ -66,8 +66,10 @@ class StoreImpl final : public Store {
   std::vector<int> LeadingHolders(std::span<const ChunkId> ids, bool assume_last = false) const;
   // Reads every chunk of the plan from its tier, batched per tier; on failure retries slower tiers.
   // Returns the length of the prefix that was read; updates from[i] to the tier that served chunk i.
+  // read[i] is set when a tier's read of chunk i got further than NotFound (its destination may hold
+  // bytes: Load zeroes it unless it is loaded).
   size_t ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
-                     std::vector<int>& from);
+                     std::vector<int>& from, std::vector<bool>& read);
   // Queues a background copy of chunk `id` from tier `from` into the top tier; counts a drop when the
   // queue is full.
   void Promote(const ChunkId& id, int from, uint64_t bytes);
