@@ -4,9 +4,11 @@
 // queued_saves when it wrote the chunk to every tier that lacked it, and once in dropped_saves when the
 // queue refused it, its source copy was evicted before it ran, or a write failed (a job that finds
 // every tier already holding the chunk counts in neither). TierStats::dropped_saves counts per tier.
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "io/chunk_io.h"
 #include "store/store_impl.h"
 
 namespace kvtier::internal {
@@ -83,28 +85,18 @@ void StoreImpl::RunJob(SaveJob& job) {
     if (wanted && !tiers_[t]->Contains(job.id)) targets |= uint64_t{1} << t;
   }
   if (targets == 0) return;
-  // A tier that lends chunks in place (mem://) is written from straight out of its pages: no copy.
-  // Others are read back into one buffer per worker, reused, so a job does not allocate.
-  thread_local std::vector<std::byte> buffer;
-  BorrowedChunk borrowed;
-  std::span<const std::byte> payload = job.staged;
-  std::vector<std::span<const std::byte>> pieces = {payload};
+  // The chunk is read back into one 4 KiB aligned buffer per worker, reused (no allocation per job),
+  // so file:// can write it with O_DIRECT. It is copied rather than borrowed from the top tier: a
+  // borrow would pin the chunk there for the whole of a slow write, and a small top tier full of
+  // pinned chunks refuses Saves.
+  thread_local AlignedBuffer buffer;
+  std::vector<std::span<const std::byte>> pieces = {std::span<const std::byte>(job.staged)};
   if (job.source_tier >= 0) {
-    Tier& source = *tiers_[job.source_tier];
-    Status s = Status::NotSupported("");
-    if (caps_[job.source_tier].in_memory) {
-      auto b = source.Borrow(job.id);
-      s = b.status();
-      if (b.ok()) {
-        borrowed = std::move(b).value();
-        pieces.assign(borrowed.pieces().begin(), borrowed.pieces().end());
-        if (borrowed.size() != job.bytes) s = Status::InvalidArgument("chunk of another size");
-      }
-    }
-    if (s.code() == Code::kNotSupported) {
-      buffer.resize(job.bytes);
-      const std::span<std::byte> dst[] = {std::span<std::byte>(buffer.data(), job.bytes)};
-      s = source.Get(job.id, dst);
+    if (buffer.size() < job.bytes) buffer = AlignedBuffer::Allocate(std::max<uint64_t>(job.bytes, kChunkAlign));
+    Status s = buffer.data() == nullptr ? Status::IOError("out of memory for a background write", true) : Status::OK();
+    if (s.ok()) {
+      const std::span<std::byte> dst[] = {buffer.span().first(job.bytes)};
+      s = tiers_[job.source_tier]->Get(job.id, dst);
       pieces = {std::span<const std::byte>(buffer.data(), job.bytes)};
     }
     if (!s.ok()) {  // evicted (or damaged) before the worker got to it

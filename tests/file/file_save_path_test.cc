@@ -1,6 +1,6 @@
-// The save path of file://: plain chunks written with O_DIRECT straight from the mem:// arena (one
-// hash pass, no staging copy), byte-exact and verified when read back; eviction unlinks files with
-// the tier's lock released.
+// The save path of file://: plain chunks written with O_DIRECT from the Store worker's aligned buffer
+// (one hash pass), byte-exact and verified when read back; eviction unlinks files with the tier's lock
+// released.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
@@ -44,7 +44,7 @@ std::shared_ptr<internal::FileSystem> Posix(const std::string& dir) {
 // 250,000 bytes a chunk: not a multiple of 4 KiB, so the last block is partial.
 Namespace BigNamespace() { return Namespace::Make("test/model", Layout{2, 2, 16, DType::kFP16, 977}, "t").value(); }
 
-TEST(FileSavePathTest, SavesGoDownWithODirectFromTheArenaAndReadBackVerified) {
+TEST(FileSavePathTest, SavesGoDownWithODirectAndReadBackVerified) {
   TempDir tmp;
   const std::string dir = tmp.path() + "/f";
   auto watching = std::make_shared<WatchingFs>(Posix(dir));
