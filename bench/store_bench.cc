@@ -7,9 +7,11 @@
 //                          caller's time is measured)
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "bench_main.h"
@@ -72,6 +74,31 @@ void BM_Memcpy(benchmark::State& state) {
 }
 BENCHMARK(BM_Memcpy)->Arg(kChunks)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The same bytes (kChunks chunks) copied by one thread per core, each copying its share in memcpy
+// calls of range(0) MiB: what slice size costs. glibc's memcpy switches to non-temporal stores only
+// above a size threshold, so small calls and one huge call differ on the same bytes.
+void BM_MemcpyThreads(benchmark::State& state) {
+  const size_t n = kChunks * kChunkBytes;
+  const size_t slice = static_cast<size_t>(state.range(0)) << 20;
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::byte> src(n, std::byte{3}), dst(n, std::byte{0});
+  for (auto _ : state) {
+    std::vector<std::thread> workers;
+    for (unsigned t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        for (size_t at = t * slice; at < n; at += threads * slice) {
+          std::memcpy(dst.data() + at, src.data() + at, std::min(slice, n - at));
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(n));
+  state.counters["threads"] = threads;
+}
+BENCHMARK(BM_MemcpyThreads)->Arg(2)->Arg(32)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 void BM_LoadMem(benchmark::State& state) {
   auto store = OpenStore({"mem://?capacity=" + std::to_string(2 * kChunks * kChunkBytes)});
   if (!store) return state.SkipWithError("cannot open mem://");
@@ -88,7 +115,9 @@ BENCHMARK(BM_LoadMem)->Arg(kChunks)->Unit(benchmark::kMillisecond)->UseRealTime(
 
 // Saves fresh keys every iteration into a tier that holds two batches, so the timed loop includes
 // eviction; a warm-up pass first touches every page of the tier once (as a long-running store has).
-void SaveLoop(benchmark::State& state, std::unique_ptr<Store> store) {
+// With `flush`, each timed Save also waits for the background writes to the lower tiers (the cost of
+// the whole save path, not only the caller's part).
+void SaveLoop(benchmark::State& state, std::unique_ptr<Store> store, bool flush = false) {
   if (!store) return state.SkipWithError("cannot open the store");
   Buffers buf(state.range(0));
   uint32_t next = 1;
@@ -104,6 +133,7 @@ void SaveLoop(benchmark::State& state, std::unique_ptr<Store> store) {
     next += 1u << 20;
     state.ResumeTiming();
     if (!store->Save(Ns(), keys, buf.srcs).ok()) return state.SkipWithError("save failed");
+    if (flush && !store->Flush().ok()) return state.SkipWithError("flush failed");
   }
   state.SetBytesProcessed(state.iterations() * state.range(0) * static_cast<int64_t>(kChunkBytes));
   const StoreStats s = store->Stats();
@@ -124,6 +154,15 @@ void BM_SaveMemOverFile(benchmark::State& state) {
   std::filesystem::remove_all(dir, ec);
 }
 BENCHMARK(BM_SaveMemOverFile)->Arg(kChunks)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SaveMemOverFileFlushed(benchmark::State& state) {
+  std::string dir = (std::filesystem::temp_directory_path() / "kvtier-bench-XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) return state.SkipWithError("mkdtemp failed");
+  SaveLoop(state, OpenStore({MemUrl(), "file://" + dir + "?capacity=4GiB"}), /*flush=*/true);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+BENCHMARK(BM_SaveMemOverFileFlushed)->Arg(kChunks)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace kvtier::bench

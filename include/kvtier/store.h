@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "kvtier/borrowed_chunk.h"
+#include "kvtier/host_allocator.h"
 #include "kvtier/keys.h"
 #include "kvtier/status.h"
 #include "kvtier/tier.h"
@@ -34,7 +36,10 @@ enum class Admission : uint8_t {
 struct StoreOptions {
   // Tier URLs, fastest first. At least one.
   std::vector<std::string> tiers;
-  // Copy chunks loaded from a lower tier into the top tier.
+  // Copy chunks loaded from a lower tier into the top tier. It happens in the background, after Load
+  // has returned: a queue worker reads the chunk again from the tier that served it (a job of the
+  // same bounded queue as saves; when the queue is full the promotion is skipped and counted in
+  // StoreStats::promotions_dropped).
   bool promote_on_load = true;
   Admission admission = Admission::kAlways;
   // Bound on the background write queue to lower tiers; a save that would exceed it is dropped
@@ -47,6 +52,9 @@ struct StoreOptions {
   // chunks under a key derived per namespace, and accepts no others (docs/encryption.md). Added to those URLs as
   // key_file=; a URL that names a different key_file is refused. Never logged.
   std::string key_file;
+  // Where the tiers take their large host buffers from (the mem:// arena), e.g. pinned memory for a
+  // GPU's copies; null: DefaultHostAllocator(). Ignored by Open(tiers, options).
+  std::shared_ptr<HostAllocator> host_allocator = nullptr;
 };
 
 // What a Store counted for one namespace (or, past the first kMaxTrackedNamespaces, for all later ones
@@ -70,7 +78,9 @@ struct StoreStats {
   uint64_t lookups = 0, lookup_chunks_hit = 0, lookup_chunks_missed = 0;
   uint64_t loads = 0, load_chunks = 0, load_bytes = 0;
   uint64_t saves = 0, save_chunks = 0;
-  uint64_t promotions = 0;
+  uint64_t promotions = 0;          // chunks copied into a faster tier (after a load or a prefetch)
+  uint64_t promotions_dropped = 0;  // promotions after a load skipped: queue full or source gone
+  uint64_t borrows = 0;             // chunks lent by Borrow
   uint64_t queued_saves = 0;     // written to lower tiers in the background
   uint64_t dropped_saves = 0;    // not written to lower tiers: queue full or write failed
   uint64_t queue_bytes_now = 0;  // background queue backlog
@@ -99,6 +109,8 @@ class Store {
   // leading chunks were loaded: if chunk i cannot be read from any tier, chunks after i are not used.
   // The destinations of chunks that were read but not reported loaded are zeroed, so a failed or
   // corrupt load leaves no byte of any other chunk there.
+  // The last tier is not asked whether it holds a chunk before reading it (its read says so): keys
+  // past a chunk no tier holds may then be read and discarded, so pass the prefix Lookup returned.
   // InvalidArgument when keys and dsts differ in length or a destination has the wrong size.
   virtual Result<size_t> Load(const Namespace& ns, std::span<const ChunkKey> keys,
                               std::span<const ScatterList> dsts) = 0;
@@ -109,6 +121,13 @@ class Store {
   // size. A failure of the top tier is returned; the lower tiers may still receive the chunk.
   virtual Status Save(const Namespace& ns, std::span<const ChunkKey> keys,
                       std::span<const GatherList> srcs) = 0;
+
+  // Lends chunk `key` in place from the fastest tier holding it that can (mem://): a verified,
+  // read-only view pinned until the BorrowedChunk is released (kvtier/borrowed_chunk.h), so a GPU
+  // copy or a socket reads straight from the tier. NotFound when no lending tier holds it (Load
+  // copies from any tier); Corruption when the copy failed verification (it is removed).
+  // REQUIRES: released before the Store is destroyed.
+  virtual Result<BorrowedChunk> Borrow(const Namespace& ns, const ChunkKey& key) = 0;
 
   // Promotes the leading available chunks into the top tier in the background.
   virtual void Prefetch(const Namespace& ns, std::span<const ChunkKey> keys) = 0;

@@ -20,6 +20,8 @@
 #include <string>
 #include <string_view>
 
+#include "kvtier/borrowed_chunk.h"
+#include "kvtier/host_allocator.h"
 #include "kvtier/keys.h"
 #include "kvtier/status.h"
 
@@ -67,6 +69,8 @@ struct TierOpenOptions {
   // a writer); Put and Remove fail with NotSupported; Check and Get report corrupt chunks and leave
   // them in place.
   bool read_only = false;
+  // Where large host buffers come from (the mem:// arena); null: DefaultHostAllocator().
+  std::shared_ptr<HostAllocator> host_allocator = nullptr;
 };
 
 struct LatencySummary {
@@ -100,6 +104,8 @@ struct TierStats {
   uint64_t capacity_bytes = 0; // 0 = unbounded
   LatencySummary get_latency;  // per chunk Get
   LatencyBuckets get_latency_buckets;  // the same observations at fixed bounds
+  // Metadata round trips to storage (fs://: stat, open, fstat; 0 where a tier keeps its index in memory).
+  uint64_t metadata_ops = 0;
 };
 
 struct ChunkInfo {
@@ -116,6 +122,9 @@ class Tier {
 
   // True when a complete chunk is stored under `id` (it is verified only when read).
   virtual bool Contains(const ChunkId& id) = 0;
+  // Contains for a batch: present[i] for ids[i]. REQUIRES: equal sizes. Default: one Contains each;
+  // tiers whose presence costs a round trip answer a batch at once.
+  virtual void ContainsMany(std::span<const ChunkId> ids, std::span<bool> present);
 
   // Stores a chunk, replacing nothing: storing a key twice keeps one copy. Evicts least recently
   // used chunks to make room. NoSpace when the chunk can never fit; IOError on storage failure.
@@ -130,6 +139,11 @@ class Tier {
 
   // Reads a batch in parallel where the tier can; sets each op's status. Default: one Get at a time.
   virtual void GetMany(std::span<ReadOp> ops);
+
+  // A verified, read-only view of a stored chunk in the tier's own memory, pinned until released
+  // (kvtier/borrowed_chunk.h). NotFound on a miss; Corruption when it fails verification (removed);
+  // NotSupported (the default) where chunks do not live in this process's memory.
+  virtual Result<BorrowedChunk> Borrow(const ChunkId& id);
 
   // Removes a chunk; OK if it was not there.
   virtual Status Remove(const ChunkId& id) = 0;

@@ -15,6 +15,7 @@
 #include "core/chunk_format.h"
 #include "core/work_dir.h"
 #include "kvtier/tier.h"
+#include "benchlib/memcpy_reference.h"
 #include "object/object_reference.h"
 #include "object/object_tier.h"
 #include "rados/rados_reference.h"
@@ -253,9 +254,12 @@ Status RunMemory(const DatapathConfig& c, Tier& tier, ReadArea* area, DatapathRe
   point.inflight_bytes = r->write.bytes;  // a memory tier has no bound: everything is in flight
   r->sweep.push_back(point);
   r->memcpy_ref = MemcpyReference(area->Span(), area->Source(), r->chunk_bytes);
+  r->memcpy_parallel = ParallelMemcpyReference(area->Span());  // the reference: N threads, N = cores
   r->fio_note = "not applicable to an in-memory tier";
   Progress(c, "  read: " + GbpsText(point.kvtier.BytesPerSecond()) + "; memcpy " +
-                  GbpsText(r->memcpy_ref->BytesPerSecond()));
+                  GbpsText(r->memcpy_ref->BytesPerSecond()) + ", " +
+                  std::to_string(r->memcpy_parallel->chunks) + " threads " +
+                  GbpsText(r->memcpy_parallel->BytesPerSecond()));
   return Status::OK();
 }
 

@@ -66,7 +66,10 @@ nlohmann::json SummaryJson(const DatapathResult& r) {
           {"ratio_to_reference", best->reference ? nlohmann::json(best->RatioToReference()) : nullptr},
           {"min_ratio_to_fio", MinRatio(r, [](const SweepPoint& p) { return p.fio ? p.RatioToFio() : -1; })},
           {"min_ratio_verified_to_unverified",
-           MinRatio(r, [](const SweepPoint& p) { return p.unverified ? p.RatioVerifiedToUnverified() : -1; })}};
+           MinRatio(r, [](const SweepPoint& p) { return p.unverified ? p.RatioVerifiedToUnverified() : -1; })},
+          {"ratio_to_memcpy", r.memcpy_parallel && r.memcpy_parallel->BytesPerSecond() > 0
+                                  ? nlohmann::json(bw / r.memcpy_parallel->BytesPerSecond())
+                                  : nullptr}};
 }
 
 ModelPreset PresetOf(const DatapathResult& r) {
@@ -151,6 +154,7 @@ nlohmann::json ToJson(const DatapathResult& r) {
       {"sweep", sweep},
       {"serial_pread", OptionalPhase(r.serial_pread)},
       {"memcpy", OptionalPhase(r.memcpy_ref)},
+      {"memcpy_parallel", OptionalPhase(r.memcpy_parallel)},
       {"verify_copy", OptionalPhase(r.verify_copy)},
       {"encrypted", r.encrypted ? nlohmann::json{{"inflight_bytes", r.encrypted->inflight_bytes},
                                                  {"write", PhaseJson(r.encrypted->write)},
@@ -233,6 +237,14 @@ std::string FormatSummary(const DatapathResult& r) {
   if (r.memcpy_ref) {
     out += "memcpy reference (one thread): " + Fmt("%.2f GB/s", Gbps(r.memcpy_ref->BytesPerSecond())) +
            "\n";
+  }
+  if (r.memcpy_parallel) {
+    out += "memcpy reference (" + std::to_string(r.memcpy_parallel->chunks) + " threads, one per core): " +
+           Fmt("%.2f GB/s", Gbps(r.memcpy_parallel->BytesPerSecond()));
+    if (const SweepPoint* best = r.Best(); best != nullptr && r.memcpy_parallel->BytesPerSecond() > 0) {
+      out += Fmt(", load = %.0f%% of it", 100 * best->kvtier.BytesPerSecond() / r.memcpy_parallel->BytesPerSecond());
+    }
+    out += "\n";
   }
   if (r.verify_copy) {
     out += "verify + copy, no I/O (one thread, the CPU work of a verified load): " +

@@ -88,6 +88,7 @@ struct DatapathResult {
   std::vector<SweepPoint> sweep;
   std::optional<PhaseResult> serial_pread;  // one chunk at a time, buffered pread, cold
   std::optional<PhaseResult> memcpy_ref;    // mem:// only
+  std::optional<PhaseResult> memcpy_parallel;  // mem:// only: N-thread memcpy, N = chunks (cores)
   std::optional<PhaseResult> verify_copy;   // one thread: checksum + copy per chunk, no I/O
   std::optional<EncryptedRow> encrypted;    // directory targets, unless disabled
   uint64_t context_tokens = 0;

@@ -20,4 +20,12 @@ void Tier::GetMany(std::span<ReadOp> ops) {
   for (ReadOp& op : ops) op.status = Get(op.id, op.dst);
 }
 
+void Tier::ContainsMany(std::span<const ChunkId> ids, std::span<bool> present) {
+  for (size_t i = 0; i < ids.size() && i < present.size(); ++i) present[i] = Contains(ids[i]);
+}
+
+Result<BorrowedChunk> Tier::Borrow(const ChunkId&) {
+  return Status::NotSupported(url() + " does not lend chunks in place");
+}
+
 }  // namespace kvtier

@@ -40,9 +40,12 @@ void FileIndex::PopLru(std::vector<IndexKey>* victims) {
   Erase(key);
 }
 
-bool FileIndex::MakeRoom(uint64_t need, std::vector<IndexKey>* victims) {
-  if (reserved_ + need > capacity_) return false;
+bool FileIndex::MakeRoom(uint64_t need, std::vector<IndexKey>* victims, uint64_t* victim_bytes) {
+  if (reserved_ + unlinking_ + need > capacity_) return false;
+  const uint64_t before = stored_;
   while (usage() + need > capacity_) PopLru(victims);  // lru_ is not empty: stored_ > 0 here
+  unlinking_ += before - stored_;
+  *victim_bytes += before - stored_;
   return true;
 }
 

@@ -43,9 +43,16 @@ class FileIndex {
   bool Erase(const IndexKey& key, uint64_t generation = 0);
 
   // Picks least recently used chunks, removing them from the index, until `need` more bytes fit under
-  // the capacity next to what is stored and reserved. False (and nothing removed) when that is
-  // impossible because of reservations.
-  bool MakeRoom(uint64_t need, std::vector<IndexKey>* victims);
+  // the capacity next to what is stored, reserved and still being unlinked. The victims' bytes are
+  // added to *victim_bytes and stay counted (as unlinking) until the caller has unlinked their files
+  // and calls Unlinked: so usage() counts what is on disk, and no other writer takes the room before
+  // the files are gone. False (and nothing removed) when reservations and pending unlinks leave no
+  // room.
+  bool MakeRoom(uint64_t need, std::vector<IndexKey>* victims, uint64_t* victim_bytes);
+  // Bytes of files taken out of the index and not yet unlinked (see MakeRoom).
+  void Unlinking(uint64_t n) { unlinking_ += n; }
+  void Unlinked(uint64_t n) { unlinking_ -= n; }
+  uint64_t unlinking() const { return unlinking_; }
   // Removes least recently used chunks until usage <= capacity (after a restart with a smaller one).
   void TrimToCapacity(std::vector<IndexKey>* victims);
 
@@ -54,7 +61,7 @@ class FileIndex {
 
   uint64_t capacity() const { return capacity_; }
   uint64_t stored_bytes() const { return stored_; }
-  uint64_t usage() const { return stored_ + reserved_; }
+  uint64_t usage() const { return stored_ + reserved_ + unlinking_; }
   size_t size() const { return map_.size(); }
   // Every chunk, most recently used first.
   std::vector<ChunkInfo> Snapshot() const;
@@ -71,6 +78,7 @@ class FileIndex {
   std::list<IndexKey> lru_;  // front = most recently used
   uint64_t stored_ = 0;
   uint64_t reserved_ = 0;
+  uint64_t unlinking_ = 0;
   uint64_t next_generation_ = 1;
 };
 

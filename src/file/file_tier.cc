@@ -57,7 +57,11 @@ class FileTier final : public Tier {
   uint64_t Lookup(const ChunkId& id, std::string* path);
   // Accounts for one finished read and removes what failed verification. Returns the Get status.
   Status AfterRead(const ChunkId& id, uint64_t generation, const ChunkRead& read);
-  void DropIfSameGeneration(const ChunkId& id, uint64_t generation, bool unlink_file);
+  void DropIfSameGeneration(const ChunkId& id, uint64_t generation, bool unlink_file) EXCLUDES(mu_);
+  // Unlinks the files of `keys` (already out of the index, `bytes` of them counted as unlinking) with
+  // the lock released, so Gets and Puts of other chunks go on meanwhile; a Put of one of these keys
+  // waits for it. Holds the lock again on return.
+  void UnlinkOutsideLock(const std::vector<IndexKey>& keys, uint64_t bytes) REQUIRES(mu_);
   void RefreshMtime(const ChunkId& id, uint64_t generation);
 
   FileTierOptions options_;  // reader.direct_io settled by Init, then constant
@@ -69,6 +73,8 @@ class FileTier final : public Tier {
   mutable Mutex mu_;
   std::unique_ptr<FileIndex> index_ PT_GUARDED_BY(mu_);  // set by Init
   std::unordered_set<IndexKey, IndexKeyHash> writing_ GUARDED_BY(mu_);
+  std::unordered_set<IndexKey, IndexKeyHash> unlinking_ GUARDED_BY(mu_);  // files being unlinked
+  CondVar unlinked_cv_;  // an unlink outside the lock finished
 
   TierCounters counters_;
 };
@@ -124,21 +130,40 @@ Status FileTier::Put(const ChunkId& id, GatherList payload) {
                   false);
   }
   const IndexKey key = IndexKey::Of(id);
+  std::vector<IndexKey> victims;
+  uint64_t victim_bytes = 0;
   {
     MutexLock lock(mu_);
-    if (index_->Find(key) != nullptr || writing_.count(key) != 0) return Status::OK();
-    std::vector<IndexKey> victims;
-    if (!index_->MakeRoom(stored, &victims)) {
-      ++counters_.put_errors;
-      return Status::NoSpace("file tier " + url_ + " is full of chunks being written");
+    for (;;) {
+      if (index_->Find(key) != nullptr || writing_.count(key) != 0) return Status::OK();
+      // Our own file must not be published before an unlink of the same name in flight lands.
+      if (unlinking_.count(key) != 0) {
+        unlinked_cv_.Wait(mu_);
+        continue;
+      }
+      if (index_->MakeRoom(stored, &victims, &victim_bytes)) break;
+      if (index_->unlinking() == 0) {
+        ++counters_.put_errors;
+        return Status::NoSpace("file tier " + url_ + " is full of chunks being written");
+      }
+      unlinked_cv_.Wait(mu_);  // room is being freed by other writers' unlinks
     }
-    // Unlinked under the lock: a concurrent Put of a victim's key must not be unlinked by us.
-    UnlinkVictims(victims);
-    counters_.evictions += victims.size();
-    index_->Reserve(stored);
     writing_.insert(key);
+    counters_.evictions += victims.size();
+    if (victims.empty()) index_->Reserve(stored);
   }
-  auto written = dir_->WriteChunk(id, payload, WriteOptions{.sync = options_.sync, .cipher = options_.reader.cipher});
+  if (!victims.empty()) {
+    // Outside the lock: a slow unlink (a busy disk, a network filesystem) delays only this Put. The
+    // victims' bytes stay counted until their files are gone, then turn into this Put's reservation.
+    MutexLock lock(mu_);
+    UnlinkOutsideLock(victims, victim_bytes);
+    index_->Reserve(stored);
+  }
+  // Plain chunks from aligned memory (the mem:// arena) go down with O_DIRECT where reads do: no
+  // page-cache copy of bytes that the memory tier already holds.
+  auto written = dir_->WriteChunk(
+      id, payload,
+      WriteOptions{.sync = options_.sync, .direct = options_.reader.direct_io, .cipher = options_.reader.cipher});
   MutexLock lock(mu_);
   index_->Unreserve(stored);
   writing_.erase(key);
@@ -164,7 +189,22 @@ uint64_t FileTier::Lookup(const ChunkId& id, std::string* path) {
 void FileTier::DropIfSameGeneration(const ChunkId& id, uint64_t generation, bool unlink_file) {
   const IndexKey key = IndexKey::Of(id);
   MutexLock lock(mu_);
-  if (index_->Erase(key, generation) && unlink_file) RemoveFile(key);
+  const IndexEntry* e = index_->Find(key);
+  if (e == nullptr) return;
+  const uint64_t bytes = e->stored_bytes;
+  if (!index_->Erase(key, generation) || !unlink_file || options_.read_only) return;
+  index_->Unlinking(bytes);
+  UnlinkOutsideLock({key}, bytes);
+}
+
+void FileTier::UnlinkOutsideLock(const std::vector<IndexKey>& keys, uint64_t bytes) {
+  for (const IndexKey& k : keys) unlinking_.insert(k);
+  mu_.Unlock();  // the caller's MutexLock holds it again on return, as it expects
+  UnlinkVictims(keys);
+  mu_.Lock();
+  for (const IndexKey& k : keys) unlinking_.erase(k);
+  index_->Unlinked(bytes);
+  unlinked_cv_.NotifyAll();
 }
 
 void FileTier::RefreshMtime(const ChunkId& id, uint64_t generation) {

@@ -3,6 +3,10 @@
 //
 // Nothing is trusted from memory: presence is a stat() of the chunk's path, remembered only as a
 // short negative cache (a miss is not asked again for neg_ttl_ms; a Put by this process clears it).
+// ContainsMany stats a batch on several threads. (A Store's Load does not ask the last tier at all:
+// the read's open says whether the chunk is there.)
+// Every metadata round trip (stat, open, fstat, create, rename, unlink, ...) is counted in
+// TierStats::metadata_ops.
 // Writers publish with temporary file + rename, so readers see no chunk or a whole one; a chunk
 // unlinked while being read is read whole (the reader holds it open) or reported NotFound.
 // Reads go through io/chunk_io.h, the same bounded-bytes-in-flight path as file://.

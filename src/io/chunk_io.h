@@ -38,6 +38,11 @@ class AlignedBuffer {
 
 struct WriteOptions {
   bool sync = false;  // fsync the file before rename (and the directory after), for crash durability
+  // Write a plain chunk with O_DIRECT (past the page cache) when its pieces allow: each starts on a
+  // 4 KiB boundary and all but the last span whole 4 KiB blocks (mem:// arena pages do); only the
+  // last partial block is copied, into an aligned block with its padding. Otherwise, or where the
+  // filesystem refuses O_DIRECT, the write goes through the page cache.
+  bool direct = false;
   // When set, the payload is encrypted and authenticated (AES-256-GCM, per-namespace key) as a v2
   // encrypted chunk; otherwise it is written as a plain v2 chunk with per-piece xxh3-64 sums.
   std::shared_ptr<const ChunkCipher> cipher = nullptr;

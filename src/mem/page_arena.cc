@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace kvtier::internal {
 
@@ -40,7 +41,41 @@ MappedRegion::~MappedRegion() {
   if (data_) munmap(data_, size_);
 }
 
-Result<std::unique_ptr<PageArena>> PageArena::Create(uint64_t capacity_bytes, uint64_t page_bytes) {
+Result<HostBuffer> HostBuffer::Allocate(std::shared_ptr<HostAllocator> allocator, size_t bytes,
+                                        size_t alignment) {
+  HostBuffer b;
+  if (bytes == 0) return b;
+  if (allocator == nullptr) allocator = DefaultHostAllocator();
+  void* p = allocator->Allocate(bytes, alignment);
+  if (p == nullptr) return Status::IOError("the host allocator has no " + FormatBytes(bytes) + " for the arena", true);
+  b.allocator_ = std::move(allocator);
+  b.data_ = static_cast<std::byte*>(p);
+  b.size_ = bytes;
+  return b;
+}
+
+HostBuffer::HostBuffer(HostBuffer&& o) noexcept
+    : allocator_(std::move(o.allocator_)), data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+
+HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    allocator_ = std::move(o.allocator_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+void HostBuffer::Reset() {
+  if (data_ != nullptr) allocator_->Free(data_, size_);
+  data_ = nullptr;
+  size_ = 0;
+  allocator_.reset();
+}
+
+Result<std::unique_ptr<PageArena>> PageArena::Create(uint64_t capacity_bytes, uint64_t page_bytes,
+                                                     std::shared_ptr<HostAllocator> allocator) {
   if (page_bytes < 64) return Status::InvalidArgument("mem:// page must be at least 64 bytes");
   const uint64_t pages = capacity_bytes / page_bytes;
   if (pages == 0) {
@@ -54,11 +89,9 @@ Result<std::unique_ptr<PageArena>> PageArena::Create(uint64_t capacity_bytes, ui
   a->page_bytes_ = page_bytes;
   a->total_pages_ = static_cast<uint32_t>(pages);
   a->free_count_ = a->total_pages_;
-  KVTIER_ASSIGN_OR_RETURN(a->pages_, MappedRegion::Map(pages * page_bytes));
+  KVTIER_ASSIGN_OR_RETURN(a->pages_, HostBuffer::Allocate(std::move(allocator), pages * page_bytes, 4096));
   KVTIER_ASSIGN_OR_RETURN(a->next_region_, MappedRegion::Map(pages * sizeof(uint32_t)));
   a->next_ = reinterpret_cast<uint32_t*>(a->next_region_.data());
-  // Large pages cut TLB misses on long copies; a kernel without them simply ignores the advice.
-  madvise(a->pages_.data(), a->pages_.size(), MADV_HUGEPAGE);
   return a;
 }
 
@@ -147,22 +180,41 @@ void PageArena::Write(uint32_t first, GatherList src) const {
   });
 }
 
-void PageArena::Read(uint32_t first, ScatterList dst) const {
-  size_t piece = 0, off = 0;
-  VisitRuns(pages_.data(), next_, page_bytes_, first, TotalBytes(dst), [&](std::byte* p, size_t len) {
-    while (len > 0) {
+void PageArena::Read(uint32_t first, ScatterList dst) const { ReadRange(first, 0, TotalBytes(dst), dst); }
+
+void PageArena::ReadRange(uint32_t first, uint64_t offset, uint64_t len, ScatterList dst) const {
+  // The destination piece and offset where chain byte `offset` goes.
+  size_t piece = 0;
+  uint64_t off = offset;
+  while (piece < dst.size() && off >= dst[piece].size()) off -= dst[piece++].size();
+  uint64_t at = 0;  // chain offset of the run being visited
+  VisitRuns(pages_.data(), next_, page_bytes_, first, offset + len, [&](std::byte* p, size_t run) {
+    const uint64_t run_begin = at;
+    at += run;
+    if (at <= offset) return;  // wholly before the range
+    const uint64_t skip = offset > run_begin ? offset - run_begin : 0;
+    p += skip;
+    uint64_t left = run - skip;
+    while (left > 0) {
       if (off == dst[piece].size()) {
         ++piece;
         off = 0;
         continue;
       }
-      const size_t n = std::min(len, dst[piece].size() - off);
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(left, dst[piece].size() - off));
       std::memcpy(dst[piece].data() + off, p, n);
       p += n;
       off += n;
-      len -= n;
+      left -= n;
     }
   });
+}
+
+std::vector<std::span<const std::byte>> PageArena::Runs(uint32_t first, uint64_t bytes) const {
+  std::vector<std::span<const std::byte>> runs;
+  VisitRuns(pages_.data(), next_, page_bytes_, first, bytes,
+            [&](std::byte* p, size_t n) { runs.emplace_back(p, n); });
+  return runs;
 }
 
 }  // namespace kvtier::internal

@@ -14,6 +14,9 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <vector>
+
+#include "kvtier/host_allocator.h"
 
 #include "kvtier/status.h"
 #include "kvtier/tier.h"
@@ -41,12 +44,37 @@ class MappedRegion {
   size_t size_ = 0;
 };
 
+// A buffer from a HostAllocator, given back on destruction. Move-only.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  // IOError (retryable) when the allocator has no memory for it.
+  static Result<HostBuffer> Allocate(std::shared_ptr<HostAllocator> allocator, size_t bytes, size_t alignment);
+  HostBuffer(HostBuffer&& o) noexcept;
+  HostBuffer& operator=(HostBuffer&& o) noexcept;
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  ~HostBuffer() { Reset(); }
+
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void Reset();
+  std::shared_ptr<HostAllocator> allocator_;
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 class PageArena {
  public:
   static constexpr uint32_t kNoPage = UINT32_MAX;
 
-  // InvalidArgument when page_bytes < 64 or capacity holds no page or more than 2^32-2 pages.
-  static Result<std::unique_ptr<PageArena>> Create(uint64_t capacity_bytes, uint64_t page_bytes);
+  // InvalidArgument when page_bytes < 64 or capacity holds no page or more than 2^32-2 pages; IOError
+  // when `allocator` (null: DefaultHostAllocator()) has no memory for the pages. Only the pages come
+  // from `allocator`; the arena's own bookkeeping stays in an anonymous mapping.
+  static Result<std::unique_ptr<PageArena>> Create(uint64_t capacity_bytes, uint64_t page_bytes,
+                                                   std::shared_ptr<HostAllocator> allocator = nullptr);
 
   uint64_t page_bytes() const { return page_bytes_; }
   uint32_t total_pages() const { return total_pages_; }
@@ -67,6 +95,13 @@ class PageArena {
   void Write(uint32_t first, GatherList src) const;
   // Copies the first TotalBytes(dst) bytes of the chain into `dst`.
   void Read(uint32_t first, ScatterList dst) const;
+  // Copies bytes [offset, offset + len) of the chain to the same offsets of `dst` (so several threads
+  // can fill disjoint ranges of one destination). REQUIRES: offset + len <= TotalBytes(dst).
+  void ReadRange(uint32_t first, uint64_t offset, uint64_t len, ScatterList dst) const;
+  // The first `bytes` bytes of the chain as runs of contiguous memory, in order (for BorrowedChunk).
+  std::vector<std::span<const std::byte>> Runs(uint32_t first, uint64_t bytes) const;
+  // The pages' memory, for tests that check where the chunks live.
+  const std::byte* base() const { return pages_.data(); }
 
  private:
   PageArena() = default;
@@ -77,7 +112,7 @@ class PageArena {
   uint32_t free_head_ = kNoPage;
   uint32_t high_water_ = 0;   // pages at or above it were never handed out
   uint32_t* next_ = nullptr;  // next page of the same chain (a chunk's or the free list's)
-  MappedRegion pages_;
+  HostBuffer pages_;
   MappedRegion next_region_;
 };
 

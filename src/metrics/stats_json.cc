@@ -20,6 +20,7 @@ nlohmann::ordered_json TierStatsJson(const TierStats& s) {
           {"chunks", s.chunks},
           {"usage_bytes", s.usage_bytes},
           {"capacity_bytes", s.capacity_bytes},
+          {"metadata_ops", s.metadata_ops},
           {"get_latency_us", LatencyJson(s.get_latency)}};
 }
 
@@ -52,6 +53,8 @@ nlohmann::ordered_json StoreStatsJson(const StoreStats& s) {
           {"saves", s.saves},
           {"save_chunks", s.save_chunks},
           {"promotions", s.promotions},
+          {"promotions_dropped", s.promotions_dropped},
+          {"borrows", s.borrows},
           {"queued_saves", s.queued_saves},
           {"dropped_saves", s.dropped_saves},
           {"queue_bytes_now", s.queue_bytes_now},

@@ -12,7 +12,7 @@
 namespace kvtier::internal {
 
 void RegisterBuiltinTiers(const RegisterFn& add) {
-  add("mem", [](const TierUrl& url, const TierOpenOptions&) { return OpenMemTier(url); });
+  add("mem", [](const TierUrl& url, const TierOpenOptions& open) { return OpenMemTier(url, open); });
   add("fs", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFsTier(url, open); });
   add("file", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFileTier(url, open); });
   add("redis", object::ObjectTierFactory(redis::OpenRedisObjectClient, redis::RedisUrlOptionNames()));

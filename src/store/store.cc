@@ -1,5 +1,6 @@
 // Store::Open and the read side of StoreImpl (Lookup, Load, promotion, stats).
 // The write side (Save, Prefetch, background jobs) is in store_save.cc.
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <string>
@@ -51,7 +52,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   std::vector<std::unique_ptr<Tier>> tiers;
   for (const std::string& given : options.tiers) {
     KVTIER_ASSIGN_OR_RETURN(const std::string url, WithKeyFile(given, options.key_file));
-    auto t = OpenTier(url);
+    auto t = OpenTier(url, TierOpenOptions{.host_allocator = options.host_allocator});
     if (!t.ok()) {
       const Status& s = t.status();
       return Status(s.code(), "opening tier " + url + ": " + s.message(), s.retryable());
@@ -62,13 +63,6 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
 }
 
 namespace internal {
-namespace {
-
-std::vector<std::span<const std::byte>> AsGather(ScatterList pieces) {
-  return std::vector<std::span<const std::byte>>(pieces.begin(), pieces.end());
-}
-
-}  // namespace
 
 StoreImpl::StoreImpl(std::vector<std::unique_ptr<Tier>> tiers, const StoreOptions& options)
     : tiers_(std::move(tiers)), options_(options) {
@@ -92,9 +86,48 @@ int StoreImpl::FirstHolder(const ChunkId& id, size_t from) const {
   return -1;
 }
 
+std::vector<int> StoreImpl::LeadingHolders(std::span<const ChunkId> ids, bool assume_last) const {
+  const size_t asked = assume_last ? tiers_.size() - 1 : tiers_.size();
+  std::vector<int> holders;
+  // Windows grow from 8 chunks: a short prefix costs few presence checks in slow tiers, a long one
+  // few round trips.
+  for (size_t at = 0, window = 8; at < ids.size(); at += window, window *= 2) {
+    const std::span<const ChunkId> part = ids.subspan(at, std::min(window, ids.size() - at));
+    std::vector<int> holder(part.size(), -1);
+    std::vector<ChunkId> ask(part.begin(), part.end());
+    std::vector<size_t> pos(part.size());
+    for (size_t i = 0; i < pos.size(); ++i) pos[i] = i;
+    for (size_t t = 0; t < asked && !ask.empty(); ++t) {
+      std::unique_ptr<bool[]> present(new bool[ask.size()]());
+      tiers_[t]->ContainsMany(ask, std::span<bool>(present.get(), ask.size()));
+      size_t kept = 0;
+      for (size_t i = 0; i < ask.size(); ++i) {
+        if (present[i]) {
+          holder[pos[i]] = static_cast<int>(t);
+        } else {
+          ask[kept] = ask[i];
+          pos[kept++] = pos[i];
+        }
+      }
+      ask.resize(kept);
+      pos.resize(kept);
+    }
+    if (assume_last) {
+      for (size_t p : pos) holder[p] = static_cast<int>(tiers_.size() - 1);
+    }
+    for (int h : holder) {
+      if (h < 0) return holders;
+      holders.push_back(h);
+    }
+  }
+  return holders;
+}
+
 size_t StoreImpl::Lookup(const Namespace& ns, std::span<const ChunkKey> keys) {
-  size_t n = 0;
-  while (n < keys.size() && FirstHolder(ChunkId::Of(ns, keys[n]), 0) >= 0) ++n;
+  std::vector<ChunkId> ids;
+  ids.reserve(keys.size());
+  for (const ChunkKey& k : keys) ids.push_back(ChunkId::Of(ns, k));
+  const size_t n = LeadingHolders(ids).size();
   lookups_.fetch_add(1, std::memory_order_relaxed);
   lookup_hit_.fetch_add(n, std::memory_order_relaxed);
   lookup_missed_.fetch_add(keys.size() - n, std::memory_order_relaxed);
@@ -109,7 +142,7 @@ size_t StoreImpl::Lookup(const Namespace& ns, std::span<const ChunkKey> keys) {
 }
 
 size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
-                              std::vector<int>& from) {
+                              std::vector<int>& from, std::vector<bool>& read) {
   const size_t n = ids.size();
   std::vector<std::vector<ReadOp>> batches(tiers_.size());
   std::vector<std::vector<size_t>> index(tiers_.size());
@@ -133,7 +166,10 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
   for (auto& h : helpers) h.join();
   std::vector<bool> ok(n, false);
   for (size_t t = 0; t < tiers_.size(); ++t) {
-    for (size_t b = 0; b < batches[t].size(); ++b) ok[index[t][b]] = batches[t][b].status.ok();
+    for (size_t b = 0; b < batches[t].size(); ++b) {
+      ok[index[t][b]] = batches[t][b].status.ok();
+      read[index[t][b]] = !batches[t][b].status.IsNotFound();
+    }
   }
   // A bad or vanished copy is a miss in that tier, not the end: slower tiers may hold a good one.
   for (size_t i = 0; i < n; ++i) {
@@ -141,7 +177,9 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
       const int t = FirstHolder(ids[i], static_cast<size_t>(from[i]) + 1);
       if (t < 0) return i;
       from[i] = t;
-      ok[i] = tiers_[t]->Get(ids[i], dsts[i]).ok();
+      const Status st = tiers_[t]->Get(ids[i], dsts[i]);
+      ok[i] = st.ok();
+      if (!st.IsNotFound()) read[i] = true;
     }
   }
   return n;
@@ -156,26 +194,22 @@ Result<size_t> StoreImpl::Load(const Namespace& ns, std::span<const ChunkKey> ke
   loads_.fetch_add(1, std::memory_order_relaxed);
   c.loads.fetch_add(1, std::memory_order_relaxed);
   std::vector<ChunkId> ids;
-  std::vector<int> from;
   ids.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    ids.push_back(ChunkId::Of(ns, keys[i]));
-    const int t = FirstHolder(ids.back(), 0);
-    if (t < 0) {
-      ids.pop_back();
-      break;
-    }
-    from.push_back(t);
-  }
-  const size_t n = ReadPlanned(ids, dsts.first(ids.size()), from);
-  // Past the loaded prefix nothing is reported loaded: leave no bytes of a partly read batch there.
+  for (const ChunkKey& k : keys) ids.push_back(ChunkId::Of(ns, k));
+  std::vector<int> from = LeadingHolders(ids, /*assume_last=*/true);
+  ids.resize(from.size());
+  std::vector<bool> read(ids.size(), false);
+  const size_t n = ReadPlanned(ids, dsts.first(ids.size()), from, read);
+  // Past the loaded prefix nothing is reported loaded: leave no bytes of a partly read batch there
+  // (a chunk no tier had was not written to).
   for (size_t i = n; i < ids.size(); ++i) {
+    if (!read[i]) continue;
     for (const auto& piece : dsts[i]) {
       if (!piece.empty()) std::memset(piece.data(), 0, piece.size());
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    if (from[i] > 0 && options_.promote_on_load) Promote(ids[i], dsts[i], bytes);
+    if (from[i] > 0 && options_.promote_on_load) Promote(ids[i], from[i], bytes);
     if (seen_ && background_mask_ != 0 && seen_->NoteUse(keys[i])) {
       EnqueueSave(ids[i], {}, bytes, from[i]);  // read back from the tier that served it: no copy here
     }
@@ -187,22 +221,32 @@ Result<size_t> StoreImpl::Load(const Namespace& ns, std::span<const ChunkKey> ke
   return n;
 }
 
-void StoreImpl::Promote(const ChunkId& id, ScatterList loaded, uint64_t bytes) {
-  const auto src = AsGather(loaded);
-  if (caps_[0].in_memory) {
-    if (tiers_[0]->Put(id, src).ok()) promotions_.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  // A slow top tier is written in the background from a copy (best effort: no drop is counted).
-  if (!queue_->HasRoom(bytes)) return;
+void StoreImpl::Promote(const ChunkId& id, int from, uint64_t bytes) {
+  // The caller's buffers are theirs again once Load returns, so the job reads the chunk back from the
+  // tier that served it rather than keeping a copy taken here: Load pays nothing for promotion.
   SaveJob job;
   job.id = id;
   job.bytes = bytes;
+  job.source_tier = from;
   job.target_tiers = 1;
   job.is_save = false;
-  job.staged.reserve(bytes);
-  for (const auto& piece : src) job.staged.insert(job.staged.end(), piece.begin(), piece.end());
-  (void)queue_->TryPush(std::move(job));
+  if (!queue_->TryPush(std::move(job))) promotions_dropped_.fetch_add(1, std::memory_order_relaxed);
+}
+
+Result<BorrowedChunk> StoreImpl::Borrow(const Namespace& ns, const ChunkKey& key) {
+  const ChunkId id = ChunkId::Of(ns, key);
+  Status first = Status::NotFound("no tier that lends chunks holds " + key.Hex());
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (!caps_[t].in_memory) continue;  // only memory tiers lend in place
+    auto b = tiers_[t]->Borrow(id);
+    if (b.ok()) {
+      borrows_.fetch_add(1, std::memory_order_relaxed);
+      return b;
+    }
+    if (b.status().IsCorruption()) return b.status();
+    if (first.IsNotFound() && !b.status().IsNotFound() && b.status().code() != Code::kNotSupported) first = b.status();
+  }
+  return first;
 }
 
 Status StoreImpl::Flush() {
@@ -230,6 +274,8 @@ StoreStats StoreImpl::Stats() const {
   s.saves = saves_.load(std::memory_order_relaxed);
   s.save_chunks = save_chunks_.load(std::memory_order_relaxed);
   s.promotions = promotions_.load(std::memory_order_relaxed);
+  s.promotions_dropped = promotions_dropped_.load(std::memory_order_relaxed);
+  s.borrows = borrows_.load(std::memory_order_relaxed);
   s.queued_saves = queued_saves_.load(std::memory_order_relaxed);
   s.dropped_saves = dropped_saves_.load(std::memory_order_relaxed);
   s.queue_bytes_now = queue_->bytes_now();

@@ -48,6 +48,7 @@ class StoreImpl final : public Store {
                       std::span<const ScatterList> dsts) override;
   Status Save(const Namespace& ns, std::span<const ChunkKey> keys,
               std::span<const GatherList> srcs) override;
+  Result<BorrowedChunk> Borrow(const Namespace& ns, const ChunkKey& key) override;
   void Prefetch(const Namespace& ns, std::span<const ChunkKey> keys) override;
   Status Flush() override;
   StoreStats Stats() const override;
@@ -57,11 +58,21 @@ class StoreImpl final : public Store {
  private:
   // Index of the first tier at or after `from` that holds the chunk, or -1.
   int FirstHolder(const ChunkId& id, size_t from) const;
+  // The fastest tier holding each of the leading chunks of `ids`, asked a window at a time through
+  // Tier::ContainsMany (one batched call per tier per window, not one per chunk), up to the first chunk
+  // no tier holds. Returns the holders of that prefix. With `assume_last` (Load's plan) the last tier
+  // is not asked: a chunk no faster tier holds is planned on it, and its read says whether it is
+  // there, so Load costs that tier no presence round trip on top of the Lookup before it.
+  std::vector<int> LeadingHolders(std::span<const ChunkId> ids, bool assume_last = false) const;
   // Reads every chunk of the plan from its tier, batched per tier; on failure retries slower tiers.
   // Returns the length of the prefix that was read; updates from[i] to the tier that served chunk i.
+  // read[i] is set when a tier's read of chunk i got further than NotFound (its destination may hold
+  // bytes: Load zeroes it unless it is loaded).
   size_t ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
-                     std::vector<int>& from);
-  void Promote(const ChunkId& id, ScatterList loaded, uint64_t bytes);
+                     std::vector<int>& from, std::vector<bool>& read);
+  // Queues a background copy of chunk `id` from tier `from` into the top tier; counts a drop when the
+  // queue is full.
+  void Promote(const ChunkId& id, int from, uint64_t bytes);
   // Queues a copy of a chunk to the slower tiers; counts a drop when the queue is full.
   void EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, int source_tier);
   void RunJob(SaveJob& job);  // on a queue worker
@@ -74,8 +85,8 @@ class StoreImpl final : public Store {
   std::unique_ptr<SeenTable> seen_;  // only for Admission::kSecondUse
 
   std::atomic<uint64_t> lookups_{0}, lookup_hit_{0}, lookup_missed_{0}, loads_{0}, load_chunks_{0},
-      load_bytes_{0}, saves_{0}, save_chunks_{0}, promotions_{0}, queued_saves_{0},
-      dropped_saves_{0};
+      load_bytes_{0}, saves_{0}, save_chunks_{0}, promotions_{0}, promotions_dropped_{0}, borrows_{0},
+      queued_saves_{0}, dropped_saves_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> tier_dropped_;  // per tier: TierStats::dropped_saves
   LatencyHistogram load_latency_, save_latency_;
   NamespaceTable namespaces_;

@@ -4,8 +4,11 @@
 // queued_saves when it wrote the chunk to every tier that lacked it, and once in dropped_saves when the
 // queue refused it, its source copy was evicted before it ran, or a write failed (a job that finds
 // every tier already holding the chunk counts in neither). TierStats::dropped_saves counts per tier.
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include "io/chunk_io.h"
 #include "store/store_impl.h"
 
 namespace kvtier::internal {
@@ -82,23 +85,30 @@ void StoreImpl::RunJob(SaveJob& job) {
     if (wanted && !tiers_[t]->Contains(job.id)) targets |= uint64_t{1} << t;
   }
   if (targets == 0) return;
-  // One buffer per worker, reused: reading a chunk back from its source does not allocate per job.
-  thread_local std::vector<std::byte> buffer;
-  std::span<const std::byte> payload = job.staged;
+  // The chunk is read back into one 4 KiB aligned buffer per worker, reused (no allocation per job),
+  // so file:// can write it with O_DIRECT. It is copied rather than borrowed from the top tier: a
+  // borrow would pin the chunk there for the whole of a slow write, and a small top tier full of
+  // pinned chunks refuses Saves.
+  thread_local AlignedBuffer buffer;
+  std::vector<std::span<const std::byte>> pieces = {std::span<const std::byte>(job.staged)};
   if (job.source_tier >= 0) {
-    buffer.resize(job.bytes);
-    const std::span<std::byte> dst[] = {std::span<std::byte>(buffer.data(), job.bytes)};
-    const Status s = tiers_[job.source_tier]->Get(job.id, dst);
+    if (buffer.size() < job.bytes) buffer = AlignedBuffer::Allocate(std::max<uint64_t>(job.bytes, kChunkAlign));
+    Status s = buffer.data() == nullptr ? Status::IOError("out of memory for a background write", true) : Status::OK();
+    if (s.ok()) {
+      const std::span<std::byte> dst[] = {buffer.span().first(job.bytes)};
+      s = tiers_[job.source_tier]->Get(job.id, dst);
+      pieces = {std::span<const std::byte>(buffer.data(), job.bytes)};
+    }
     if (!s.ok()) {  // evicted (or damaged) before the worker got to it
       if (job.is_save) {
         dropped_saves_.fetch_add(1, std::memory_order_relaxed);
         CountDropped(targets);
+      } else {
+        promotions_dropped_.fetch_add(1, std::memory_order_relaxed);
       }
       return;
     }
-    payload = std::span<const std::byte>(buffer.data(), job.bytes);
   }
-  const std::span<const std::byte> pieces[] = {payload};
   bool failed = false;
   for (size_t t = 0; t < tiers_.size(); ++t) {
     if (!(targets >> t & 1)) continue;

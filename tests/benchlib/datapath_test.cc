@@ -122,6 +122,10 @@ TEST(DatapathTest, MemoryTargetRunsEndToEndWithoutErrors) {
   EXPECT_EQ(r->sweep[0].kvtier.chunks, r->write.chunks);
   ASSERT_TRUE(r->memcpy_ref.has_value());
   EXPECT_GT(r->memcpy_ref->bytes, 0u);
+  ASSERT_TRUE(r->memcpy_parallel.has_value());
+  EXPECT_GT(r->memcpy_parallel->bytes, 0u);
+  EXPECT_GE(r->memcpy_parallel->chunks, 1u);  // threads
+  EXPECT_TRUE(ToJson(*r)["summary"]["ratio_to_memcpy"].is_number());
   EXPECT_EQ(ToJson(*r)["schema"], kDatapathSchema);
 }
 

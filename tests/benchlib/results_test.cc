@@ -77,12 +77,12 @@ TEST(ResultsJsonTest, KeySetIsStable) {
       "sweep.[].unverified.p99_us", "sweep.[].ratio_verified_to_unverified",
       "serial_pread", "serial_pread.chunks", "serial_pread.bytes", "serial_pread.seconds",
       "serial_pread.gbps", "serial_pread.errors", "serial_pread.p50_us", "serial_pread.p99_us",
-      "memcpy", "verify_copy", "encrypted",
+      "memcpy", "memcpy_parallel", "verify_copy", "encrypted",
       "summary", "summary.best_inflight_bytes", "summary.gbps", "summary.p50_us", "summary.p99_us",
       "summary.fio_gbps", "summary.ratio_to_fio", "summary.best_fio_gbps",
       "summary.ratio_to_best_fio", "summary.serial_gbps", "summary.speedup_over_serial",
       "summary.reference_gbps", "summary.ratio_to_reference", "summary.min_ratio_to_fio",
-      "summary.min_ratio_verified_to_unverified",
+      "summary.min_ratio_verified_to_unverified", "summary.ratio_to_memcpy",
       "context", "context.tokens", "context.bytes", "context.load_seconds",
       "verdict", "verdict.estimate", "verdict.profile_kind", "verdict.profile", "verdict.gpu", "verdict.description", "verdict.peak_tflops",
       "verdict.mfu", "verdict.source", "verdict.context_tokens", "verdict.recompute_seconds",
@@ -106,6 +106,7 @@ TEST(ResultsJsonTest, ValuesAreInDecimalGigabytesAndConsistent) {
   EXPECT_DOUBLE_EQ(j["context"]["load_seconds"].get<double>(), 2.0);  // 4 GiB context at 2 GiB/s
   EXPECT_TRUE(j["verdict"]["estimate"].get<bool>());
   EXPECT_TRUE(j["memcpy"].is_null());
+  EXPECT_TRUE(j["summary"]["ratio_to_memcpy"].is_null());
 }
 
 TEST(ResultsJsonTest, MissingPartsAreNullNotAbsent) {
