@@ -7,7 +7,6 @@
 #include <atomic>
 #include <fstream>
 #include <iostream>
-#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -47,8 +46,15 @@ TEST_F(RadosFault, WrongCredentialsAreOneClearError) {
   std::ifstream in(g_ceph->conf());
   std::stringstream conf;
   conf << in.rdbuf();
-  std::string text = std::regex_replace(conf.str(), std::regex("auth client required = none"),
-                                        "auth client required = cephx\nkeyring = " + g_ceph->dir() + "/bad.keyring");
+  std::string text = conf.str();
+  const std::string none = "auth client required = none";
+  const std::string cephx = "auth client required = cephx\nkeyring = " + g_ceph->dir() + "/bad.keyring";
+  size_t replaced = 0;
+  for (size_t at = text.find(none); at != std::string::npos; at = text.find(none, at + cephx.size())) {
+    text.replace(at, none.size(), cephx);
+    ++replaced;
+  }
+  ASSERT_GT(replaced, 0u) << "the cluster's ceph.conf no longer says '" << none << "'";
   const std::string bad_conf = g_ceph->dir() + "/bad.conf";
   std::ofstream(bad_conf) << text;
   std::ofstream(g_ceph->dir() + "/bad.keyring") << "[client.admin]\n\tkey = AQBrFGhnAAAAABAAzxkSpDVz0n4kxSRiIU5Bwg==\n";
