@@ -83,10 +83,11 @@ void RunFioPoint(const DatapathConfig& c, const DatapathPlan& plan, SweepPoint* 
   }
   if (!note->empty()) return;
   FioJob job;
-  job.directory = plan.fio_dir;
-  job.block_size = plan.chunk_bytes;
-  job.files = plan.chunks;
+  job.files = FilesOfSize(plan.tier_dir, StoredChunkBytes(plan.chunk_bytes));  // what kvtier just read
+  job.link_dir = plan.bench_dir + "/fio-files";
+  job.block_size = StoredChunkBytes(plan.chunk_bytes);
   job.iodepth = IodepthFor(point->inflight_bytes, plan.chunk_bytes);
+  job.hugepage_dir = HugePageDirFor(uint64_t{job.iodepth} * job.block_size + (4ull << 20));
   job.output_path = plan.bench_dir + "/fio-" + std::to_string(point->inflight_bytes) + ".json";
   for (int attempt = 0; attempt < 2; ++attempt) {
     job.ioengine = *engine;
@@ -94,7 +95,7 @@ void RunFioPoint(const DatapathConfig& c, const DatapathPlan& plan, SweepPoint* 
     if (r.ok()) {
       note->clear();  // an io_uring failure that libaio made up for is not worth reporting
       point->fio = *r;
-      Progress(c, "  fio iodepth=" + std::to_string(job.iodepth) + " (" + *engine + "): " +
+      Progress(c, "  fio iodepth=" + std::to_string(job.iodepth) + " (" + *engine + ", " + r->memory + "): " +
                       GbpsText(r->bytes_per_second));
       return;
     }
@@ -356,11 +357,9 @@ Result<DatapathPlan> PlanDatapath(const DatapathConfig& c) {
     if (url.path.empty()) return Status::InvalidArgument("target " + c.target + " has no directory");
     p.bench_dir = (fs::path(url.path) / ("kvtier-bench." + std::to_string(getpid()))).string();
     p.tier_dir = p.bench_dir + "/tier";
-    p.fio_dir = p.bench_dir + "/fio";
     const uint64_t files = p.chunks * StoredChunkBytes(p.chunk_bytes);
-    const uint64_t fio = c.run_fio ? payload : 0;
-    p.need_bytes = files + fio + files / 64;  // slack for directories and the tier's index
-    p.need_breakdown = FormatBytes(files) + " of chunk files + " + FormatBytes(fio) + " for fio";
+    p.need_bytes = files + files / 64;  // slack for directories and the tier's index; fio reads these files
+    p.need_breakdown = FormatBytes(files) + " of chunk files";
   } else {
     // The tier holds the chunks and the bench holds the destination buffers.
     p.need_bytes = 2 * payload + payload / 16;
@@ -391,7 +390,6 @@ Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
     KVTIER_ASSIGN_OR_RETURN(work, WorkDir::Create(url.path, "kvtier-bench"));
     plan.bench_dir = work.path();
     plan.tier_dir = plan.bench_dir + "/tier";
-    plan.fio_dir = plan.bench_dir + "/fio";
   }
   url = UrlForBench(url, plan);
   DatapathResult r = Header(c, plan);
@@ -402,7 +400,6 @@ Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
   std::error_code ec;
   if (plan.directory_target) {
     fs::create_directories(plan.tier_dir, ec);
-    if (c.run_fio) fs::create_directories(plan.fio_dir, ec);
     if (ec) return Status::FromErrno(ec.value(), "create " + plan.bench_dir);
   }
   Status s;

@@ -7,9 +7,10 @@
 //            `inflight=SIZE`, GetMany every chunk cold into caller buffers, check each chunk's bytes.
 //   latency  then, cold again, depth = inflight / chunk threads each Get one chunk at a time over a
 //            sample of chunks: per-chunk p50/p99 at that depth (a batch call has no per-chunk time).
-//   fio      after each read: fio on the same directory, same block size, O_DIRECT, matching depth.
+//   fio      after each read: fio reading the same chunk files, one request per file, O_DIRECT,
+//            matching depth, into huge pages where a hugetlbfs mount allows (benchlib/fio_runner.h).
 //   serial   one chunk file at a time with a buffered pread after dropping the page cache.
-//   memcpy   (mem:// only) a plain single-threaded memcpy of the same bytes.
+//   memcpy   (mem:// only) a plain memcpy of the same bytes, on one thread and on one per core.
 //   reference (object tiers: redis://, rados://, s3://, ...) instead of fio: for each bound on bytes in
 //            flight, the backend's raw client GETs of objects of the same size with the same bound,
 //            written by the reference itself without kvtier's header (object/object_reference.h;
@@ -19,8 +20,8 @@
 //   encrypted (directory targets) the plain chunks are removed, the same chunks are written again with
 //            a fresh random key_file= (AES-256-GCM) and read cold at the largest bytes in flight: one
 //            row next to the plain figures at that point.
-// Directory targets (file://, fs://) get a work folder DIR/kvtier-bench.<pid>.XXXXXX/ holding tier/
-// and fio/, removed at the end unless keep_files. It carries a marker naming its process, so the next
+// Directory targets (file://, fs://) get a work folder DIR/kvtier-bench.<pid>.XXXXXX/ holding tier/,
+// removed at the end unless keep_files. It carries a marker naming its process, so the next
 // run removes the folder of a run that was killed (core/work_dir.h).
 //
 // Thread-compatible: run one bench at a time per target directory.
@@ -59,7 +60,7 @@ struct DatapathPlan {
   uint64_t chunk_bytes = 0;
   uint64_t chunks = 0;
   bool directory_target = false;
-  std::string bench_dir, tier_dir, fio_dir;  // directory targets only; RunDatapath adds a suffix
+  std::string bench_dir, tier_dir;  // directory targets only; RunDatapath adds a suffix
   uint64_t need_bytes = 0;                   // on the target filesystem, or in memory for mem://
   std::string need_breakdown;                // e.g. "4.00 GiB of chunk files + 4.00 GiB for fio"
   std::vector<uint64_t> inflight;

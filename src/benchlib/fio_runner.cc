@@ -1,10 +1,16 @@
 #include "benchlib/fio_runner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
 #include <thread>
 #include <nlohmann/json.hpp>
 
@@ -14,7 +20,7 @@
 namespace kvtier::internal {
 namespace {
 
-// fio separates several directories with ':'; a literal colon must be escaped.
+// fio separates the names of several files (or directories) with ':'; a literal colon must be escaped.
 std::string EscapeFioPath(const std::string& path) {
   std::string out;
   for (char c : path) {
@@ -51,21 +57,19 @@ uint32_t IodepthFor(uint64_t inflight_bytes, uint64_t block_size) {
 }
 
 Result<std::vector<std::string>> BuildFioArgs(const FioJob& job) {
-  if (job.directory.empty()) return Status::InvalidArgument("fio job needs a directory");
-  if (job.block_size == 0 || job.files == 0 || job.iodepth == 0) {
-    return Status::InvalidArgument("fio job needs a block size, a file count and an iodepth");
+  if (job.files.empty()) return Status::InvalidArgument("fio job needs files to read");
+  if (job.block_size == 0 || job.iodepth == 0) {
+    return Status::InvalidArgument("fio job needs a block size and an iodepth");
   }
   if (job.ioengine.empty()) return Status::InvalidArgument("fio job needs an ioengine");
-  const std::string bs = std::to_string(job.block_size);
+  if (job.link_dir.empty()) return Status::InvalidArgument("fio job needs a directory for its links");
   std::vector<std::string> argv = {
       "fio",
       "--name=kvtier-reference",
-      "--directory=" + EscapeFioPath(job.directory),
+      "--opendir=" + EscapeFioPath(job.link_dir),
+      "--readonly",
       "--rw=read",
-      "--bs=" + bs,
-      "--nrfiles=" + std::to_string(job.files),
-      "--filesize=" + bs,
-      "--size=" + std::to_string(job.block_size * job.files),
+      "--bs=" + std::to_string(job.block_size),
       "--iodepth=" + std::to_string(job.iodepth),
       "--ioengine=" + job.ioengine,
       "--direct=" + std::string(job.direct ? "1" : "0"),
@@ -73,8 +77,39 @@ Result<std::vector<std::string>> BuildFioArgs(const FioJob& job) {
       "--group_reporting",
       "--output-format=json",
   };
+  if (!job.hugepage_dir.empty()) {
+    argv.push_back("--iomem=mmaphuge:" + EscapeFioPath(job.hugepage_dir + "/kvtier-fio." + std::to_string(getpid())));
+  }
   if (!job.output_path.empty()) argv.push_back("--output=" + job.output_path);
   return argv;
+}
+
+std::string HugePageDirFor(uint64_t bytes) {
+  std::ifstream meminfo("/proc/meminfo");
+  uint64_t free_pages = 0, page_kib = 0;
+  for (std::string key; meminfo >> key;) {
+    uint64_t value = 0;
+    meminfo >> value;
+    if (key == "HugePages_Free:") free_pages = value;
+    if (key == "Hugepagesize:") page_kib = value;
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  if (page_kib == 0 || free_pages * page_kib * 1024 < bytes) return "";
+  const std::string default_size = "pagesize=" + std::to_string(page_kib / 1024) + "M";
+  std::ifstream mounts("/proc/mounts");
+  for (std::string line; std::getline(mounts, line);) {
+    std::istringstream in(line);
+    std::string dev, dir, type, opts;
+    if (!(in >> dev >> dir >> type >> opts) || type != "hugetlbfs") continue;
+    if (opts.find("pagesize=") != std::string::npos && opts.find(default_size) == std::string::npos) continue;
+    if (dir.find('\\') != std::string::npos || access(dir.c_str(), W_OK) != 0) continue;  // \040: a space
+    return dir;
+  }
+  return "";
+}
+
+std::string FioMemoryText(const FioJob& job) {
+  return job.hugepage_dir.empty() ? "4 KiB pages" : "huge pages (hugetlbfs at " + job.hugepage_dir + ")";
 }
 
 std::string ShellJoin(const std::vector<std::string>& argv) {
@@ -127,15 +162,50 @@ Result<FioResult> ParseFioJson(std::string_view text) {
 
 bool FioAvailable() { return OnPath("fio"); }
 
+namespace {
+
+// Hard links `<dir>/<i>` to `files`, removed (the links only) on destruction.
+class FileLinks {
+ public:
+  ~FileLinks() {
+    for (const std::string& l : links_) (void)unlink(l.c_str());
+  }
+  Status Make(const std::string& dir, const std::vector<std::string>& files) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Status::FromErrno(ec.value(), "create " + dir);
+    for (size_t i = 0; i < files.size(); ++i) {
+      std::string l = dir + "/" + std::to_string(i);
+      if (link(files[i].c_str(), l.c_str()) != 0) return Status::FromErrno(errno, "link " + files[i] + " to " + l);
+      links_.push_back(std::move(l));
+    }
+    return Status::OK();
+  }
+
+ private:
+  std::vector<std::string> links_;
+};
+
+}  // namespace
+
 Result<FioResult> RunFio(const FioJob& job) {
   if (job.output_path.empty()) return Status::InvalidArgument("RunFio needs an output path");
   KVTIER_ASSIGN_OR_RETURN(std::vector<std::string> args, BuildFioArgs(job));
   const std::string command = ShellJoin(args);
-  const Status run = RunProcess(args);
-  if (!run.ok()) return Status::IOError(run.message() + ": " + command);
+  FileLinks links;
+  KVTIER_RETURN_IF_ERROR(links.Make(job.link_dir, job.files));
+  const std::string errors_path = job.output_path + ".log";  // fio's notices, shown only when it fails
+  const Status run = RunProcess(args, "", errors_path);
+  if (!run.ok()) {
+    auto errors = ReadBoundedFile(errors_path, 64 << 10, "fio's messages");
+    std::string said = errors.ok() ? *errors : "";
+    if (said.size() > 1000) said = said.substr(said.size() - 1000);
+    return Status::IOError(run.message() + ": " + command + (said.empty() ? "" : "\nfio said: " + said));
+  }
   KVTIER_ASSIGN_OR_RETURN(const std::string text,
                           ReadBoundedFile(job.output_path, kMaxJsonInputBytes, "fio output"));
   KVTIER_ASSIGN_OR_RETURN(FioResult r, ParseFioJson(text));
+  r.memory = FioMemoryText(job);
   r.command = command;
   return r;
 }
@@ -174,6 +244,7 @@ Result<FioResult> RunDdReference(const std::vector<std::string>& files, uint64_t
   r.seconds = seconds;
   r.bytes_per_second = seconds > 0 ? static_cast<double>(r.bytes) / seconds : 0;
   r.ioengine = "dd";
+  r.memory = "dd";
   r.iodepth = depth;
   r.command = std::to_string(depth) + " x dd iflag=direct bs=" + std::to_string(block_size) +
               " of=/dev/null, one file each (" + std::to_string(files.size()) + " files)";

@@ -1,7 +1,13 @@
 // The fio reference: the physical read limit of a directory, measured by fio in the same run as
-// kvtier, with the same block size (one chunk), O_DIRECT and a queue depth matching kvtier's bytes in
-// flight. fio lays out its own files (one per chunk, chunk-sized) in a directory the caller chooses,
-// then reads each once.
+// kvtier, reading the very files kvtier read (the tier's chunk files, read-only) with one request per
+// file, O_DIRECT and a queue depth matching kvtier's bytes in flight.
+//
+// fio's buffers matter as much as its depth: an O_DIRECT request is one device request per physically
+// contiguous run of its buffer (up to the device's segment limit, 254 on this VM's virtio disk), and
+// kvtier reads into 2 MiB aligned huge-page memory. fio's own buffers are 4 KiB pages, which on the
+// development VM cost it 3-4x (32 MiB reads at depth 4: 0.9-1.4 GB/s from 4 KiB pages, 3.6 GB/s from
+// huge pages). Where a hugetlbfs mount has enough free huge pages (HugePageDirFor), fio's buffers come
+// from there (`--iomem=mmaphuge`); otherwise the result says it read into 4 KiB pages.
 //
 // BuildFioArgs and ParseFioJson are pure; RunFio spawns the `fio` executable and waits for it (it may
 // take as long as the read takes). All are thread-compatible.
@@ -17,14 +23,24 @@
 namespace kvtier::internal {
 
 struct FioJob {
-  std::string directory;           // fio's files live here (created by fio when missing)
-  uint64_t block_size = 0;         // bytes per read: one chunk
-  uint64_t files = 0;              // one file per chunk, each block_size bytes
+  std::vector<std::string> files;  // existing files fio reads whole (never writes: --readonly)
+  // fio takes at most 4096 bytes of file names, so RunFio hard-links `files` into this directory
+  // (created if missing; same filesystem) as 0, 1, ... for `--opendir` and removes the links after.
+  std::string link_dir;
+  uint64_t block_size = 0;         // bytes per read: one file
   uint32_t iodepth = 1;            // reads in flight
   std::string ioengine = "io_uring";  // or "libaio", "psync"
   bool direct = true;              // O_DIRECT
+  std::string hugepage_dir;        // a hugetlbfs mount for fio's buffers; empty: 4 KiB pages
   std::string output_path;         // fio writes its JSON here (--output)
 };
+
+// A hugetlbfs mount (from /proc/mounts) this process may write, holding at least `bytes` of free
+// default-size huge pages (/proc/meminfo), or "" when there is none. Reads only.
+std::string HugePageDirFor(uint64_t bytes);
+
+// What `job`'s buffers are, for results: "huge pages (hugetlbfs at DIR)" or "4 KiB pages".
+std::string FioMemoryText(const FioJob& job);
 
 // Queue depth that keeps `inflight_bytes` in flight with `block_size` reads: at least 1.
 uint32_t IodepthFor(uint64_t inflight_bytes, uint64_t block_size);
@@ -42,6 +58,7 @@ struct FioResult {
   double p50_us = 0, p99_us = 0;  // completion latency percentiles of one read (one chunk)
   std::string ioengine;
   uint32_t iodepth = 0;
+  std::string memory;  // FioMemoryText of the job ("dd": the reference read with dd)
   std::string command;
 };
 
@@ -61,8 +78,9 @@ Result<FioResult> RunDdReference(const std::vector<std::string>& files, uint64_t
 // True when a `dd` executable is on PATH.
 bool DdAvailable();
 
-// Runs fio for `job` and parses its output. IOError when fio cannot start or exits non-zero (the
-// message carries the command); a parse error otherwise.
+// Links job.files into job.link_dir, runs fio for `job`, removes the links and parses fio's output.
+// IOError when a link cannot be made, or fio cannot start or exits non-zero (the message carries the
+// command); a parse error otherwise.
 Result<FioResult> RunFio(const FioJob& job);
 
 }  // namespace kvtier::internal

@@ -1,5 +1,6 @@
 #include "benchlib/process.h"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,7 +22,7 @@ bool OnPath(const std::string& name) {
   return false;
 }
 
-Status RunProcess(const std::vector<std::string>& argv, const std::string& cwd) {
+Status RunProcess(const std::vector<std::string>& argv, const std::string& cwd, const std::string& log_path) {
   if (argv.empty()) return Status::InvalidArgument("no command to run");
   std::vector<std::string> args = argv;
   std::vector<char*> cargs;
@@ -30,6 +31,11 @@ Status RunProcess(const std::vector<std::string>& argv, const std::string& cwd) 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  if (!log_path.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  }
   pid_t pid = 0;
   const int err = posix_spawnp(&pid, cargs[0], &actions, nullptr, cargs.data(), environ);
   posix_spawn_file_actions_destroy(&actions);

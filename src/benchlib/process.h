@@ -13,8 +13,9 @@ namespace kvtier::internal {
 bool OnPath(const std::string& name);
 
 // Runs argv[0] (searched on PATH) with `argv` in directory `cwd` (empty: this process's), with
-// stdin/stdout/stderr inherited, and waits. IOError naming the command when it cannot start, is
-// killed or exits non-zero.
-Status RunProcess(const std::vector<std::string>& argv, const std::string& cwd = "");
+// stdin, stdout and stderr inherited or, when `log_path` is set, stdout and stderr written to that new
+// file, and waits. IOError naming the command when it cannot start, is killed or exits non-zero.
+Status RunProcess(const std::vector<std::string>& argv, const std::string& cwd = "",
+                  const std::string& log_path = "");
 
 }  // namespace kvtier::internal

@@ -24,7 +24,19 @@ nlohmann::json FioJson(const std::optional<FioResult>& f) {
   if (!f) return nullptr;
   return {{"gbps", Gbps(f->bytes_per_second)}, {"bytes", f->bytes},   {"seconds", f->seconds},
           {"p50_us", f->p50_us},  {"p99_us", f->p99_us}, {"ioengine", f->ioengine},
-          {"iodepth", f->iodepth}, {"command", f->command}};
+          {"iodepth", f->iodepth}, {"memory", f->memory},   {"command", f->command}};
+}
+
+// Says where fio's buffers were, and what that means when they were 4 KiB pages.
+std::string FioMemoryLine(const DatapathResult& r) {
+  for (const SweepPoint& p : r.sweep) {
+    if (!p.fio || p.fio->memory.empty() || p.fio->memory == "dd") continue;
+    if (p.fio->memory != "4 KiB pages") return "fio buffers: " + p.fio->memory + "\n";
+    return "fio buffers: 4 KiB pages, where kvtier reads into huge pages; on a device with a segment limit "
+           "this understates the disk (mount hugetlbfs with free huge pages for a fair reference: "
+           "docs/qualification.md)\n";
+  }
+  return "";
 }
 
 double BestFio(const DatapathResult& r) {
@@ -212,6 +224,7 @@ std::string FormatSummary(const DatapathResult& r) {
     }
   }
   if (!r.fio_note.empty()) out += "fio: " + r.fio_note + "\n";
+  out += FioMemoryLine(r);
   if (!r.reference_name.empty()) out += "reference: " + r.reference_name + "\n";
   if (r.encrypted) {
     const EncryptedRow& e = *r.encrypted;

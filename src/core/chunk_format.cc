@@ -1,7 +1,6 @@
 #include "core/chunk_format.h"
 
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
-#include <xxhash.h>
+#include "core/xxh3.h"
 
 #include <algorithm>
 #include <cstring>

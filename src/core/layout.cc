@@ -1,6 +1,6 @@
 #include "kvtier/layout.h"
 
-#include <xxhash.h>
+#include "core/xxh3.h"
 
 #include <array>
 #include <string>

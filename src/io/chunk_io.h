@@ -82,7 +82,10 @@ struct ChunkRead {
 unsigned DefaultVerifyThreads();
 
 struct ReaderOptions {
-  uint64_t max_inflight_bytes = 256ull << 20;  // bound on bytes read but not yet verified and copied
+  // Bound on payload bytes being read, plus bounce-buffered bytes not yet verified and copied out. A
+  // chunk read in place (into the caller's buffers) leaves the bound when its reads land, while it is
+  // verified, so at one chunk in flight reading and verifying overlap.
+  uint64_t max_inflight_bytes = 256ull << 20;
   bool direct_io = true;          // O_DIRECT where the filesystem accepts it
   bool use_io_uring = true;       // else (or if the kernel refuses io_uring) a pool of preadv threads
   // io_uring engine: read the payload straight into the destination when its pieces allow (with
@@ -128,7 +131,7 @@ class ChunkReader {
     uint64_t slab_misses = 0;      // bounce reads that found no room in the slab and used the heap
     uint64_t slab_bytes = 0;       // memory the slab holds now
     uint64_t verify_tasks = 0;     // pieces verified by the verification threads
-    uint64_t max_chunks_in_flight = 0;  // io_uring: most chunks admitted by the budget at once
+    uint64_t max_chunks_in_flight = 0;  // io_uring: most chunks holding budget at once (being read)
   };
   virtual Stats stats() const { return {}; }
 };

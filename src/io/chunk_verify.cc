@@ -1,9 +1,8 @@
 // Scrubbing a chunk file: header checks, then the payload streamed through xxHash3 in bounded pieces,
 // so verifying a large cache needs little memory.
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <xxhash.h>
+#include "core/xxh3.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -4,7 +4,7 @@
 
 #include <signal.h>
 #include <unistd.h>
-#include <xxhash.h>
+#include "core/xxh3.h"
 
 #include <atomic>
 #include <cerrno>

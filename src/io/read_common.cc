@@ -1,5 +1,6 @@
 #include "io/read_common.h"
 
+#include "core/stream_copy.h"
 #include "core/thread_annotations.h"
 
 #include <fcntl.h>
@@ -142,7 +143,7 @@ Status PayloadVerifier::PieceBytes(uint32_t i, GatherList in, ScatterList out, b
         continue;
       }
       const size_t n = std::min(o.size() - done, in[ii].size() - io);
-      std::memcpy(o.data() + done, in[ii].data() + io, n);
+      StreamCopy(o.data() + done, in[ii].data() + io, n);
       done += n;
       io += n;
     }

@@ -146,6 +146,7 @@ struct Job {
   ChunkRead* read = nullptr;
   OpenedChunk chunk;
   uint64_t charge = 0;          // bytes held of the budget
+  bool released = false;        // charge given back (ReleaseBudget; ring, or the completing thread)
   uint64_t want = 0;            // payload bytes (the destination's size)
   bool into_dst = false;        // payload read straight into read->dst
   std::vector<std::span<const std::byte>> dst_in;  // read->dst as a source, for in-place checks
@@ -221,6 +222,8 @@ class Batch {
   void Land(Job* job, uint64_t offset, uint64_t len);
   void OnHeader(Job* job);
   void AddPayload(Job* job, uint64_t begin, uint64_t end);
+  void ReleaseLanded(Job* job);
+  void ReleaseBudget(Job* job);  // once per job: its charge and its place in chunks_in_flight
   void Schedule(Job* job, uint32_t piece);
   void RunPiece(Job* job, uint32_t piece);
   static void Unref(Batch* batch, Job* job);
@@ -436,7 +439,26 @@ void Batch::OnCompletion(uint64_t slot, int raw) {
   } else {
     Land(job, p.offset, p.len);
   }
-  if (--job->io_left == 0) Unref(this, job);  // the I/O's reference
+  if (--job->io_left == 0) {
+    ReleaseLanded(job);
+    Unref(this, job);  // the I/O's reference
+  }
+}
+
+// A chunk read into its caller's buffers holds no memory of the reader's once its reads have landed,
+// so its bytes leave the budget then, not when its verification ends: with one chunk in flight the next
+// chunk's reads start while this one is still being verified. A bounce read keeps its budget until its
+// bytes are copied out (they live in the reader's slab), as does one that must be re-read buffered.
+void Batch::ReleaseLanded(Job* job) {
+  if (!job->into_dst || job->retry_buffered) return;
+  ReleaseBudget(job);
+}
+
+void Batch::ReleaseBudget(Job* job) {
+  if (job->released) return;
+  job->released = true;
+  r_.counters_.chunks_in_flight.fetch_sub(1);
+  r_.budget_.Release(job->charge);
 }
 
 void Batch::Land(Job* job, uint64_t offset, uint64_t len) {
@@ -551,8 +573,7 @@ void Batch::Complete(Job* job) {
   job->region.reset();
   r_.buffers_.Put(std::move(job->heap));
   job->chunk.fd.Reset();
-  r_.counters_.chunks_in_flight.fetch_sub(1);
-  r_.budget_.Release(job->charge);
+  ReleaseBudget(job);
   MutexLock lock(done_mu_);
   done_.push_back(job);
   done_cv_.NotifyAll();
@@ -625,8 +646,7 @@ void Batch::FailEverything() {
     Drain();
     for (auto& job : jobs_) {
       job->read->status = Status::IOError("io_uring failed while reading " + job->read->path, true);
-      r_.counters_.chunks_in_flight.fetch_sub(1);
-      r_.budget_.Release(job->charge);
+      ReleaseBudget(job.get());
       (void)job.release();  // NOLINT(bugprone-unused-return-value)
     }
     jobs_.clear();

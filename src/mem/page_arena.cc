@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "core/stream_copy.h"
+
 namespace kvtier::internal {
 
 Result<MappedRegion> MappedRegion::Map(size_t bytes) {
@@ -182,7 +184,8 @@ void PageArena::Write(uint32_t first, GatherList src) const {
 
 void PageArena::Read(uint32_t first, ScatterList dst) const { ReadRange(first, 0, TotalBytes(dst), dst); }
 
-void PageArena::ReadRange(uint32_t first, uint64_t offset, uint64_t len, ScatterList dst) const {
+void PageArena::ReadRange(uint32_t first, uint64_t offset, uint64_t len, ScatterList dst,
+                          const std::function<void(const std::byte*, size_t)>& before) const {
   // The destination piece and offset where chain byte `offset` goes.
   size_t piece = 0;
   uint64_t off = offset;
@@ -201,8 +204,12 @@ void PageArena::ReadRange(uint32_t first, uint64_t offset, uint64_t len, Scatter
         off = 0;
         continue;
       }
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(left, dst[piece].size() - off));
-      std::memcpy(dst[piece].data() + off, p, n);
+      size_t n = static_cast<size_t>(std::min<uint64_t>(left, dst[piece].size() - off));
+      if (before) {
+        n = std::min(n, kReadBlock);
+        before(p, n);
+      }
+      StreamCopy(dst[piece].data() + off, p, n);
       p += n;
       off += n;
       left -= n;

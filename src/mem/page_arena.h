@@ -96,8 +96,13 @@ class PageArena {
   // Copies the first TotalBytes(dst) bytes of the chain into `dst`.
   void Read(uint32_t first, ScatterList dst) const;
   // Copies bytes [offset, offset + len) of the chain to the same offsets of `dst` (so several threads
-  // can fill disjoint ranges of one destination). REQUIRES: offset + len <= TotalBytes(dst).
-  void ReadRange(uint32_t first, uint64_t offset, uint64_t len, ScatterList dst) const;
+  // can fill disjoint ranges of one destination), with core/stream_copy.h: the caller's buffers are not
+  // pulled into this core's cache. When `before` is set it is called, in order, on every block of the
+  // source (at most kReadBlock bytes) right before that block is copied, so a checksum pass over the
+  // source and the copy share one trip through DRAM. REQUIRES: offset + len <= TotalBytes(dst).
+  static constexpr size_t kReadBlock = size_t{256} << 10;
+  void ReadRange(uint32_t first, uint64_t offset, uint64_t len, ScatterList dst,
+                 const std::function<void(const std::byte*, size_t)>& before = {}) const;
   // The first `bytes` bytes of the chain as runs of contiguous memory, in order (for BorrowedChunk).
   std::vector<std::span<const std::byte>> Runs(uint32_t first, uint64_t bytes) const;
   // The pages' memory, for tests that check where the chunks live.

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -23,41 +25,55 @@ TEST(FioRunnerTest, IodepthMatchesBytesInFlight) {
   EXPECT_EQ(IodepthFor(100, 0), 1u);
 }
 
-TEST(FioRunnerTest, InvocationUsesSameBlockSizeDirectIoAndDepth) {
+TEST(FioRunnerTest, InvocationReadsTheGivenFilesReadOnlyWithDirectIoAndDepth) {
   FioJob job;
-  job.directory = "/nvme/kv:pool";
-  job.block_size = 32ull << 20;
-  job.files = 128;
+  job.files = {"/nvme/kv:pool/a", "/nvme/b"};
+  job.link_dir = "/nvme/kv:pool/links";
+  job.block_size = (32ull << 20) + 4096;
   job.iodepth = 8;
   job.output_path = "/tmp/out.json";
   auto argv = BuildFioArgs(job);
   ASSERT_TRUE(argv.ok()) << argv.status().ToString();
   EXPECT_EQ((*argv)[0], "fio");
   for (const char* want :
-       {"--directory=/nvme/kv\\:pool", "--rw=read", "--bs=33554432", "--filesize=33554432",
-        "--nrfiles=128", "--size=4294967296", "--iodepth=8", "--ioengine=io_uring", "--direct=1",
-        "--output-format=json", "--output=/tmp/out.json", "--group_reporting"}) {
+       {"--opendir=/nvme/kv\\:pool/links", "--readonly", "--rw=read", "--bs=33558528", "--iodepth=8",
+        "--ioengine=io_uring", "--direct=1", "--output-format=json", "--output=/tmp/out.json",
+        "--group_reporting"}) {
     EXPECT_TRUE(HasArg(*argv, want)) << "missing " << want << " in " << ShellJoin(*argv);
   }
+  for (const std::string& a : *argv) {
+    EXPECT_EQ(a.rfind("--iomem", 0), std::string::npos) << "no huge-page directory was given: " << a;
+    EXPECT_EQ(a.rfind("--directory", 0), std::string::npos) << "fio must not lay out files of its own: " << a;
+  }
+  EXPECT_EQ(FioMemoryText(job), "4 KiB pages");
   job.direct = false;
   job.ioengine = "libaio";
+  job.hugepage_dir = "/mnt/huge";
   argv = BuildFioArgs(job);
   ASSERT_TRUE(argv.ok());
   EXPECT_TRUE(HasArg(*argv, "--direct=0"));
   EXPECT_TRUE(HasArg(*argv, "--ioengine=libaio"));
+  EXPECT_TRUE(HasArg(*argv, "--iomem=mmaphuge:/mnt/huge/kvtier-fio." + std::to_string(getpid())));
+  EXPECT_EQ(FioMemoryText(job), "huge pages (hugetlbfs at /mnt/huge)");
 }
 
 TEST(FioRunnerTest, InvocationRejectsMissingFields) {
   FioJob job;
   job.block_size = 4096;
-  job.files = 1;
-  EXPECT_EQ(BuildFioArgs(job).status().code(), Code::kInvalidArgument);  // no directory
-  job.directory = "/d";
+  EXPECT_EQ(BuildFioArgs(job).status().code(), Code::kInvalidArgument);  // no files
+  job.files = {"/d/a"};
+  EXPECT_EQ(BuildFioArgs(job).status().code(), Code::kInvalidArgument);  // no link directory
+  job.link_dir = "/d/links";
   job.iodepth = 0;
   EXPECT_EQ(BuildFioArgs(job).status().code(), Code::kInvalidArgument);
   job.iodepth = 1;
-  job.files = 0;
+  job.block_size = 0;
   EXPECT_EQ(BuildFioArgs(job).status().code(), Code::kInvalidArgument);
+}
+
+// Asking for more free huge pages than any machine has finds no directory.
+TEST(FioRunnerTest, HugePageDirNeedsEnoughFreePages) {
+  EXPECT_EQ(HugePageDirFor(uint64_t{1} << 62), "");
 }
 
 TEST(FioRunnerTest, ShellJoinQuotesOnlyWhatNeedsIt) {
@@ -107,18 +123,28 @@ TEST(FioRunnerTest, RealFioAcceptsTheInvocation) {
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::filesystem::path dir = tmpl;
   FioJob job;
-  job.directory = (dir / "files").string();
-  std::filesystem::create_directories(job.directory);
+  for (int i = 0; i < 4; ++i) {
+    const std::string f = (dir / ("chunk" + std::to_string(i))).string();
+    std::ofstream(f, std::ios::binary) << std::string(256 << 10, static_cast<char>('a' + i));
+    job.files.push_back(f);
+  }
+  job.link_dir = (dir / "links").string();
   job.block_size = 256 << 10;
-  job.files = 4;
   job.iodepth = 2;
   job.ioengine = "psync";
   job.direct = false;  // the temp directory may be on a filesystem without O_DIRECT
   job.output_path = (dir / "fio.json").string();
   auto r = RunFio(job);
+  for (int i = 0; i < 4; ++i) {  // read, never written
+    std::ifstream in(job.files[i], std::ios::binary);
+    const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(got, std::string(256 << 10, static_cast<char>('a' + i))) << job.files[i];
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(job.link_dir)) << "the links are removed";
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->bytes, 4u * (256 << 10));
+  EXPECT_EQ(r->memory, "4 KiB pages");
   EXPECT_GT(r->bytes_per_second, 0);
   EXPECT_NE(r->command.find("--bs=262144"), std::string::npos);
 }

@@ -71,7 +71,7 @@ TEST(ResultsJsonTest, KeySetIsStable) {
       "sweep.[].kvtier.gbps", "sweep.[].kvtier.errors", "sweep.[].kvtier.p50_us",
       "sweep.[].kvtier.p99_us", "sweep.[].fio", "sweep.[].fio.gbps", "sweep.[].fio.bytes",
       "sweep.[].fio.seconds", "sweep.[].fio.p50_us", "sweep.[].fio.p99_us", "sweep.[].fio.ioengine",
-      "sweep.[].fio.iodepth", "sweep.[].fio.command", "sweep.[].unverified",
+      "sweep.[].fio.iodepth", "sweep.[].fio.memory", "sweep.[].fio.command", "sweep.[].unverified",
       "sweep.[].unverified.chunks", "sweep.[].unverified.bytes", "sweep.[].unverified.seconds",
       "sweep.[].unverified.gbps", "sweep.[].unverified.errors", "sweep.[].unverified.p50_us",
       "sweep.[].unverified.p99_us", "sweep.[].ratio_verified_to_unverified",

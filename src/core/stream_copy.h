@@ -1,0 +1,20 @@
+// StreamCopy: memcpy for large copies whose destination the copying core will not read again soon (a
+// chunk handed to its caller, a GPU staging buffer). On x86-64 it writes with non-temporal stores, which
+// go to DRAM without first reading each destination line into the cache: a copy moves its bytes over
+// the memory bus twice instead of three times. Measured on the development VM (2 vCPUs, AMD EPYC), 32
+// MiB copies: 7.7 GB/s with memcpy, 12.6 GB/s streamed, one thread. Elsewhere, and for copies below
+// kStreamCopyMinBytes, it is memcpy.
+//
+// The stores are fenced (sfence) before StreamCopy returns, so the bytes are visible to other threads
+// (and to a DMA engine) in the usual order. Thread-safe; the ranges must not overlap.
+#pragma once
+
+#include <cstddef>
+
+namespace kvtier::internal {
+
+inline constexpr size_t kStreamCopyMinBytes = size_t{64} << 10;
+
+void StreamCopy(void* dst, const void* src, size_t n);
+
+}  // namespace kvtier::internal
