@@ -1,6 +1,7 @@
 // mem:// specifics beyond the conformance suite: URL options, page accounting, verify=false.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kvtier/tier.h"
@@ -97,6 +98,34 @@ TEST(MemTierTest, WithoutVerifyDamageIsNotChecked) {
   EXPECT_TRUE((*t)->Get(IdOf(1), dst).ok());
   EXPECT_NE(out, p);
   EXPECT_TRUE((*t)->Check(ChunkInfo{IdOf(1), 0}).ok());
+}
+
+// A verified Get hashes the arena block by block as it copies (PageArena::kReadBlock) into whatever
+// pieces the caller gives: a chunk of many blocks over many page runs, into pieces of odd sizes at odd
+// addresses, comes back exact; damage in it is Corruption with the destination zeroed.
+TEST(MemTierTest, VerifiedCopyOfManyBlocksIntoOddPiecesIsExactAndCatchesDamage) {
+  auto t = OpenTier("mem://?capacity=16MiB&page=64KiB&threads=2&verify=true");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  std::vector<std::byte> p((3u << 20) + 12345);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<std::byte>(i * 7 + (i >> 12));
+  const std::span<const std::byte> in[] = {p};
+  ASSERT_TRUE((*t)->Put(IdOf(1), in).ok());
+  ASSERT_TRUE((*t)->Put(IdOf(2), in).ok());
+  std::vector<std::byte> out(p.size() + 3, std::byte{0xEE});
+  const size_t a = 100001, b = (1u << 20) + 3;
+  const std::span<std::byte> dst[] = {{out.data() + 1, a}, {out.data() + 1 + a, b},
+                                      {out.data() + 1 + a + b, p.size() - a - b}};
+  ReadOp ops[] = {{IdOf(1), dst, Status::OK()}};
+  (*t)->GetMany(ops);
+  ASSERT_TRUE(ops[0].status.ok()) << ops[0].status.ToString();
+  EXPECT_TRUE(std::equal(p.begin(), p.end(), out.begin() + 1));
+  EXPECT_EQ(out[0], std::byte{0xEE});
+  EXPECT_EQ(out[p.size() + 1], std::byte{0xEE});
+  ASSERT_TRUE(internal::CorruptMemChunkForTesting(**t, IdOf(2)).ok());
+  ReadOp bad[] = {{IdOf(2), dst, Status::OK()}};
+  (*t)->GetMany(bad);
+  EXPECT_TRUE(bad[0].status.IsCorruption()) << bad[0].status.ToString();
+  EXPECT_TRUE(std::all_of(out.begin() + 1, out.begin() + 1 + p.size(), [](std::byte x) { return x == std::byte{0}; }));
 }
 
 }  // namespace
