@@ -38,6 +38,23 @@ class CephLanding : public kvtier::testing::StoreTestBase, public ::testing::Wit
     for (size_t k = 0; k < p.size(); ++k) p[k] = static_cast<std::byte>((k * 13 + seed) & 0xFF);
     return p;
   }
+  static constexpr size_t kPayload = 64 << 10;
+  static void PutChunk(Tier& tier, const ChunkId& id) {
+    const auto data = Payload(kPayload, 6);
+    const std::span<const std::byte> src(data);
+    ASSERT_TRUE(tier.Put(id, GatherList(&src, 1)).ok());
+  }
+  // A read of `id` (a kPayload chunk whose object was damaged) fails verification: Corruption, the
+  // destination zeroed (whatever had landed in it), the object removed and counted.
+  static void ExpectCorruptZeroedAndRemoved(Tier& tier, const ChunkId& id) {
+    std::vector<std::byte> out(kPayload, std::byte{0xEE});
+    const std::span<std::byte> dst(out);
+    const Status s = tier.Get(id, ScatterList(&dst, 1));
+    EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+    EXPECT_EQ(std::count(out.begin(), out.end(), std::byte{0}), static_cast<long>(out.size()));
+    EXPECT_FALSE(tier.Contains(id));
+    EXPECT_EQ(tier.Stats().corrupt, 1u);
+  }
   ChunkId Id(uint32_t i) const { return ChunkId::Of(ns_, Keys(1, 700 + i)[0]); }
   // Replaces chunk `id`'s object with `bytes`, through the tier's own client.
   static void Replace(Tier& tier, const ChunkId& id, const std::vector<std::byte>& bytes) {
@@ -69,39 +86,24 @@ TEST_P(CephLanding, ChunkReadIntoManyUnevenPiecesIsByteExact) {
 TEST_P(CephLanding, ObjectReplacedByALargerOneIsCorruptionZeroedAndRemoved) {
   auto tier = Open("landing-larger");
   ASSERT_NE(tier, nullptr);
-  const auto data = Payload(64 << 10, 6);
-  const std::span<const std::byte> src(data);
-  ASSERT_TRUE(tier->Put(Id(2), GatherList(&src, 1)).ok());
-  Replace(*tier, Id(2), Payload(internal::kChunkHeaderSize + 2 * data.size(), 9));
-  std::vector<std::byte> out(data.size(), std::byte{0xEE});
-  const std::span<std::byte> dst(out);
-  const Status s = tier->Get(Id(2), ScatterList(&dst, 1));
-  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
-  EXPECT_EQ(std::count(out.begin(), out.end(), std::byte{0}), static_cast<long>(out.size()));
-  EXPECT_FALSE(tier->Contains(Id(2)));
-  EXPECT_EQ(tier->Stats().corrupt, 1u);
+  PutChunk(*tier, Id(2));
+  Replace(*tier, Id(2), Payload(internal::kChunkHeaderSize + 2 * kPayload, 9));
+  ExpectCorruptZeroedAndRemoved(*tier, Id(2));
 }
 
 TEST_P(CephLanding, ObjectReplacedByAShorterOneIsCorruptionZeroedAndRemoved) {
   auto tier = Open("landing-shorter");
   ASSERT_NE(tier, nullptr);
-  const auto data = Payload(64 << 10, 7);
-  const std::span<const std::byte> src(data);
-  ASSERT_TRUE(tier->Put(Id(3), GatherList(&src, 1)).ok());
+  PutChunk(*tier, Id(3));
   auto& o = dynamic_cast<object::ObjectTier&>(*tier);
   // The chunk's own first half: a valid header, then only part of the payload.
-  std::vector<std::byte> whole(internal::kChunkHeaderSize + data.size());
+  std::vector<std::byte> whole(internal::kChunkHeaderSize + kPayload);
   object::ObjectRead read{object::ChunkObjectName(o.options().prefix, Id(3)), whole, 0, Status::OK()};
   o.client().GetMany(std::span(&read, 1));
   ASSERT_TRUE(read.status.ok()) << read.status.ToString();
-  whole.resize(internal::kChunkHeaderSize + data.size() / 2);
+  whole.resize(internal::kChunkHeaderSize + kPayload / 2);
   Replace(*tier, Id(3), whole);
-  std::vector<std::byte> out(data.size(), std::byte{0xEE});
-  const std::span<std::byte> dst(out);
-  const Status s = tier->Get(Id(3), ScatterList(&dst, 1));
-  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
-  EXPECT_EQ(std::count(out.begin(), out.end(), std::byte{0}), static_cast<long>(out.size()));
-  EXPECT_FALSE(tier->Contains(Id(3)));
+  ExpectCorruptZeroedAndRemoved(*tier, Id(3));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CephLanding, ::testing::Values("rados", "s3"),

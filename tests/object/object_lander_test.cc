@@ -99,26 +99,28 @@ TEST(CompleteLandingTest, WholeObjectIsOkAndCallsLanded) {
   EXPECT_EQ(calls, 1);
 }
 
-TEST(CompleteLandingTest, TooLargeIsInvalidArgumentWithTheSizeAndNoLanded) {
-  Layout l;
+// Ends `op` of Layout as an object of `object_bytes` of which `landed` bytes came; how often `landed` ran.
+int CompleteCountingLanded(Layout& l, uint64_t object_bytes, uint64_t landed) {
   int calls = 0;
   l.op.landed = [&](ObjectRead&) { ++calls; };
-  CompleteLanding(l.op, 20, 14, "test");
+  CompleteLanding(l.op, object_bytes, landed, "test");
+  return calls;
+}
+
+TEST(CompleteLandingTest, TooLargeIsInvalidArgumentWithTheSizeAndNoLanded) {
+  Layout l;
+  EXPECT_EQ(CompleteCountingLanded(l, 20, 14), 0);
   EXPECT_EQ(l.op.status.code(), Code::kInvalidArgument);
   EXPECT_EQ(l.op.bytes, 20u);  // the tier reads a foreign object whole by this size
   EXPECT_NE(l.op.status.ToString().find("test: object obj has 20 bytes"), std::string::npos)
       << l.op.status.ToString();
-  EXPECT_EQ(calls, 0);
 }
 
 TEST(CompleteLandingTest, ShortReadIsRetryableAndNoLanded) {
   Layout l;
-  int calls = 0;
-  l.op.landed = [&](ObjectRead&) { ++calls; };
-  CompleteLanding(l.op, 12, 9, "test");
+  EXPECT_EQ(CompleteCountingLanded(l, 12, 9), 0);
   EXPECT_EQ(l.op.status.code(), Code::kIOError);
   EXPECT_TRUE(l.op.status.retryable());
-  EXPECT_EQ(calls, 0);
 }
 
 TEST(LandObjectTest, UsesTheLanderAcrossPieces) {
