@@ -20,6 +20,7 @@
 #include "object/object_tier.h"
 #include "rados/rados_reference.h"
 #include "redis/plain_reference.h"
+#include "s3/s3_reference.h"
 
 namespace kvtier::internal {
 namespace fs = std::filesystem;
@@ -270,15 +271,19 @@ constexpr const char* kPlainHiredisReference =
 constexpr const char* kPlainRadosReference =
     "plain librados reads (rados_aio_read of whole objects, a window of inflight= bytes at a time; "
     "rados/rados_reference.h)";
+constexpr const char* kPlainCurlReference =
+    "raw libcurl GETs (one easy handle per object of a window of inflight= bytes on one multi handle, "
+    "SigV4, the body copied into a buffer of its own; s3/s3_reference.h)";
 constexpr const char* kRawClientReference =
     "the backend's object client without kvtier's framing, verification or copy (object/object_reference.h)";
 
-// redis:// is measured against plain hiredis, rados:// against plain librados; other object tiers
-// (s3://) against their client without framing.
+// redis:// is measured against plain hiredis, rados:// against plain librados, s3:// against raw
+// libcurl GETs; other object tiers against their client without framing.
 Result<object::RawReadResult> RawReference(const TierUrl& url, object::ObjectTier& tier, const DatapathPlan& plan) {
   const uint64_t value_bytes = internal::kChunkHeaderSize + plan.chunk_bytes;
   const uint64_t streams = std::max<uint64_t>(1, tier.options().inflight_bytes / value_bytes);
   if (url.scheme == "rados") return rados::PlainRadosReadReference(url, value_bytes, plan.chunks, streams);
+  if (url.scheme == "s3") return s3::PlainCurlGetReference(url, value_bytes, plan.chunks, streams);
   if (url.scheme != "redis") return object::RawReadReference(tier, plan.chunk_bytes, plan.chunks);
   KVTIER_ASSIGN_OR_RETURN(redis::PlainGetResult p,
                           redis::PlainHiredisGetReference(url, value_bytes, plan.chunks, streams));
@@ -322,6 +327,7 @@ Status RunObjectSweep(const DatapathConfig& c, const DatapathPlan& plan, const T
   r->fio_note = "not applicable to an object tier: the reference is the backend's raw client";
   r->reference_name = url.scheme == "redis"   ? kPlainHiredisReference
                       : url.scheme == "rados" ? kPlainRadosReference
+                      : url.scheme == "s3"    ? kPlainCurlReference
                                               : kRawClientReference;
   for (uint64_t inflight : plan.inflight) {
     std::vector<SweepPoint> runs;

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvtier/status.h"
 #include "kvtier/tier.h"
@@ -49,6 +50,33 @@ struct ObjectRead {
 // into buffers of their own; sets op.bytes and op.wrote, calls op.landed. Returns the op's status:
 // OK, or InvalidArgument (nothing copied) when the object is larger than op.Capacity().
 Status LandObject(ObjectRead& op, std::span<const std::byte> bytes);
+
+// The buffers an op's object lands in, in the object's order: op.dst, then the pieces of op.rest
+// (empty ones left out). For clients that hand the store one destination per buffer (a compound read).
+std::vector<std::span<std::byte>> LandingPieces(const ObjectRead& op);
+
+// Writes an object's bytes as they arrive (an HTTP body, a socket) across op.dst, then op.rest, with no
+// staging. Refers to `op`, which must outlive it. Not thread-safe (one per transfer).
+class ObjectLander {
+ public:
+  explicit ObjectLander(ObjectRead& op) : op_(op) {}
+  // Copies `bytes` at the current position and sets op.wrote; false, copying nothing, when they would
+  // pass op.Capacity() (an object larger than the destination).
+  bool Append(std::span<const std::byte> bytes);
+  uint64_t landed() const { return landed_; }
+
+ private:
+  ObjectRead& op_;
+  size_t piece_ = 0;    // 0: op.dst; k > 0: op.rest[k - 1]
+  size_t offset_ = 0;   // within that piece
+  uint64_t landed_ = 0;
+};
+
+// Ends a read whose store answered with an object of `object_bytes` of which `landed_bytes` reached
+// op's buffers: sets op.bytes and op.status -- InvalidArgument when the object is larger than
+// op.Capacity(), a retryable IOError when fewer bytes landed than the object has (a short read), OK
+// otherwise -- and calls op.landed when OK. `who` prefixes the messages ("rados", "s3").
+void CompleteLanding(ObjectRead& op, uint64_t object_bytes, uint64_t landed_bytes, std::string_view who);
 
 // One write of a batch: the object's bytes are the concatenation of `data`.
 struct ObjectWrite {

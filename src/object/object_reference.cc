@@ -17,24 +17,10 @@ std::string RefName(const ObjectTier& tier, uint64_t i) {
   return tier.options().prefix + "kvtier-bench-ref:" + std::to_string(::getpid()) + ":" + std::to_string(i);
 }
 
-// Object i's bytes: its index as a tag, then a fixed pattern.
-void Fill(std::span<std::byte> b, uint64_t i) {
-  for (size_t k = 0; k < b.size(); ++k) b[k] = static_cast<std::byte>(k * 131 + 7);
-  std::memcpy(b.data(), &i, std::min(sizeof(i), b.size()));
-}
-
-bool Matches(std::span<const std::byte> got, std::span<const std::byte> pattern, uint64_t i) {
-  uint64_t tag = 0;
-  std::memcpy(&tag, got.data(), std::min(sizeof(tag), got.size()));
-  const size_t skip = std::min(sizeof(tag), got.size());
-  return (got.size() < sizeof(tag) || tag == i) &&
-         std::memcmp(got.data() + skip, pattern.data() + skip, got.size() - skip) == 0;
-}
-
 Status PutAll(ObjectTier& tier, uint64_t object_bytes, uint64_t count) {
   std::vector<std::byte> bytes(object_bytes);
   for (uint64_t i = 0; i < count; ++i) {
-    Fill(bytes, i);
+    FillReferenceObject(bytes, i);
     const std::span<const std::byte> piece(bytes);
     ObjectWrite w{RefName(tier, i), GatherList(&piece, 1), Status::OK()};
     tier.client().PutMany(std::span(&w, 1));
@@ -44,6 +30,19 @@ Status PutAll(ObjectTier& tier, uint64_t object_bytes, uint64_t count) {
 }
 
 }  // namespace
+
+void FillReferenceObject(std::span<std::byte> b, uint64_t i) {
+  for (size_t k = 0; k < b.size(); ++k) b[k] = static_cast<std::byte>(k * 131 + 7);
+  std::memcpy(b.data(), &i, std::min(sizeof(i), b.size()));
+}
+
+bool ReferenceObjectMatches(std::span<const std::byte> got, std::span<const std::byte> pattern, uint64_t i) {
+  uint64_t tag = 0;
+  std::memcpy(&tag, got.data(), std::min(sizeof(tag), got.size()));
+  const size_t skip = std::min(sizeof(tag), got.size());
+  return got.size() == pattern.size() && (got.size() < sizeof(tag) || tag == i) &&
+         std::memcmp(got.data() + skip, pattern.data() + skip, got.size() - skip) == 0;
+}
 
 Result<RawReadResult> RawReadReference(ObjectTier& tier, uint64_t payload_bytes, uint64_t count) {
   if (tier.capabilities().read_only) return Status::NotSupported("the reference writes objects");
@@ -55,7 +54,7 @@ Result<RawReadResult> RawReadReference(ObjectTier& tier, uint64_t payload_bytes,
     const uint64_t window = std::min(per_window, count);
     std::unique_ptr<std::byte[]> buf = std::make_unique_for_overwrite<std::byte[]>(window * object_bytes);
     std::vector<std::byte> pattern(object_bytes);
-    Fill(pattern, 0);
+    FillReferenceObject(pattern, 0);
     std::vector<ObjectRead> reads;
     std::chrono::duration<double> busy{0};
     for (uint64_t first = 0; first < count; first += window) {
@@ -70,7 +69,7 @@ Result<RawReadResult> RawReadReference(ObjectTier& tier, uint64_t payload_bytes,
       busy += std::chrono::steady_clock::now() - t0;
       for (uint64_t k = 0; k < n; ++k) {
         const bool ok = reads[k].status.ok() && reads[k].bytes == object_bytes &&
-                        Matches(reads[k].dst, pattern, first + k);
+                        ReferenceObjectMatches(reads[k].dst, pattern, first + k);
         if (ok) {
           ++r.objects;
           r.bytes += object_bytes;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kvtier/status.h"
 #include "object/object_tier.h"
@@ -18,6 +19,12 @@ struct RawReadResult {
   uint64_t errors = 0;   // failed or wrong
   double seconds = 0;    // the reads only
 };
+
+// The bytes of reference object `i`: its index as a tag, then a fixed pattern. Shared by the backends'
+// own references (e.g. s3/s3_reference.h) so every reference checks what it reads the same way.
+void FillReferenceObject(std::span<std::byte> b, uint64_t i);
+// Whether `got` is reference object `i`, given `pattern` = FillReferenceObject(.., 0) of its size.
+bool ReferenceObjectMatches(std::span<const std::byte> got, std::span<const std::byte> pattern, uint64_t i);
 
 // NotSupported on a read-only tier; the first put error otherwise. Read errors are counted.
 Result<RawReadResult> RawReadReference(ObjectTier& tier, uint64_t payload_bytes, uint64_t count);

@@ -10,14 +10,27 @@
 namespace kvtier::rados {
 namespace {
 
-// One asynchronous operation in flight: its completion and what librados writes back.
+// A write in flight: its completion.
 struct InFlight {
   rados_completion_t done = nullptr;
+};
+
+class RadosClient;
+
+// A read in flight: its op, completion, compound read operation and what librados writes back.
+struct ReadInFlight {
+  RadosClient* client = nullptr;
+  object::ObjectRead* op = nullptr;
+  rados_completion_t done = nullptr;
+  rados_read_op_t rop = nullptr;
   uint64_t size = 0;
   time_t mtime = 0;
-  size_t bytes_read = 0;
   int stat_rval = 0;
-  int read_rval = 0;
+  std::vector<std::span<std::byte>> pieces;  // where the object lands, in order
+  std::vector<size_t> got;                   // bytes librados copied into each piece
+  std::vector<int> rvals;
+
+  static void OnComplete(rados_completion_t c, void* arg);
 };
 
 class RadosClient final : public object::ObjectClient {
@@ -29,36 +42,40 @@ class RadosClient final : public object::ObjectClient {
            " as client." + opts_.user + ")";
   }
 
+  bool ScatterReads() const override { return true; }
+
+  // Each object is one compound read operation: a stat, then one read per landing piece (the tier's
+  // header buffer, then the caller's pieces, at their offsets in the object), so librados copies the
+  // object straight into the caller's buffers. The completion's callback (librados' finisher thread)
+  // ends the op and calls `landed` while the rest of the batch is still arriving.
   void GetMany(std::span<object::ObjectRead> ops) override {
-    std::vector<InFlight> fl(ops.size());
-    std::vector<rados_read_op_t> rops(ops.size(), nullptr);
+    std::vector<ReadInFlight> fl(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
-      auto& op = ops[i];
-      rops[i] = rados_create_read_op();
-      rados_read_op_stat(rops[i], &fl[i].size, &fl[i].mtime, &fl[i].stat_rval);
-      if (!op.dst.empty()) {
-        rados_read_op_read(rops[i], 0, op.dst.size(), reinterpret_cast<char*>(op.dst.data()), &fl[i].bytes_read,
-                           &fl[i].read_rval);
+      ReadInFlight& f = fl[i];
+      f.client = this;
+      f.op = &ops[i];
+      f.pieces = object::LandingPieces(ops[i]);
+      f.got.assign(f.pieces.size(), 0);
+      f.rvals.assign(f.pieces.size(), 0);
+      f.rop = rados_create_read_op();
+      rados_read_op_stat(f.rop, &f.size, &f.mtime, &f.stat_rval);
+      uint64_t offset = 0;
+      for (size_t k = 0; k < f.pieces.size(); ++k) {
+        rados_read_op_read(f.rop, offset, f.pieces[k].size(), reinterpret_cast<char*>(f.pieces[k].data()), &f.got[k],
+                           &f.rvals[k]);
+        offset += f.pieces[k].size();
       }
-      Start(fl[i], rados_aio_read_op_operate(rops[i], conn_->io(), Completion(fl[i]), op.name.c_str(), 0),
-            op.status);
+      counters_.Requests();
+      rados_aio_create_completion2(&f, &ReadInFlight::OnComplete, &f.done);
+      ops[i].status = Status::OK();  // before the operation is queued: its callback may end it at once
+      Start(f.done, rados_aio_read_op_operate(f.rop, conn_->io(), f.done, ops[i].name.c_str(), 0), ops[i].status);
     }
-    for (size_t i = 0; i < ops.size(); ++i) {
-      auto& op = ops[i];
-      const int r = Finish(fl[i]);
-      rados_release_read_op(rops[i]);
-      if (!op.status.ok()) continue;  // failed to start
-      op.bytes = fl[i].size;
-      if (r < 0) {
-        op.status = r == -ENOENT ? Status::NotFound("rados: no object " + op.name) : Failed(r, "read " + op.name);
-      } else if (fl[i].size > op.dst.size()) {
-        op.status = Status::InvalidArgument("rados: object " + op.name + " has " + std::to_string(fl[i].size) +
-                                            " bytes, more than the " + std::to_string(op.dst.size()) + " expected");
-      } else if (fl[i].bytes_read != fl[i].size && !op.dst.empty()) {
-        op.status = Status::IOError("rados: short read of " + op.name, /*retryable=*/true);
-      } else {
-        op.status = Status::OK();
+    for (ReadInFlight& f : fl) {
+      if (f.done != nullptr) {
+        rados_aio_wait_for_complete_and_cb(f.done);  // the callback has ended the op
+        rados_aio_release(f.done);
       }
+      rados_release_read_op(f.rop);
     }
   }
 
@@ -85,7 +102,8 @@ class RadosClient final : public object::ObjectClient {
       if (first) rados_write_op_write_full(wops[i], "", 0);
       // FULL_TRY: on a full pool or cluster librados fails the write (ENOSPC, EDQUOT) instead of
       // holding it until space comes back: a put fails softly and the Store moves on.
-      Start(fl[i],
+      op.status = Status::OK();
+      Start(fl[i].done,
             rados_aio_write_op_operate(wops[i], conn_->io(), Completion(fl[i]), op.name.c_str(), nullptr,
                                        LIBRADOS_OPERATION_FULL_TRY),
             op.status);
@@ -161,15 +179,39 @@ class RadosClient final : public object::ObjectClient {
   }
   // After an operate call: an operation that could not be queued is failed now (its completion fires
   // never and is released at once).
-  void Start(InFlight& f, int queued, Status& status) {
-    status = Status::OK();
+  void Start(rados_completion_t& done, int queued, Status& status) {
     if (queued < 0) {
       status = Failed(queued, "queue an operation");
-      rados_aio_release(f.done);
-      f.done = nullptr;
+      rados_aio_release(done);
+      done = nullptr;
     }
   }
   int Finish(InFlight& f) { return f.done == nullptr ? 0 : WaitAndRelease(f.done); }
+
+ public:
+  // Ends a read from its compound operation's results (librados' finisher thread).
+  void EndRead(ReadInFlight& f, int r) {
+    object::ObjectRead& op = *f.op;
+    if (r == -ENOENT) {  // the whole operation failed at the stat: nothing was copied
+      op.bytes = 0;
+      op.status = Status::NotFound("rados: no object " + op.name);
+      return;
+    }
+    uint64_t landed = 0;
+    for (size_t k = 0; k < f.pieces.size() && r >= 0; ++k) {
+      if (f.rvals[k] < 0) r = f.rvals[k];
+      landed += f.got[k];
+    }
+    op.wrote = op.wrote || landed > 0 || r < 0;  // a failed operation may have copied some pieces
+    if (r < 0) {
+      op.bytes = 0;
+      op.status = Failed(r, "read " + op.name);
+      return;
+    }
+    object::CompleteLanding(op, f.size, landed, "rados");
+  }
+
+ private:
   Status Failed(int r, const std::string& what) {
     counters_.Error();
     return RadosStatus(r, what);
@@ -179,6 +221,11 @@ class RadosClient final : public object::ObjectClient {
   const std::unique_ptr<RadosConn> conn_;
   object::ClientCounters counters_;
 };
+
+void ReadInFlight::OnComplete(rados_completion_t c, void* arg) {
+  auto* f = static_cast<ReadInFlight*>(arg);
+  f->client->EndRead(*f, rados_aio_get_return_value(c));
+}
 
 }  // namespace
 

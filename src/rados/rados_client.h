@@ -7,7 +7,9 @@
 // One chunk is one RADOS object in POOL, in the RADOS namespace NAMESPACE (none by default), named by
 // object/object_names.h. Reads and writes of a batch are issued together as librados asynchronous
 // operations and then awaited, so the OSDs see the whole batch at once (ObjectTier bounds its bytes):
-// a read is one compound operation (stat + read into the caller's buffer), a write one compound
+// a read is one compound operation (a stat, then one read per destination piece: the tier's header buffer
+// and the caller's pieces, so the payload lands in place (ScatterReads), verified from the completion's
+// callback while the batch's other objects arrive), a write one compound
 // write_full + appends of the gather pieces (no copy, atomic: a reader sees the old object or the new).
 // Credentials come from the keyring file named by keyring= or by the conf, never from the URL.
 // Timeouts: timeout_ms= bounds every OSD and monitor operation (librados' rados_osd_op_timeout, default

@@ -1,5 +1,6 @@
 #include "s3/s3_client.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -61,25 +62,18 @@ class S3Client final : public object::ObjectClient {
            opts_.endpoint.region + ", key " + opts_.endpoint.credentials.access_key + ")";
   }
 
+  bool ScatterReads() const override { return true; }
+
+  // The GETs of a batch run in parallel; each body lands straight in its op's buffers, and each op is
+  // ended (and `landed` called) on this thread as soon as its transfer is over, while the rest arrive.
   void GetMany(std::span<object::ObjectRead> ops) override {
     std::vector<S3Request> reqs(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
       reqs[i].path = Path(ops[i].name);
-      reqs[i].dst = ops[i].dst;
+      reqs[i].read = &ops[i];
+      reqs[i].done = [this](S3Request& r) { EndGet(r); };
     }
     RunAll(reqs);
-    for (size_t i = 0; i < ops.size(); ++i) {
-      ops[i].bytes = reqs[i].bytes;
-      ops[i].status = Check(reqs[i], "GET " + ops[i].name);
-      if (!ops[i].status.ok()) continue;
-      if (reqs[i].overflow || reqs[i].bytes > ops[i].dst.size()) {
-        ops[i].status = Status::InvalidArgument("s3: object " + ops[i].name + " has " + std::to_string(reqs[i].bytes) +
-                                                " bytes, more than the " + std::to_string(ops[i].dst.size()) +
-                                                " expected");
-      } else if (reqs[i].received != reqs[i].bytes) {
-        ops[i].status = Status::IOError("s3: short GET of " + ops[i].name, /*retryable=*/true);
-      }
-    }
   }
 
   void PutMany(std::span<object::ObjectWrite> ops) override {
@@ -162,6 +156,17 @@ class S3Client final : public object::ObjectClient {
     S3Request* p = &r;
     counters_.Requests();
     http_.Run(std::span(&p, 1));
+  }
+  void EndGet(S3Request& r) {
+    object::ObjectRead& op = *r.read;
+    op.status = Check(r, "GET " + op.name);
+    if (!op.status.ok()) {
+      op.bytes = 0;  // r.bytes is the error body's
+      return;
+    }
+    // Without a Content-Length an overflowing object's size is unknown: at least one byte past the op.
+    const uint64_t bytes = r.overflow ? std::max<uint64_t>(r.bytes, op.Capacity() + 1) : r.bytes;
+    object::CompleteLanding(op, bytes, r.received, "s3");
   }
   Status Check(const S3Request& r, const std::string& what) {
     Status s = S3Status(r, what, opts_.endpoint.credentials.access_key);

@@ -6,7 +6,8 @@
 //
 // One chunk is one object "PREFIX/<name>" (object_names.h) in BUCKET, addressed path-style
 // (endpoint/BUCKET/key). A batch of gets or puts runs in parallel on one curl multi handle (ObjectTier
-// bounds its bytes); a GET's body lands in the caller's buffer. Objects removed behind kvtier's back
+// bounds its bytes); a GET's body lands straight in the caller's buffers (ScatterReads: the tier's header buffer, then
+// the caller's pieces) and is verified as soon as it is in. Objects removed behind kvtier's back
 // (a bucket lifecycle rule, another host) are misses like any other 404.
 // Credentials, never from the URL: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN) when
 // set, else the [profile] (profile=, AWS_PROFILE, "default") of credentials_file=, of

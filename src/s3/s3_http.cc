@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 namespace kvtier::s3 {
 namespace {
@@ -15,26 +16,48 @@ struct Transfer {
   CURL* easy = nullptr;
   size_t piece = 0, offset = 0;  // PUT: where in the gather list
   long http = -1;                // learnt at the first body bytes
+  std::optional<object::ObjectLander> lander;  // GET of an object: where its body lands
 };
 
-// A 2xx GET body goes into dst (a larger object stops the transfer: the callback takes less than it was
-// given); any other body (listings, errors) into text, bounded.
+// The first body bytes of a 2xx object GET: an object whose Content-Length says it is larger than the
+// destination is refused before a byte of it is copied.
+bool FitsAtStart(Transfer* t) {
+  curl_off_t length = -1;
+  curl_easy_getinfo(t->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+  return length < 0 || static_cast<uint64_t>(length) <= t->r->read->Capacity();
+}
+
+// A 2xx object GET's body lands in the op's buffers (a larger object stops the transfer: the callback
+// takes less than it was given); any other body (listings, errors) goes into text, bounded.
 size_t OnBody(char* data, size_t size, size_t n, void* arg) {
   auto* t = static_cast<Transfer*>(arg);
   S3Request* r = t->r;
   const size_t len = size * n;
-  if (t->http < 0) curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->http);
-  if (r->method == "GET" && r->query.empty() && t->http >= 200 && t->http < 300) {
-    if (r->received + len > r->dst.size()) {
+  const bool first = t->http < 0;
+  if (first) curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->http);
+  if (t->lander && t->http >= 200 && t->http < 300) {
+    if ((first && !FitsAtStart(t)) || !t->lander->Append({reinterpret_cast<const std::byte*>(data), len})) {
       r->overflow = true;
       return 0;
     }
-    std::memcpy(r->dst.data() + r->received, data, len);
-    r->received += len;
+    r->received = t->lander->landed();
     return len;
   }
   if (r->text.size() < (1u << 20)) r->text.append(data, std::min<size_t>(len, (1u << 20) - r->text.size()));
   return len;
+}
+
+// A finished transfer's results, then its `done`.
+void Finished(CURLMsg* msg) {
+  S3Request* r = nullptr;
+  curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &r);
+  r->curl = msg->data.result;
+  curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &r->http);
+  curl_off_t length = -1;
+  curl_easy_getinfo(msg->easy_handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+  if (r->method != "PUT") r->bytes = length >= 0 ? static_cast<uint64_t>(length) : r->received;
+  if (r->overflow && r->curl == CURLE_WRITE_ERROR) r->curl = CURLE_OK;  // we stopped it: the size is known
+  if (r->done) r->done(*r);
 }
 
 // Feeds a PUT's gather list.
@@ -58,12 +81,29 @@ size_t OnRead(char* out, size_t size, size_t n, void* arg) {
 
 }  // namespace
 
-S3Http::S3Http(S3Endpoint endpoint) : endpoint_(std::move(endpoint)) {
+void InitCurlOnce() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  sigv4_ = "aws:amz:" + endpoint_.region + ":s3";
-  userpwd_ = endpoint_.credentials.access_key + ":" + endpoint_.credentials.secret_key;
 }
+
+curl_slist* SetUpSigning(CURL* e, const S3Endpoint& endpoint) {
+  // libcurl copies string options: the temporaries may go.
+  curl_easy_setopt(e, CURLOPT_AWS_SIGV4, ("aws:amz:" + endpoint.region + ":s3").c_str());
+  curl_easy_setopt(e, CURLOPT_USERPWD,
+                   (endpoint.credentials.access_key + ":" + endpoint.credentials.secret_key).c_str());
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  if (std::getenv("KVTIER_S3_DEBUG") != nullptr) curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(endpoint.timeout.count()));
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(endpoint.connect_timeout.count()));
+  curl_slist* h = curl_slist_append(nullptr, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+  if (!endpoint.credentials.session_token.empty()) {
+    h = curl_slist_append(h, ("x-amz-security-token: " + endpoint.credentials.session_token).c_str());
+  }
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+  return h;
+}
+
+S3Http::S3Http(S3Endpoint endpoint) : endpoint_(std::move(endpoint)) { InitCurlOnce(); }
 
 S3Http::~S3Http() {
   internal::MutexLock lock(mu_);
@@ -101,22 +141,12 @@ void S3Http::Run(std::span<S3Request*> requests) {
     easies[i] = e;
     transfers[i].r = r;
     transfers[i].easy = e;
+    if (r->read != nullptr) transfers[i].lander.emplace(*r->read);
     urls[i] = endpoint_.base + r->path + (r->query.empty() ? "" : "?" + r->query);
     curl_easy_setopt(e, CURLOPT_URL, urls[i].c_str());
-    curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4_.c_str());
-    curl_easy_setopt(e, CURLOPT_USERPWD, userpwd_.c_str());
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    if (std::getenv("KVTIER_S3_DEBUG") != nullptr) curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(endpoint_.timeout.count()));
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(endpoint_.connect_timeout.count()));
+    headers[i] = SetUpSigning(e, endpoint_);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, OnBody);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &transfers[i]);
-    curl_slist* h = curl_slist_append(nullptr, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    if (!endpoint_.credentials.session_token.empty()) {
-      h = curl_slist_append(h, ("x-amz-security-token: " + endpoint_.credentials.session_token).c_str());
-    }
-    headers[i] = h;
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
     if (r->method == "PUT") {
       r->bytes = TotalBytes(r->body);
       curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
@@ -131,23 +161,16 @@ void S3Http::Run(std::span<S3Request*> requests) {
     curl_easy_setopt(e, CURLOPT_PRIVATE, r);
     curl_multi_add_handle(multi, e);
   }
+  // Transfers are ended as they finish, so an object is verified (its `done`) while the others arrive.
   int running = 0;
   do {
     curl_multi_perform(multi, &running);
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+      if (msg->msg == CURLMSG_DONE) Finished(msg);
+    }
     if (running > 0) curl_multi_poll(multi, nullptr, 0, 1000, nullptr);
   } while (running > 0);
-  int left = 0;
-  while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
-    if (msg->msg != CURLMSG_DONE) continue;
-    S3Request* r = nullptr;
-    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &r);
-    r->curl = msg->data.result;
-    curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &r->http);
-    curl_off_t length = -1;
-    curl_easy_getinfo(msg->easy_handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
-    if (r->method != "PUT") r->bytes = length >= 0 ? static_cast<uint64_t>(length) : r->received;
-    if (r->overflow && r->curl == CURLE_WRITE_ERROR) r->curl = CURLE_OK;  // we stopped it: the size is known
-  }
   for (size_t i = 0; i < requests.size(); ++i) {
     curl_multi_remove_handle(multi, easies[i]);
     curl_easy_cleanup(easies[i]);
