@@ -7,7 +7,7 @@ nlohmann::ordered_json LatencyJson(const LatencySummary& l) {
 }
 
 nlohmann::ordered_json TierStatsJson(const TierStats& s) {
-  return {{"url", s.url},
+  nlohmann::ordered_json j = {{"url", s.url},
           {"hits", s.hits},
           {"misses", s.misses},
           {"bytes_read", s.bytes_read},
@@ -22,6 +22,8 @@ nlohmann::ordered_json TierStatsJson(const TierStats& s) {
           {"capacity_bytes", s.capacity_bytes},
           {"metadata_ops", s.metadata_ops},
           {"get_latency_us", LatencyJson(s.get_latency)}};
+  if (!s.read_mode.empty()) j["read_mode"] = s.read_mode;
+  return j;
 }
 
 nlohmann::ordered_json NamespaceStatsJson(const NamespaceStats& n) {
