@@ -324,7 +324,7 @@ Result<std::unique_ptr<Tier>> OpenFsTierWithOptions(const FsTierOptions& options
                                                                 .io_uring = options.io_uring,
                                                                 .inflight_bytes = options.inflight_bytes,
                                                                 .verify_threads = options.verify_threads,
-                                                                .use_cache = options.cache_read_probe});
+                                                                .timed = options.fs == nullptr});
   auto tier = std::make_unique<FsTier>(options, std::move(url), std::move(pool), std::move(mode), std::move(counted));
   KVTIER_RETURN_IF_ERROR(tier->Init());
   return std::unique_ptr<Tier>(std::move(tier));

@@ -73,8 +73,8 @@ struct FsTierOptions {
   bool create = true;
   bool read_only = false;
   unsigned verify_threads = 0;  // threads verifying or decrypting one chunk's pieces in parallel
-  std::shared_ptr<FileSystem> fs = nullptr;  // optional: the filesystem under the pool (tests inject faults here)
-  bool cache_read_probe = true;  // false: this open probes itself (tests), see fs/read_probe.h
+  // optional: the filesystem under the pool (tests inject faults here; direct=auto then times no probe)
+  std::shared_ptr<FileSystem> fs = nullptr;
   std::shared_ptr<const ChunkCipher> cipher = nullptr;  // key_file=: encrypted chunks only (docs/encryption.md)
 };
 

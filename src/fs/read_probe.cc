@@ -212,6 +212,7 @@ ReadModeChoice ChooseReadMode(ChunkDir& pool, const ReadProbeOptions& o) {
     }
   }
   if (o.read_only) return Fallback(direct_ok, "auto, read-only open: not timed (a probe writes a file)");
+  if (!o.timed) return Fallback(direct_ok, "auto: not timed (a filesystem given by the caller)");
   if (!direct_ok) {
     return ReadModeChoice{.direct = false, .reason = "auto: the filesystem refuses O_DIRECT on the pool's marker"};
   }

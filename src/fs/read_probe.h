@@ -61,6 +61,9 @@ struct ReadProbeOptions {
   uint64_t inflight_bytes = 256ull << 20;
   unsigned verify_threads = 0;
   bool use_cache = true;  // false: always probe (tests), and remember nothing
+  // false: write no probe file and time nothing (a FileSystem injected by a test, whose faults the
+  // probe's reads would consume); auto then decides as a read-only open does.
+  bool timed = true;
 };
 
 // Chooses how the tier on `pool` reads (see the file comment). Never fails: a probe that cannot run

@@ -39,6 +39,7 @@ fstest::PoolPairSource CephFsPoolPairs() {
   src.ops_per_worker = 300;
   src.prompt_chunks = 48;
   src.crash_cycles = 5;
+  src.crash_run_ms = 400;  // a put through FUSE takes milliseconds: let each victim save a few dozen
   src.race_chunks = 100;
   return src;
 }

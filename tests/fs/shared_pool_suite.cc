@@ -188,7 +188,7 @@ TEST_P(SharedPoolSuite, KilledWriterOnALeavesOnlyVerifiedChunksSeenThroughB) {
                           pair_.scratch + "/crash.out");
     ASSERT_GT(w.pid, 0);
     const bool ready = WaitForLine(w, "ready");
-    if (ready) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 40000));
+    if (ready) std::this_thread::sleep_for(std::chrono::microseconds(rng() % (GetParam().crash_run_ms * 1000ull)));
     ::kill(w.pid, SIGKILL);
     const ChildResult r = Wait(w);
     ASSERT_TRUE(ready) << "crash writer did not start: " << r.output;
