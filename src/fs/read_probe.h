@@ -15,9 +15,10 @@
 // engine. The probe is bounded (kProbeBytes written once, 2 x kProbeRounds reads, kProbeDeadline).
 //
 // A read-only open (`kvtier stats`, `inspect`, `verify`) writes nothing: it reuses what a writable
-// open in this process found on the same mount (same st_dev), else keeps O_DIRECT when the
-// filesystem accepts it on the pool's marker (correct everywhere it is accepted) and says it did not
-// time anything. Leftover probe files of processes that died mid-probe are removed at the next
+// open in this process found on the same mount (same st_dev), else it says it timed nothing and
+// picks by filesystem: buffered on FUSE and network filesystems (statfs: FUSE, CephFS, NFS, SMB,
+// Lustre), where an O_DIRECT read is a synchronous request, else O_DIRECT when the filesystem accepts
+// it on the pool's marker. A probe that cannot be written (a full pool) decides the same way. Leftover probe files of processes that died mid-probe are removed at the next
 // writable probe (only kvtier's own READPROBE temporaries, by the gc leftover rule).
 //
 // Thread-safe (the process-wide cache is locked).

@@ -38,9 +38,9 @@ fstest::PoolPairSource CephFsPoolPairs() {
   // Every metadata call is a FUSE request to an MDS on a shared 2-core machine: smaller runs.
   src.ops_per_worker = 300;
   src.prompt_chunks = 48;
-  src.crash_cycles = 5;
-  src.crash_run_ms = 400;  // a put through FUSE takes milliseconds: let each victim save a few dozen
-  src.race_chunks = 100;
+  src.crash_cycles = 4;
+  src.crash_run_ms = 150;  // a put through FUSE takes milliseconds: let each victim save a dozen or more
+  src.race_chunks = 50;
   return src;
 }
 

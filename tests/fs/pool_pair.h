@@ -36,7 +36,7 @@ struct PoolPairSource {
   int workers = 4;
   uint64_t ops_per_worker = 2000;
   size_t prompt_chunks = 128;
-  size_t crash_cycles = 10;
+  size_t crash_cycles = 10;  // each on a fresh pool (pool path + cycle number)
   unsigned crash_run_ms = 40;  // a crash writer is killed at a random moment within this much saving
   size_t race_chunks = 200;
 };

@@ -184,7 +184,10 @@ TEST_P(SharedPoolSuite, KilledWriterOnALeavesOnlyVerifiedChunksSeenThroughB) {
   uint64_t verified = 0, temps_removed = 0;
   for (size_t c = 0; c < GetParam().crash_cycles; ++c) {
     SCOPED_TRACE("cycle " + std::to_string(c));
-    const Child w = Spawn({FS_POOL_WORKER, "crash", pair_.a, std::to_string(rng() % 1000000)},
+    // A fresh pool per cycle keeps the checks bounded (every chunk is read back through B, which on
+    // CephFS recalls the writer mount's capabilities one file at a time).
+    const std::string a = pair_.a + std::to_string(c), b = pair_.b + std::to_string(c);
+    const Child w = Spawn({FS_POOL_WORKER, "crash", a, std::to_string(rng() % 1000000)},
                           pair_.scratch + "/crash.out");
     ASSERT_GT(w.pid, 0);
     const bool ready = WaitForLine(w, "ready");
@@ -194,7 +197,7 @@ TEST_P(SharedPoolSuite, KilledWriterOnALeavesOnlyVerifiedChunksSeenThroughB) {
     ASSERT_TRUE(ready) << "crash writer did not start: " << r.output;
     EXPECT_FALSE(r.exited) << "crash writer exited by itself: " << r.output;
 
-    auto tier = OpenTier("fs://" + pair_.b);
+    auto tier = OpenTier("fs://" + b);
     ASSERT_TRUE(tier.ok()) << tier.status().ToString();
     std::vector<ChunkInfo> listed;
     ASSERT_TRUE((*tier)->List([&](const ChunkInfo& i) {
@@ -212,15 +215,15 @@ TEST_P(SharedPoolSuite, KilledWriterOnALeavesOnlyVerifiedChunksSeenThroughB) {
     }
     EXPECT_EQ((*tier)->Stats().corrupt, 0u);
     uint64_t temps = 0;
-    PoolBytes(pair_.b, &temps);
-    auto gc = internal::CollectPoolGarbage(pair_.b, internal::GcOptions{.max_bytes = 1ull << 40,
+    PoolBytes(b, &temps);
+    auto gc = internal::CollectPoolGarbage(b, internal::GcOptions{.max_bytes = 1ull << 40,
                                                                         .grace = std::chrono::seconds(0)});
     ASSERT_TRUE(gc.ok()) << gc.status().ToString();
     EXPECT_EQ(gc->temps_removed, temps);
     EXPECT_EQ(gc->chunks_after, listed.size());
     EXPECT_EQ(gc->chunks_evicted, 0u);
     uint64_t left = 0;
-    PoolBytes(pair_.b, &left);
+    PoolBytes(b, &left);
     EXPECT_EQ(left, 0u) << "gc left temporaries in the pool";
     temps_removed += temps;
   }
