@@ -53,8 +53,11 @@ class FsTier final : public Tier {
   const std::string& url() const override { return url_; }
 
   TierCapabilities capabilities() const override {
-    return TierCapabilities{
-        .in_memory = false, .persistent = true, .shared = true, .direct_io = ReadsDirect(), .read_only = options_.read_only};
+    return TierCapabilities{.in_memory = false,
+                            .persistent = true,
+                            .shared = true,
+                            .direct_io = ReadsDirect(),
+                            .read_only = options_.read_only};
   }
 
   bool Contains(const ChunkId& id) override {

@@ -1,11 +1,18 @@
 #include "fs/pool_publish.h"
 
 #include <cerrno>
+#include <cstring>
 
 #include "io/dir_names.h"
 
 namespace kvtier::internal {
 namespace {
+
+// A filesystem without hard links: link(2) fails with EOPNOTSUPP (NotSupported) or EPERM, which
+// Status::FromErrno maps to no code of its own, so its text is matched.
+bool NoHardLinks(const Status& s) {
+  return s.code() == Code::kNotSupported || s.message().ends_with(std::strerror(EPERM));
+}
 
 Status MakeParents(FileSystem& fs, std::string_view rel) {
   const std::string_view dir = RelDir(rel);
@@ -27,10 +34,15 @@ Result<Published> LinkChunk(FileSystem& fs, const std::string& rel, const ChunkI
     p.stored_bytes = *written;
     Status linked = fs.Link(tmp, rel);
     if (!linked.ok()) {
-      if (fs.Stat(rel).ok()) {
-        p = Published{.stored_bytes = 0, .already_there = true};  // the first writer's copy stays
+      auto ours = fs.Stat(tmp);
+      auto there = fs.Stat(rel);
+      if (there.ok()) {
+        // Taken: by another writer (the first copy stays), or by this link reported late.
+        if (!ours.ok() || ours->inode != there->inode) p = Published{.stored_bytes = 0, .already_there = true};
+      } else if (NoHardLinks(linked)) {
+        s = fs.Rename(tmp, rel);  // the old publication
       } else {
-        s = fs.Rename(tmp, rel);  // no hard links here: the old publication
+        s = linked;
       }
     }
   }

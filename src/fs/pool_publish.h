@@ -5,8 +5,8 @@
 // wins and the second drops its copy. A published name therefore keeps its file (its inode) until gc
 // or a Remove unlinks it: nobody renames over a name that readers on other mounts hold, which on
 // CephFS would move the file's capabilities between the clients on every such write. Where the
-// filesystem refuses hard links (the link fails and the name is still absent) it falls back to
-// rename(2), which replaces whatever was published in between.
+// filesystem refuses hard links (EOPNOTSUPP or EPERM, the name still absent) it falls back to
+// rename(2), which replaces whatever was published in between; any other failed link fails the write.
 //
 // Thread-safe; every access goes through the pool's FileSystem.
 #pragma once

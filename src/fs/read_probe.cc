@@ -154,7 +154,9 @@ ReadModeChoice Probe(ChunkDir& pool, const ReadProbeOptions& o, bool direct_ok) 
   FileSystem& fs = pool.fs();
   RemoveStaleProbes(fs);
   ProbeFile file(fs);
-  if (Status w = file.Write(); !w.ok()) return Fallback(direct_ok, "auto: probe not written (" + w.ToString() + ")", pool.root());
+  if (Status w = file.Write(); !w.ok()) {
+    return Fallback(direct_ok, "auto: probe not written (" + w.ToString() + ")", pool.root());
+  }
   ReaderOptions ro{.max_inflight_bytes = o.inflight_bytes, .direct_io = false, .use_io_uring = o.io_uring,
                    .verify_threads = o.verify_threads};
   auto buffered = ChunkReader::Create(ro);

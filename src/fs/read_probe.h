@@ -18,8 +18,9 @@
 // open in this process found on the same mount (same st_dev), else it says it timed nothing and
 // picks by filesystem: buffered on FUSE and network filesystems (statfs: FUSE, CephFS, NFS, SMB,
 // Lustre), where an O_DIRECT read is a synchronous request, else O_DIRECT when the filesystem accepts
-// it on the pool's marker. A probe that cannot be written (a full pool) decides the same way. Leftover probe files of processes that died mid-probe are removed at the next
-// writable probe (only kvtier's own READPROBE temporaries, by the gc leftover rule).
+// it on the pool's marker. A probe that cannot be written (a full pool) decides the same way.
+// Probe files of processes that died mid-probe are removed at the next writable probe (only kvtier's
+// own READPROBE temporaries, by the gc leftover rule).
 //
 // Thread-safe (the process-wide cache is locked).
 #pragma once

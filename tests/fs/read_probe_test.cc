@@ -34,7 +34,8 @@ std::map<std::string, std::pair<uint64_t, int64_t>> Snapshot(const std::string& 
   for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
     struct stat st;
     ::lstat(e.path().c_str(), &st);
-    out[e.path().string()] = {static_cast<uint64_t>(st.st_size), st.st_mtim.tv_sec * 1'000'000'000ll + st.st_mtim.tv_nsec};
+    out[e.path().string()] = {static_cast<uint64_t>(st.st_size),
+                              st.st_mtim.tv_sec * 1'000'000'000ll + st.st_mtim.tv_nsec};
   }
   struct stat st;
   ::lstat(root.c_str(), &st);
@@ -187,7 +188,9 @@ TEST_F(ReadProbeTest, SecondPublicationOfANameKeepsTheFirstFile) {
   EXPECT_EQ(a.st_ino, b.st_ino);
   EXPECT_EQ(b.st_nlink, 1u);  // the temporary's name is gone
   size_t files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path())) files += e.is_regular_file();
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path())) {
+    files += e.is_regular_file();
+  }
   EXPECT_EQ(files, 1u);
 }
 
