@@ -106,6 +106,9 @@ struct TierStats {
   LatencyBuckets get_latency_buckets;  // the same observations at fixed bounds
   // Metadata round trips to storage (fs://: stat, open, fstat; 0 where a tier keeps its index in memory).
   uint64_t metadata_ops = 0;
+  // How reads reach storage and why, where a tier chooses at open (fs://: "O_DIRECT (...)" or
+  // "buffered (...)" with the probe's figures); empty elsewhere.
+  std::string read_mode;
 };
 
 struct ChunkInfo {

@@ -17,7 +17,9 @@ Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url) {
   KVTIER_ASSIGN_OR_RETURN(uint64_t ttl_ms, url.GetUint("neg_ttl_ms", 1000));
   KVTIER_ASSIGN_OR_RETURN(o.neg_entries, url.GetUint("neg_entries", 65536));
   KVTIER_ASSIGN_OR_RETURN(uint64_t touch_s, url.GetUint("touch_s", 60));
-  KVTIER_ASSIGN_OR_RETURN(o.direct_io, url.GetBool("direct", true));
+  if (auto d = url.params.find("direct"); d != url.params.end()) {
+    KVTIER_ASSIGN_OR_RETURN(o.direct, ParseFsDirectMode(d->second));
+  }
   KVTIER_ASSIGN_OR_RETURN(o.io_uring, url.GetBool("io_uring", true));
   KVTIER_ASSIGN_OR_RETURN(o.inflight_bytes, url.GetSize("inflight", 256ull << 20));
   KVTIER_ASSIGN_OR_RETURN(o.sync, url.GetBool("sync", false));

@@ -14,6 +14,8 @@
 #include "fs/counting_fs.h"
 #include "fs/pool_gc.h"
 #include "fs/pool_layout.h"
+#include "fs/pool_publish.h"
+#include "fs/read_probe.h"
 #include "fs/ttl_key_set.h"
 #include "io/chunk_io.h"
 
@@ -29,15 +31,15 @@ void SubClamped(std::atomic<uint64_t>& a, uint64_t d) {
 
 class FsTier final : public Tier {
  public:
-  FsTier(FsTierOptions options, std::string url, std::unique_ptr<ChunkDir> pool, bool direct_io,
+  FsTier(FsTierOptions options, std::string url, std::unique_ptr<ChunkDir> pool, ReadModeChoice read_mode,
          std::shared_ptr<CountingFileSystem> counted)
       : options_(std::move(options)),
         url_(std::move(url)),
         pool_(std::move(pool)),
         counted_(std::move(counted)),
-        direct_io_(direct_io),
+        read_mode_(std::move(read_mode)),
         reader_(ChunkReader::Create(ReaderOptions{.max_inflight_bytes = options_.inflight_bytes,
-                                                  .direct_io = direct_io,
+                                                  .direct_io = read_mode_.direct,
                                                   .use_io_uring = options_.io_uring,
                                                   .verify_threads = options_.verify_threads,
                                                   .cipher = options_.cipher})),
@@ -51,9 +53,11 @@ class FsTier final : public Tier {
   const std::string& url() const override { return url_; }
 
   TierCapabilities capabilities() const override {
-    const bool direct = direct_io_ && reader_->engine().find("O_DIRECT") != std::string_view::npos;
-    return TierCapabilities{
-        .in_memory = false, .persistent = true, .shared = true, .direct_io = direct, .read_only = options_.read_only};
+    return TierCapabilities{.in_memory = false,
+                            .persistent = true,
+                            .shared = true,
+                            .direct_io = ReadsDirect(),
+                            .read_only = options_.read_only};
   }
 
   bool Contains(const ChunkId& id) override {
@@ -127,6 +131,9 @@ class FsTier final : public Tier {
   TierStats Stats() const override;
 
  private:
+  bool ReadsDirect() const {
+    return read_mode_.direct && reader_->engine().find("O_DIRECT") != std::string_view::npos;
+  }
   void ReadBatch(std::span<ReadOp> ops);
   // Accounts for one finished read and applies its consequences.
   void Finish(ChunkRead& read, ReadOp* op);
@@ -152,7 +159,7 @@ class FsTier final : public Tier {
   const std::string url_;
   const std::unique_ptr<ChunkDir> pool_;
   const std::shared_ptr<CountingFileSystem> counted_;  // the pool's filesystem, counting metadata calls
-  const bool direct_io_;
+  const ReadModeChoice read_mode_;  // how the reader reads this mount, and why (fs/read_probe.h)
   const std::unique_ptr<ChunkReader> reader_;
   static constexpr size_t kStatThreads = 8;
   TtlKeySet missing_;  // negative-lookup cache
@@ -194,11 +201,15 @@ Status FsTier::Put(const ChunkId& id, GatherList payload) {
   }
   Status s = Reserve(stored);
   if (s.ok()) {
-    auto written = pool_->WriteChunk(id, payload, WriteOptions{.sync = options_.sync, .cipher = options_.cipher});
+    auto written = PublishChunk(*pool_, id, payload, WriteOptions{.sync = options_.sync, .cipher = options_.cipher});
     if (written.ok()) {
       missing_.Erase(id);
+      if (written->already_there) {  // another writer's copy won the link; ours is gone
+        Forget(stored);
+        return Status::OK();
+      }
       counters_.puts.fetch_add(1, std::memory_order_relaxed);
-      counters_.bytes_written.fetch_add(*written, std::memory_order_relaxed);
+      counters_.bytes_written.fetch_add(written->stored_bytes, std::memory_order_relaxed);
       return Status::OK();
     }
     Forget(stored);
@@ -290,6 +301,12 @@ TierStats FsTier::Stats() const {
   st.usage_bytes = usage_.load(std::memory_order_relaxed);
   st.capacity_bytes = options_.capacity_bytes;
   st.metadata_ops = counted_->metadata_ops();
+  ReadModeChoice shown = read_mode_;
+  if (shown.direct && !ReadsDirect()) {
+    shown.direct = false;
+    shown.reason += "; the reader (" + std::string(reader_->engine()) + ") could not use O_DIRECT";
+  }
+  st.read_mode = DescribeReadMode(shown);
   return st;
 }
 
@@ -305,10 +322,13 @@ Result<std::unique_ptr<Tier>> OpenFsTierWithOptions(const FsTierOptions& options
   KVTIER_ASSIGN_OR_RETURN(auto pool, OpenPool(options.root, ChunkDirOptions{.read_only = options.read_only,
                                                                             .create = options.create,
                                                                             .fs = counted}));
-  // Many network filesystems refuse O_DIRECT at open, and some accept it there but fail the reads:
-  // the probe reads the pool's marker with it.
-  const bool direct = options.direct_io && pool->ProbeDirectIo();
-  auto tier = std::make_unique<FsTier>(options, std::move(url), std::move(pool), direct, std::move(counted));
+  ReadModeChoice mode = ChooseReadMode(*pool, ReadProbeOptions{.mode = options.direct,
+                                                                .read_only = options.read_only,
+                                                                .io_uring = options.io_uring,
+                                                                .inflight_bytes = options.inflight_bytes,
+                                                                .verify_threads = options.verify_threads,
+                                                                .timed = options.fs == nullptr});
+  auto tier = std::make_unique<FsTier>(options, std::move(url), std::move(pool), std::move(mode), std::move(counted));
   KVTIER_RETURN_IF_ERROR(tier->Init());
   return std::unique_ptr<Tier>(std::move(tier));
 }

@@ -7,8 +7,11 @@
 // the read's open says whether the chunk is there.)
 // Every metadata round trip (stat, open, fstat, create, rename, unlink, ...) is counted in
 // TierStats::metadata_ops.
-// Writers publish with temporary file + rename, so readers see no chunk or a whole one; a chunk
-// unlinked while being read is read whole (the reader holds it open) or reported NotFound.
+// Writers publish with temporary file + link(2), so readers see no chunk or a whole one and a
+// published name is never replaced: when two hosts write the same chunk at once, the first link wins
+// and the other writer drops its copy (a name renamed over from two CephFS mounts would move its
+// capabilities between the clients on every write). A filesystem without hard links gets rename.
+// A chunk unlinked while being read is read whole (the reader holds it open) or reported NotFound.
 // Reads go through io/chunk_io.h, the same bounded-bytes-in-flight path as file://.
 //
 // Options (all optional):
@@ -23,7 +26,9 @@
 //   neg_ttl_ms=1000      how long a miss is remembered (0 disables the negative cache)
 //   neg_entries=65536    bound on remembered misses
 //   touch_s=60           a hit refreshes the chunk's mtime (gc's recency) at most this often per process
-//   direct=true          read with O_DIRECT when the pool's filesystem accepts it (probed at open)
+//   direct=auto          auto: read with O_DIRECT or buffered, whichever a probe at open finds faster
+//                        and correct on this mount (fs/read_probe.h); on: O_DIRECT where accepted;
+//                        off: buffered. Stats().read_mode says which and why.
 //   io_uring=true        read with io_uring when the kernel allows, else preadv threads
 //   inflight=256MiB      bound on bytes being read at once
 //   sync=false           fsync each chunk before publishing it
@@ -32,8 +37,8 @@
 //   key_file=PATH        encrypted, authenticated chunks (docs/encryption.md)
 //
 // Read-only (TierOpenOptions::read_only, used by `kvtier inspect`, `stats`, `verify`): the pool must
-// exist; no gc pass runs (whatever capacity= says), nothing is created, written, touched or removed,
-// and Put and Remove fail with NotSupported.
+// exist; no gc pass runs (whatever capacity= says), no read probe is written, nothing is created,
+// written, touched or removed, and Put and Remove fail with NotSupported.
 //
 // Every file access goes through the pool's chunk directory (io/chunk_dir.h): no link is followed,
 // only regular files are opened, only kvtier's names are removed.
@@ -49,6 +54,7 @@
 #include <string>
 
 #include "core/chunk_cipher.h"
+#include "fs/read_probe.h"
 #include "io/filesystem.h"
 #include "kvtier/tier.h"
 
@@ -60,14 +66,15 @@ struct FsTierOptions {
   std::chrono::milliseconds neg_ttl{1000};
   uint64_t neg_entries = 65536;
   std::chrono::seconds touch_interval{60};
-  bool direct_io = true;
+  FsDirectMode direct = FsDirectMode::kAuto;
   bool io_uring = true;
   uint64_t inflight_bytes = 256ull << 20;
   bool sync = false;
   bool create = true;
   bool read_only = false;
   unsigned verify_threads = 0;  // threads verifying or decrypting one chunk's pieces in parallel
-  std::shared_ptr<FileSystem> fs = nullptr;  // optional: the filesystem under the pool (tests inject faults here)
+  // optional: the filesystem under the pool (tests inject faults here; direct=auto then times no probe)
+  std::shared_ptr<FileSystem> fs = nullptr;
   std::shared_ptr<const ChunkCipher> cipher = nullptr;  // key_file=: encrypted chunks only (docs/encryption.md)
 };
 

@@ -1,5 +1,7 @@
 #include "fs/pool_layout.h"
 
+#include "fs/read_probe.h"
+
 
 namespace kvtier::internal {
 namespace {
@@ -18,7 +20,7 @@ ChunkDirSpec PoolDirSpec() {
   spec.version = kPoolFormatVersion;
   spec.chunk_root = "v1";
   spec.fanout_levels = 2;
-  spec.own_files = {std::string(kPoolUsageName), std::string(kPoolGcLockName)};
+  spec.own_files = {std::string(kPoolUsageName), std::string(kPoolGcLockName), std::string(kReadProbeName)};
   return spec;
 }
 

@@ -5,6 +5,7 @@
 //   <root>/KVTIER_POOL                          pool marker: format version (written once, atomically)
 //   <root>/USAGE                                bytes and chunks counted by the last `kvtier gc` scan
 //   <root>/GC.lock                              held (flock) by a running gc
+//   <root>/READPROBE.kvtmp.<writer>.<pid>...    a read probe being timed at a writable open (fs/read_probe.h)
 //   <root>/v1/<ns hex>/<k[0:2]>/<k[2:4]>/<key hex>.kvc      one chunk (core/chunk_format.h)
 //   ... same directory: <key hex>.kvc.kvtmp.<writer>.<pid>...  a chunk being written (io/dir_names.h)
 //

@@ -7,21 +7,23 @@ nlohmann::ordered_json LatencyJson(const LatencySummary& l) {
 }
 
 nlohmann::ordered_json TierStatsJson(const TierStats& s) {
-  return {{"url", s.url},
-          {"hits", s.hits},
-          {"misses", s.misses},
-          {"bytes_read", s.bytes_read},
-          {"bytes_written", s.bytes_written},
-          {"puts", s.puts},
-          {"put_errors", s.put_errors},
-          {"evictions", s.evictions},
-          {"corrupt", s.corrupt},
-          {"dropped_saves", s.dropped_saves},
-          {"chunks", s.chunks},
-          {"usage_bytes", s.usage_bytes},
-          {"capacity_bytes", s.capacity_bytes},
-          {"metadata_ops", s.metadata_ops},
-          {"get_latency_us", LatencyJson(s.get_latency)}};
+  nlohmann::ordered_json j = {{"url", s.url},
+                              {"hits", s.hits},
+                              {"misses", s.misses},
+                              {"bytes_read", s.bytes_read},
+                              {"bytes_written", s.bytes_written},
+                              {"puts", s.puts},
+                              {"put_errors", s.put_errors},
+                              {"evictions", s.evictions},
+                              {"corrupt", s.corrupt},
+                              {"dropped_saves", s.dropped_saves},
+                              {"chunks", s.chunks},
+                              {"usage_bytes", s.usage_bytes},
+                              {"capacity_bytes", s.capacity_bytes},
+                              {"metadata_ops", s.metadata_ops},
+                              {"get_latency_us", LatencyJson(s.get_latency)}};
+  if (!s.read_mode.empty()) j["read_mode"] = s.read_mode;
+  return j;
 }
 
 nlohmann::ordered_json NamespaceStatsJson(const NamespaceStats& n) {

@@ -2,7 +2,9 @@
 // opening it (for a persistent tier: what is stored, against which capacity, and what opening it found;
 // for an object tier also its client and request counts), as a table, JSON, or the Prometheus text format
 // (the kvtier_tier_* metrics of docs/metrics.md). The
-// tier is opened read-only: stats changes nothing on disk.
+// tier is opened read-only: stats changes nothing on disk. `--probe-reads` (fs:// only) opens an
+// existing pool writable instead, so the tier times its O_DIRECT-or-buffered read probe on this mount
+// (it writes one probe file in the pool and removes it; no gc pass: capacity= is refused there).
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -21,10 +23,22 @@ struct StatsArgs {
   std::string target;
   bool json = false;
   bool prometheus = false;
+  bool probe_reads = false;
 };
 
-int RunStats(const StatsArgs& a) {
+Result<std::unique_ptr<Tier>> OpenForStats(const StatsArgs& a) {
   auto tier = OpenTier(a.target, TierOpenOptions{.read_only = true});  // looking changes nothing
+  if (!a.probe_reads || !tier.ok()) return tier;
+  KVTIER_ASSIGN_OR_RETURN(TierUrl url, TierUrl::Parse(a.target));
+  if (url.scheme != "fs" || url.params.count("capacity") != 0) {
+    return Status::InvalidArgument("--probe-reads takes an fs:// pool without capacity= (no gc pass may run)");
+  }
+  tier->reset();  // the pool exists: open it again, writable, so the read probe runs
+  return OpenTier(a.target, TierOpenOptions{.read_only = false});
+}
+
+int RunStats(const StatsArgs& a) {
+  auto tier = OpenForStats(a);
   if (!tier.ok()) {
     std::cerr << "kvtier stats: cannot open --target " << a.target << ": " << tier.status().ToString()
               << "\n";
@@ -85,6 +99,9 @@ KVTIER_COMMAND("", "stats", "Print a tier's statistics (Stats()) after opening i
                  auto* json = cmd.add_flag("--json", a->json, "print JSON");
                  cmd.add_flag("--prometheus", a->prometheus, "print the Prometheus text format")
                      ->excludes(json);
+                 cmd.add_flag("--probe-reads", a->probe_reads,
+                              "fs:// only: open the pool writable so the read probe runs (writes and removes "
+                              "one probe file)");
                  return [a] { return RunStats(*a); };
                });
 

@@ -4,6 +4,10 @@
 //   fs_pool_worker gc   POOL MAX_BYTES STOP_FILE   runs gc passes until STOP_FILE exists
 //   fs_pool_worker save POOL CHUNKS       a Store (own mem:// over the pool) saves a long prompt
 //   fs_pool_worker load POOL CHUNKS       a fresh Store (own, empty mem://) looks the prompt up, loads it
+//   fs_pool_worker crash POOL SEED        prints "ready" once the tier is open, then saves fresh chunks
+//                                         until it is killed (the crash-cycle victim)
+//   fs_pool_worker race POOL SEED COUNT GO_FILE   once GO_FILE exists, saves COUNT chunks in order and
+//                                         after each prints "ino <i> <inode of the published file>"
 //
 // Prints one "key=value ..." summary line. Exit status: 0 clean, 3 a wrong or torn chunk was seen,
 // 2 bad usage or setup failure. Payloads derive from the key, so any process can check any load.
@@ -25,9 +29,14 @@ namespace {
 constexpr size_t kSharedKeys = 48;   // used by every worker
 constexpr size_t kPrivateKeys = 16;  // per worker
 
-int Mix(const std::string& pool, uint32_t worker, uint64_t ops) {
+// The pool as a bare tier: misses forgotten quickly and every hit touched, so gc sees real recency.
+Result<std::unique_ptr<Tier>> OpenPoolTier(const std::string& pool) {
   auto url = TierUrl::Parse("fs://" + pool + "?neg_ttl_ms=20&touch_s=0");
-  auto tier = url.ok() ? internal::OpenFsTier(*url) : Result<std::unique_ptr<Tier>>(url.status());
+  return url.ok() ? internal::OpenFsTier(*url) : Result<std::unique_ptr<Tier>>(url.status());
+}
+
+int Mix(const std::string& pool, uint32_t worker, uint64_t ops) {
+  auto tier = OpenPoolTier(pool);
   if (!tier.ok()) {
     std::fprintf(stderr, "open: %s\n", tier.status().ToString().c_str());
     return 2;
@@ -148,6 +157,45 @@ int Load(const std::string& pool, size_t chunks) {
   return wrong == 0 ? 0 : 3;
 }
 
+int Crash(const std::string& pool, uint32_t seed) {
+  auto tier = OpenPoolTier(pool);
+  if (!tier.ok()) return Fail("open", tier.status());
+  std::printf("ready\n");
+  std::fflush(stdout);
+  const Namespace ns = TestNamespace();
+  const auto keys = TestKeys(ns, 4096, seed);
+  const size_t bytes = ns.layout().BytesPerChunk();
+  for (size_t i = 0;; i = (i + 1) % keys.size()) {
+    auto data = PayloadFor(keys[i], bytes);
+    (void)(*tier)->Put(ChunkId::Of(ns, keys[i]), OnePiece(data).src());
+  }
+}
+
+int Race(const std::string& pool, uint32_t seed, size_t count, const std::string& go_file) {
+  auto tier = OpenPoolTier(pool);
+  if (!tier.ok()) return Fail("open", tier.status());
+  const Namespace ns = TestNamespace();
+  const auto keys = TestKeys(ns, count, seed);
+  const size_t bytes = ns.layout().BytesPerChunk();
+  std::printf("ready\n");
+  std::fflush(stdout);
+  struct stat st;
+  while (::stat(go_file.c_str(), &st) != 0) ::usleep(200);  // start together with the other racer
+  uint64_t errors = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const ChunkId id = ChunkId::Of(ns, keys[i]);
+    auto data = PayloadFor(keys[i], bytes);
+    if (!(*tier)->Put(id, OnePiece(data).src()).ok() ||
+        ::stat(internal::PoolChunkPathForTesting(pool, id).c_str(), &st) != 0) {
+      errors++;
+      continue;
+    }
+    std::printf("ino %zu %llu\n", i, (unsigned long long)st.st_ino);
+  }
+  std::printf("racer saved=%zu errors=%llu\n", keys.size(), (unsigned long long)errors);
+  return errors == 0 ? 0 : 2;
+}
+
 }  // namespace
 }  // namespace kvtier::fstest
 
@@ -162,8 +210,15 @@ int main(int argc, char** argv) {
   }
   if (mode == "save" && argc == 4) return kvtier::fstest::Save(argv[2], std::strtoull(argv[3], nullptr, 10));
   if (mode == "load" && argc == 4) return kvtier::fstest::Load(argv[2], std::strtoull(argv[3], nullptr, 10));
+  if (mode == "crash" && argc == 4) {
+    return kvtier::fstest::Crash(argv[2], static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 10)));
+  }
+  if (mode == "race" && argc == 6) {
+    return kvtier::fstest::Race(argv[2], static_cast<uint32_t>(std::strtoul(argv[3], nullptr, 10)),
+                                std::strtoull(argv[4], nullptr, 10), argv[5]);
+  }
   std::fprintf(stderr,
                "usage: fs_pool_worker mix POOL WORKER OPS | gc POOL MAX_BYTES STOP_FILE | save POOL CHUNKS |"
-               " load POOL CHUNKS\n");
+               " load POOL CHUNKS | crash POOL SEED | race POOL SEED COUNT GO_FILE\n");
   return 2;
 }

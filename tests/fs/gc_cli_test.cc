@@ -1,8 +1,10 @@
-// `kvtier gc` end to end: the real binary on a real pool.
+// `kvtier gc` end to end: the real binary on a real pool (and `kvtier stats`' read mode of a pool).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "core/chunk_format.h"
@@ -88,6 +90,37 @@ TEST_F(GcCliTest, ErrorsAreReported) {
   EXPECT_NE(r.output.find("NotFound"), std::string::npos) << r.output;
   r = Gc({"--max-size", "1", "--grace", "ten"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+// `kvtier stats` says how the pool is read: a plain (read-only) stats changes nothing and says it did
+// not time; --probe-reads runs the probe on an existing pool and leaves no file; it refuses other tiers
+// and a capacity= (whose open would run a gc pass).
+TEST_F(GcCliTest, StatsShowsTheReadModeAndProbeReadsLeavesNothing) {
+  auto stats = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {KVTIER_CLI, "stats"});
+    return Wait(Spawn(args, dir_.path() + "/stats.out"));
+  };
+  auto names = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(Pool())) out.push_back(e.path().filename());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const auto before = names();
+  ChildResult r = stats({"--target", "fs://" + Pool()});
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.output;
+  EXPECT_NE(r.output.find("read_mode  "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("read-only open: not timed"), std::string::npos) << r.output;
+  r = stats({"--json", "--probe-reads", "--target", "fs://" + Pool()});
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.output;
+  EXPECT_NE(r.output.find("\"read_mode\": \""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("auto: probe of"), std::string::npos) << r.output;
+  EXPECT_EQ(names(), before);
+  r = stats({"--probe-reads", "--target", "fs://" + Pool() + "?capacity=1GiB"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = stats({"--probe-reads", "--target", "fs://" + dir_.path() + "/missing"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/missing"));  // never created
 }
 
 }  // namespace

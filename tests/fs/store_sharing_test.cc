@@ -1,37 +1,12 @@
-// The shared pool seen through the Store: reuse across engine processes, and mem -> file -> fs stacking.
+// The shared pool seen through the Store: mem -> file -> fs stacking. (Reuse across engine processes is
+// the shared-pool suite's cross-instance test, shared_pool_suite.cc.)
 #include <gtest/gtest.h>
 
 #include "fs/fs_test_support.h"
-#include "fs/process_runner.h"
 #include "kvtier/store.h"
 
 namespace kvtier::fstest {
 namespace {
-
-constexpr size_t kPromptChunks = 128;  // 2048 tokens of 16-token chunks
-
-// Process A saves a long prompt through its Store; process B, started afterwards with its own empty
-// memory tier, finds every chunk with Lookup and loads the right bytes from the pool.
-TEST(FsCrossInstanceTest, LaterProcessFindsAndLoadsAnotherProcesssPrompt) {
-  TempDir dir;
-  ASSERT_TRUE(dir.ok());
-  const std::string pool = dir.path() + "/pool";
-  const ChildResult a = Wait(Spawn({FS_POOL_WORKER, "save", pool, std::to_string(kPromptChunks)}, dir.path() + "/a.out"));
-  ASSERT_TRUE(a.exited) << a.output;
-  ASSERT_EQ(a.exit_code, 0) << a.output;
-  EXPECT_EQ(Field(a.output, "in_pool"), static_cast<long long>(kPromptChunks)) << a.output;
-
-  const ChildResult b = Wait(Spawn({FS_POOL_WORKER, "load", pool, std::to_string(kPromptChunks)}, dir.path() + "/b.out"));
-  ASSERT_TRUE(b.exited) << b.output;
-  EXPECT_EQ(b.exit_code, 0) << b.output;
-  EXPECT_EQ(Field(b.output, "found"), static_cast<long long>(kPromptChunks)) << b.output;
-  EXPECT_EQ(Field(b.output, "loaded"), static_cast<long long>(kPromptChunks)) << b.output;
-  EXPECT_EQ(Field(b.output, "mismatches"), 0) << b.output;
-  EXPECT_EQ(Field(b.output, "mem_hits"), 0) << b.output;  // B's memory started empty
-  EXPECT_EQ(Field(b.output, "promotions"), static_cast<long long>(kPromptChunks)) << b.output;
-  // Each chunk read from the pool twice: by the Load, then by its promotion job after Load returned.
-  EXPECT_EQ(Field(b.output, "pool_hits"), static_cast<long long>(2 * kPromptChunks)) << b.output;
-}
 
 class StackedStoreTest : public ::testing::Test {
  protected:

@@ -55,7 +55,7 @@ inline Result<std::unique_ptr<Tier>> OpenKind(Kind kind, const std::string& root
   o.read_only = s.read_only;
   o.fs = s.fs;
   o.sync = s.sync;
-  o.direct_io = s.direct;
+  o.direct = s.direct ? internal::FsDirectMode::kOn : internal::FsDirectMode::kOff;
   o.io_uring = s.io_uring;
   o.neg_ttl = std::chrono::milliseconds(0);
   return internal::OpenFsTierWithOptions(o, "fs://" + root);
