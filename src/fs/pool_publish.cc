@@ -14,37 +14,35 @@ bool NoHardLinks(const Status& s) {
   return s.code() == Code::kNotSupported || s.message().ends_with(std::strerror(EPERM));
 }
 
-Status MakeParents(FileSystem& fs, std::string_view rel) {
-  const std::string_view dir = RelDir(rel);
-  for (size_t pos = dir.find('/'); ; pos = dir.find('/', pos + 1)) {
-    KVTIER_RETURN_IF_ERROR(fs.MakeDir(dir.substr(0, pos)));
-    if (pos == std::string_view::npos) return Status::OK();
-  }
-}
+// link(2) found the name taken (EEXIST), matched by text for the same reason.
+bool NameWasTaken(const Status& s) { return s.message().ends_with(std::strerror(EEXIST)); }
+
+// A name that is taken at each link and gone at each look after it is being published and removed
+// over and over by others; after this many tries the write fails (the caller may retry it).
+constexpr int kLinkAttempts = 8;
 
 Result<Published> LinkChunk(FileSystem& fs, const std::string& rel, const ChunkId& id, GatherList payload,
                             const WriteOptions& options) {
-  const std::string tmp = JoinRel(RelDir(rel), MakeTempName(RelBase(rel)));
-  KVTIER_ASSIGN_OR_RETURN(Fd fd, fs.CreateNew(tmp));
-  auto written = WriteChunkBody(fs, fd.get(), fs.root() + "/" + tmp, id, payload, options);
-  Status s = written.status();
-  if (fd.Close() != 0 && s.ok()) s = Status::FromErrno(errno, "close " + fs.root() + "/" + tmp);
-  Published p;
-  if (s.ok()) {
-    p.stored_bytes = *written;
-    Status linked = fs.Link(tmp, rel);
-    if (!linked.ok()) {
-      auto ours = fs.Stat(tmp);
-      auto there = fs.Stat(rel);
-      if (there.ok()) {
-        // Taken: by another writer (the first copy stays), or by this link reported late.
-        if (!ours.ok() || ours->inode != there->inode) p = Published{.stored_bytes = 0, .already_there = true};
-      } else if (NoHardLinks(linked)) {
-        s = fs.Rename(tmp, rel);  // the old publication
-      } else {
-        s = linked;
-      }
+  KVTIER_ASSIGN_OR_RETURN(TempChunk written, WriteChunkTemp(fs, rel, id, payload, options));
+  const std::string& tmp = written.rel;
+  Status s;
+  Published p{.stored_bytes = written.stored_bytes};
+  for (int attempt = 1;; ++attempt) {
+    const Status linked = fs.Link(tmp, rel);
+    if (linked.ok()) break;
+    auto ours = fs.Stat(tmp);
+    auto there = fs.Stat(rel);
+    if (there.ok()) {
+      // Taken: by another writer (the first copy stays), or by this link reported late.
+      if (!ours.ok() || ours->inode != there->inode) p = Published{.stored_bytes = 0, .already_there = true};
+    } else if (NameWasTaken(linked) && attempt < kLinkAttempts) {
+      continue;  // taken at the link, removed (gc, Remove) before the stat: the name is free again
+    } else if (NoHardLinks(linked)) {
+      s = fs.Rename(tmp, rel);  // the old publication
+    } else {
+      s = linked;
     }
+    break;
   }
   (void)fs.Unlink(tmp);  // after a link, the second name; after a rename or failure, nothing or the leftover
   if (!s.ok()) return s;
@@ -59,7 +57,7 @@ Result<Published> PublishChunk(ChunkDir& pool, const ChunkId& id, GatherList pay
   const std::string rel = pool.ChunkPath(id);
   auto r = LinkChunk(pool.fs(), rel, id, payload, options);
   if (!r.ok() && r.status().IsNotFound()) {
-    KVTIER_RETURN_IF_ERROR(MakeParents(pool.fs(), rel));  // first chunk of its directory
+    KVTIER_RETURN_IF_ERROR(MakeChunkParents(pool.fs(), rel));  // first chunk of its directory
     r = LinkChunk(pool.fs(), rel, id, payload, options);
   }
   return r;

@@ -158,29 +158,40 @@ bool ChunkDir::IsOwnFinalName(std::string_view name) const {
   return std::find(spec_.own_files.begin(), spec_.own_files.end(), name) != spec_.own_files.end();
 }
 
-Status ChunkDir::MakeParents(std::string_view rel) {
+Status MakeChunkParents(FileSystem& fs, std::string_view rel) {
   std::string_view dir = RelDir(rel);
   for (size_t pos = 0; pos != std::string_view::npos;) {
     pos = dir.find('/', pos == 0 ? 0 : pos + 1);
-    KVTIER_RETURN_IF_ERROR(fs_->MakeDir(dir.substr(0, pos)));
+    KVTIER_RETURN_IF_ERROR(fs.MakeDir(dir.substr(0, pos)));
   }
   return Status::OK();
 }
 
+Result<TempChunk> WriteChunkTemp(FileSystem& fs, const std::string& rel, const ChunkId& id, GatherList payload,
+                                 const WriteOptions& options) {
+  TempChunk t{JoinRel(RelDir(rel), MakeTempName(RelBase(rel))), 0};
+  KVTIER_ASSIGN_OR_RETURN(Fd fd, fs.CreateNew(t.rel));
+  auto written = WriteChunkBody(fs, fd.get(), fs.root() + "/" + t.rel, id, payload, options);
+  Status s = written.status();
+  if (fd.Close() != 0 && s.ok()) s = Status::FromErrno(errno, "close " + fs.root() + "/" + t.rel);
+  if (!s.ok()) {
+    (void)fs.Unlink(t.rel);
+    return s;
+  }
+  t.stored_bytes = *written;
+  return t;
+}
+
 Result<uint64_t> WriteChunkFileAtomic(FileSystem& fs, const std::string& rel, const ChunkId& id, GatherList payload,
                                       const WriteOptions& options) {
-  const std::string tmp = JoinRel(RelDir(rel), MakeTempName(RelBase(rel)));
-  KVTIER_ASSIGN_OR_RETURN(Fd fd, fs.CreateNew(tmp));
-  auto written = WriteChunkBody(fs, fd.get(), fs.root() + "/" + tmp, id, payload, options);
-  Status s = written.status();
-  if (fd.Close() != 0 && s.ok()) s = Status::FromErrno(errno, "close " + fs.root() + "/" + tmp);
-  if (s.ok()) s = fs.Rename(tmp, rel);
+  KVTIER_ASSIGN_OR_RETURN(TempChunk t, WriteChunkTemp(fs, rel, id, payload, options));
+  Status s = fs.Rename(t.rel, rel);
   if (!s.ok()) {
-    (void)fs.Unlink(tmp);  // a failed rename may or may not have moved it: either way nothing is left
+    (void)fs.Unlink(t.rel);  // a failed rename may or may not have moved it: either way nothing is left
     return s;
   }
   if (options.sync) KVTIER_RETURN_IF_ERROR(fs.SyncDir(RelDir(rel)));
-  return *written;
+  return t.stored_bytes;
 }
 
 Result<uint64_t> ChunkDir::WriteChunk(const ChunkId& id, GatherList payload, const WriteOptions& options) {
@@ -188,7 +199,7 @@ Result<uint64_t> ChunkDir::WriteChunk(const ChunkId& id, GatherList payload, con
   const std::string rel = ChunkPath(id);
   auto written = WriteChunkFileAtomic(*fs_, rel, id, payload, options);
   if (!written.ok() && written.status().IsNotFound()) {
-    KVTIER_RETURN_IF_ERROR(MakeParents(rel));  // first chunk of its directory
+    KVTIER_RETURN_IF_ERROR(MakeChunkParents(*fs_, rel));  // first chunk of its directory
     written = WriteChunkFileAtomic(*fs_, rel, id, payload, options);
   }
   return written;

@@ -76,6 +76,20 @@ struct WalkCounts {
 std::string EncodeDirMarker(const ChunkDirSpec& spec, uint32_t version);
 Result<uint32_t> ParseDirMarker(std::string_view text, const ChunkDirSpec& spec, std::string_view root);
 
+// A chunk written to a temporary beside its name and closed, not yet published.
+struct TempChunk {
+  std::string rel;            // the temporary, relative to the root
+  uint64_t stored_bytes = 0;  // bytes in it
+};
+
+// Writes chunk `id` to a fresh temporary beside `rel` (whose directory must exist) and closes it; the
+// caller publishes it (rename, link) and removes whatever is left. On failure the temporary is removed.
+Result<TempChunk> WriteChunkTemp(FileSystem& fs, const std::string& rel, const ChunkId& id, GatherList payload,
+                                 const WriteOptions& options);
+
+// Creates the directories above `rel` (relative to the root) that are missing.
+Status MakeChunkParents(FileSystem& fs, std::string_view rel);
+
 // Writes chunk `id` to a fresh temporary beside `rel` (whose directory must exist) and renames it to
 // `rel`, so readers see no chunk or a whole one. On any failure the temporary is removed and nothing
 // is published. Returns the bytes stored.
@@ -141,7 +155,6 @@ class ChunkDir {
   // Whether a top-level entry is one of this tier's own files (marker, small files, their temporaries,
   // or an earlier build's names).
   bool IsOwnTopLevel(const DirEntry& e) const;
-  Status MakeParents(std::string_view rel);
   Status RefuseIfReadOnly(std::string_view what) const;
   Status WalkNamespace(const std::string& ns_rel, const Digest& ns, const std::function<bool(const WalkEntry&)>& fn,
                        WalkCounts* counts, bool* stop);

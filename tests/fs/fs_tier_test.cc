@@ -166,7 +166,7 @@ TEST_F(FsTierTest, ConcurrentWritersOfOneKeyAreHarmless) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
       for (int round = 0; round < 20; ++round) {
-        EXPECT_TRUE(PutKey(*tier, 7).ok());
+        { Status ps = PutKey(*tier, 7); EXPECT_TRUE(ps.ok()) << ps.ToString(); }
         EXPECT_TRUE(tier->Remove(Id(7)).ok());
       }
     });
