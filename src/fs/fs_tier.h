@@ -69,6 +69,7 @@ struct FsTierOptions {
   unsigned verify_threads = 0;  // threads verifying or decrypting one chunk's pieces in parallel
   std::shared_ptr<FileSystem> fs = nullptr;  // optional: the filesystem under the pool (tests inject faults here)
   std::shared_ptr<const ChunkCipher> cipher = nullptr;  // key_file=: encrypted chunks only (docs/encryption.md)
+  std::shared_ptr<HostAllocator> host_allocator = nullptr;  // TierOpenOptions': the reader's bounce slab
 };
 
 Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url);
