@@ -20,8 +20,9 @@
 // Builds without CUDA (KVTIER_CUDA=OFF) and machines without a driver or device get NotSupported with
 // the reason from every call that needs a GPU; nothing crashes.
 //
-// Thread-safety: GpuAvailable and PinnedAllocator are thread-safe. A GpuTransfer serves one thread at a
-// time (an engine's scheduler thread); use one per thread for parallel transfers.
+// Thread-safety: GpuAvailable, PinnedHostAllocator and the allocators it gives are thread-safe. A
+// GpuTransfer serves one thread at a time (an engine's scheduler thread); use one per thread for
+// parallel transfers.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +31,7 @@
 #include <span>
 #include <vector>
 
+#include "kvtier/host_allocator.h"
 #include "kvtier/keys.h"
 #include "kvtier/layout.h"
 #include "kvtier/status.h"
@@ -42,14 +44,16 @@ class Store;
 // (built without CUDA, no driver, no such device).
 Status GpuAvailable(int device = 0);
 
-// Page-locked host memory (cudaHostAlloc, portable: usable from every device's copies). Allocate gives
-// NotSupported without CUDA or a device, NoSpace when the driver refuses; Free of what Allocate gave
-// (same size) releases it, Free(nullptr, n) does nothing. The shape of a memory-tier allocator hook.
-class PinnedAllocator {
- public:
-  Result<void*> Allocate(size_t bytes);
-  void Free(void* ptr, size_t bytes);
-};
+// A HostAllocator (include/kvtier/host_allocator.h) of page-locked host memory: anonymous pages
+// registered with cudaHostRegister, portable (every device's copies run from them at pinned speed),
+// which, unlike cudaHostAlloc's mapping of the driver's device file, O_DIRECT and io_uring fixed
+// buffers accept. Give it to StoreOptions::host_allocator or TierOpenOptions::host_allocator and the
+// mem:// arena and the file:// / fs:// readers' bounce slabs are pinned. Every page is committed and
+// locked at Allocate (a mem:// arena of capacity C pins C bytes at open). nullptr when this build has
+// no CUDA or `device` is not usable. Its Allocate honours any power-of-two alignment and returns
+// nullptr when the memory cannot be mapped or the driver refuses to lock it (e.g. RLIMIT_MEMLOCK);
+// Free unregisters and unmaps. Each call gives a fresh allocator.
+std::shared_ptr<HostAllocator> PinnedHostAllocator(int device = 0);
 
 // Page-locks memory the caller already owns (cudaHostRegister) for as long as the object lives, so that
 // copies from it run at pinned speed. The memory must outlive the object.

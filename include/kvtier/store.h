@@ -52,8 +52,9 @@ struct StoreOptions {
   // chunks under a key derived per namespace, and accepts no others (docs/encryption.md). Added to those URLs as
   // key_file=; a URL that names a different key_file is refused. Never logged.
   std::string key_file;
-  // Where the tiers take their large host buffers from (the mem:// arena), e.g. pinned memory for a
-  // GPU's copies; null: DefaultHostAllocator(). Ignored by Open(tiers, options).
+  // Where the tiers take their large host buffers from (the mem:// arena, file:// / fs:// bounce
+  // slabs), e.g. PinnedHostAllocator() (kvtier/gpu.h) for a GPU's copies; null: DefaultHostAllocator()
+  // (heap memory for the slabs). Ignored by Open(tiers, options).
   std::shared_ptr<HostAllocator> host_allocator = nullptr;
 };
 

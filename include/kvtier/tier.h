@@ -69,7 +69,8 @@ struct TierOpenOptions {
   // a writer); Put and Remove fail with NotSupported; Check and Get report corrupt chunks and leave
   // them in place.
   bool read_only = false;
-  // Where large host buffers come from (the mem:// arena); null: DefaultHostAllocator().
+  // Where large host buffers come from (the mem:// arena; file:// and fs:// readers' bounce slab
+  // segments); null: DefaultHostAllocator() for the arena, heap memory for the slab.
   std::shared_ptr<HostAllocator> host_allocator = nullptr;
 };
 

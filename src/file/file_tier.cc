@@ -381,6 +381,7 @@ Result<std::unique_ptr<Tier>> OpenFileTier(const FileTierOptions& options) {
 Result<std::unique_ptr<Tier>> OpenFileTier(const TierUrl& url, const TierOpenOptions& open) {
   KVTIER_ASSIGN_OR_RETURN(FileTierOptions options, ParseFileTierUrl(url));
   options.read_only = open.read_only;
+  options.reader.host_allocator = open.host_allocator;  // the bounce slab's memory (e.g. pinned)
   auto tier = std::make_unique<FileTier>(options, url.ToString());
   KVTIER_RETURN_IF_ERROR(tier->Init());
   return std::unique_ptr<Tier>(std::move(tier));

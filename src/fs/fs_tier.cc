@@ -42,7 +42,8 @@ class FsTier final : public Tier {
                                                   .direct_io = read_mode_.direct,
                                                   .use_io_uring = options_.io_uring,
                                                   .verify_threads = options_.verify_threads,
-                                                  .cipher = options_.cipher})),
+                                                  .cipher = options_.cipher,
+                                                  .host_allocator = options_.host_allocator})),
         missing_(options_.neg_ttl, options_.neg_entries),
         touched_(options_.touch_interval, options_.neg_entries) {}
 
@@ -336,6 +337,7 @@ Result<std::unique_ptr<Tier>> OpenFsTierWithOptions(const FsTierOptions& options
 Result<std::unique_ptr<Tier>> OpenFsTier(const TierUrl& url, const TierOpenOptions& open) {
   KVTIER_ASSIGN_OR_RETURN(FsTierOptions options, ParseFsTierOptions(url));
   options.read_only = open.read_only;
+  options.host_allocator = open.host_allocator;
   return OpenFsTierWithOptions(options, url.ToString());
 }
 

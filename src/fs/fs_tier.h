@@ -76,6 +76,7 @@ struct FsTierOptions {
   // optional: the filesystem under the pool (tests inject faults here; direct=auto then times no probe)
   std::shared_ptr<FileSystem> fs = nullptr;
   std::shared_ptr<const ChunkCipher> cipher = nullptr;  // key_file=: encrypted chunks only (docs/encryption.md)
+  std::shared_ptr<HostAllocator> host_allocator = nullptr;  // TierOpenOptions': the reader's bounce slab
 };
 
 Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url);

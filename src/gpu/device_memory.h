@@ -16,6 +16,10 @@ Status DeviceMemset(int device, void* ptr, int byte, size_t bytes);
 Status CopyToDevice(int device, void* dst, const void* src, size_t bytes);
 Status CopyToHost(int device, void* dst, const void* src, size_t bytes);
 
+// Tests: whether the CUDA runtime sees `host` as page-locked host memory (cudaPointerGetAttributes
+// type cudaMemoryTypeHost: cudaHostAlloc'd or cudaHostRegister'ed); false for pageable memory.
+Result<bool> IsPinnedHostMemory(const void* host);
+
 // Reference figure of the benchmarks: plain copies of `piece` bytes from `host` (pinned, or pageable if
 // the caller passed such memory) into one device buffer until `total` bytes have moved; returns GB/s
 // (10^9 bytes per second) measured with CUDA events.

@@ -39,6 +39,13 @@ Status CopyToHost(int device, void* dst, const void* src, size_t bytes) {
   return Status::OK();
 }
 
+Result<bool> IsPinnedHostMemory(const void* host) {
+  KVTIER_RETURN_IF_ERROR(CheckDevice(0));
+  cudaPointerAttributes attr{};
+  KVTIER_CUDA_RETURN(cudaPointerGetAttributes(&attr, host), "cudaPointerGetAttributes");
+  return attr.type == cudaMemoryTypeHost;
+}
+
 Result<double> TimedHostToDevice(int device, const void* host, size_t piece, uint64_t total) {
   KVTIER_RETURN_IF_ERROR(CheckDevice(device));
   KVTIER_CUDA_RETURN(cudaSetDevice(device), "cudaSetDevice");

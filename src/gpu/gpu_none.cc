@@ -17,8 +17,7 @@ using internal::NoCudaStatus;
 
 Status GpuAvailable(int /*device*/) { return NoCudaStatus(); }
 
-Result<void*> PinnedAllocator::Allocate(size_t /*bytes*/) { return NoCudaStatus(); }
-void PinnedAllocator::Free(void* /*ptr*/, size_t /*bytes*/) {}
+std::shared_ptr<HostAllocator> PinnedHostAllocator(int /*device*/) { return nullptr; }
 
 Result<std::unique_ptr<PinnedRegistration>> PinnedRegistration::Register(std::span<std::byte> /*memory*/) {
   return NoCudaStatus();
@@ -41,5 +40,6 @@ Status DeviceMemset(int, void*, int, size_t) { return NoCudaStatus(); }
 Status CopyToDevice(int, void*, const void*, size_t) { return NoCudaStatus(); }
 Status CopyToHost(int, void*, const void*, size_t) { return NoCudaStatus(); }
 Result<double> TimedHostToDevice(int, const void*, size_t, uint64_t) { return NoCudaStatus(); }
+Result<bool> IsPinnedHostMemory(const void*) { return NoCudaStatus(); }
 
 }  // namespace kvtier::internal

@@ -1,6 +1,9 @@
 // GpuAvailable and pinned host memory over the CUDA runtime.
 #include <cuda_runtime_api.h>
+#include <sys/mman.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "gpu/cuda_status.h"
@@ -11,20 +14,54 @@ namespace kvtier {
 
 Status GpuAvailable(int device) { return internal::CheckDevice(device); }
 
-Result<void*> PinnedAllocator::Allocate(size_t bytes) {
-  if (bytes == 0) return Status::InvalidArgument("PinnedAllocator: 0 bytes");
-  KVTIER_RETURN_IF_ERROR(internal::CheckDevice(0));
-  void* p = nullptr;
-  cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return Status::NoSpace("cudaHostAlloc of " + FormatBytes(bytes) + ": " + cudaGetErrorString(err));
-  }
-  return p;
-}
+namespace {
 
-void PinnedAllocator::Free(void* ptr, size_t /*bytes*/) {
-  if (ptr != nullptr) (void)cudaFreeHost(ptr);
+// Anonymous memory page-locked with cudaHostRegister (portable) rather than cudaHostAlloc: the
+// driver's cudaHostAlloc memory is a mapping of its device file, which O_DIRECT reads and writes
+// (file:// slabs, arena pages written straight to a lower tier) and io_uring fixed buffers may refuse;
+// registered anonymous pages copy to the GPU at the same pinned speed and work with both. A larger
+// alignment than a page is met by mapping `alignment` more and unmapping the ends, so Free needs
+// nothing but the pointer and size.
+class RegisteredHostAllocator final : public HostAllocator {
+ public:
+  void* Allocate(size_t bytes, size_t alignment) override {
+    if (bytes == 0 || alignment == 0 || (alignment & (alignment - 1)) != 0) return nullptr;
+    alignment = std::max(alignment, kPage);
+    const size_t size = RoundUp(bytes);
+    if (size < bytes || size > SIZE_MAX - alignment) return nullptr;
+    const size_t span = size + alignment - kPage;
+    void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    const uintptr_t base = reinterpret_cast<uintptr_t>(m);
+    const uintptr_t p = (base + alignment - 1) & ~(uintptr_t{alignment} - 1);
+    if (p > base) munmap(m, p - base);
+    if (base + span > p + size) munmap(reinterpret_cast<void*>(p + size), base + span - (p + size));
+    void* mem = reinterpret_cast<void*>(p);
+    madvise(mem, size, MADV_HUGEPAGE);  // fewer TLB entries on long copies; ignored where unsupported
+    if (cudaHostRegister(mem, size, cudaHostRegisterPortable) != cudaSuccess) {
+      (void)cudaGetLastError();  // a refusal is not sticky; clear it for the caller's next CUDA call
+      munmap(mem, size);
+      return nullptr;
+    }
+    return mem;
+  }
+
+  void Free(void* p, size_t bytes) override {
+    if (p == nullptr) return;
+    (void)cudaHostUnregister(p);
+    munmap(p, RoundUp(bytes));
+  }
+
+ private:
+  static constexpr size_t kPage = 4096;
+  static size_t RoundUp(size_t n) { return (n + kPage - 1) & ~(kPage - 1); }
+};
+
+}  // namespace
+
+std::shared_ptr<HostAllocator> PinnedHostAllocator(int device) {
+  if (!internal::CheckDevice(device).ok()) return nullptr;
+  return std::make_shared<RegisteredHostAllocator>();
 }
 
 Result<std::unique_ptr<PinnedRegistration>> PinnedRegistration::Register(std::span<std::byte> memory) {

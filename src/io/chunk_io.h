@@ -12,6 +12,7 @@
 #include "core/chunk_cipher.h"
 #include "core/chunk_format.h"
 #include "io/filesystem.h"
+#include "kvtier/host_allocator.h"
 #include "kvtier/status.h"
 #include "kvtier/tier.h"
 
@@ -105,6 +106,10 @@ struct ReaderOptions {
   // or forged chunk is Corruption) and are decrypted into the destination. When unset, an encrypted
   // chunk is Corruption: ciphertext is never returned as data.
   std::shared_ptr<const ChunkCipher> cipher = nullptr;
+  // Where the io_uring engine's bounce slab (io/read_slab.h) takes its segments from, e.g. pinned
+  // memory (include/kvtier/gpu.h: PinnedHostAllocator); null, or a refused segment: aligned heap
+  // memory. The preadv engine's buffers and the header pages always come from the heap.
+  std::shared_ptr<HostAllocator> host_allocator = nullptr;
 };
 
 // Reads many chunk files in parallel, verifies header and checksum of each, and copies each payload

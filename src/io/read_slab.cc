@@ -21,20 +21,34 @@ std::optional<ReadSlab::Region> ReadSlab::Allocate(uint64_t len) {
   MutexLock lock(mu_);
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     if (auto off = TakeFrom(*segments_[i], len)) {
-      return Region{segments_[i]->memory.data() + *off, len, i, *off};
+      return Region{segments_[i]->data + *off, len, i, *off};
     }
   }
   // A new segment holds at least this request; 2 MiB multiples keep it on huge pages.
   const uint64_t size = AlignUp(len, kSegmentAlign);
   if (segments_.size() >= kMaxSegments || bytes_ + size > cap_) return std::nullopt;
   auto seg = std::make_unique<Segment>();
-  seg->memory = AlignedBuffer::Allocate(size, kSegmentAlign);
-  if (seg->memory.data() == nullptr) return std::nullopt;
+  if (!Carve(*seg, size)) return std::nullopt;
   if (size > len) seg->free.emplace(len, size - len);
   bytes_ += size;
   segments_.push_back(std::move(seg));
   const uint32_t i = static_cast<uint32_t>(segments_.size() - 1);
-  return Region{segments_[i]->memory.data(), len, i, 0};
+  return Region{segments_[i]->data, len, i, 0};
+}
+
+bool ReadSlab::Carve(Segment& s, uint64_t size) const {
+  if (allocator_ != nullptr) {
+    if (void* p = allocator_->Allocate(size, kChunkAlign); p != nullptr) {
+      s.data = static_cast<std::byte*>(p);
+      s.size = size;
+      s.from = allocator_.get();
+      return true;
+    }
+  }
+  s.heap = AlignedBuffer::Allocate(size, kSegmentAlign);  // no allocator, or it refused
+  s.data = s.heap.data();
+  s.size = size;
+  return s.data != nullptr;
 }
 
 void ReadSlab::Free(const Region& r) {
@@ -70,8 +84,8 @@ uint64_t ReadSlab::bytes() const {
 
 iovec ReadSlab::SegmentIovec(uint32_t i) const {
   MutexLock lock(mu_);
-  const AlignedBuffer& m = segments_[i]->memory;
-  return iovec{m.data(), m.size()};
+  const Segment& s = *segments_[i];
+  return iovec{s.data, s.size};
 }
 
 }  // namespace kvtier::internal

@@ -8,6 +8,11 @@
 // (SegmentIovec) and read into it with READ_FIXED. When no segment has room and the cap is reached,
 // Allocate fails and the caller uses heap memory (counted by the reader as a slab miss).
 //
+// Segments come from the HostAllocator given at construction when there is one (e.g. pinned memory,
+// include/kvtier/gpu.h: PinnedHostAllocator), each asked for 4 KiB aligned and given back to it, same
+// pointer and size, when the slab is destroyed; a segment the allocator refuses (nullptr) is taken
+// from the heap as without one, so reads never fail for it. The allocator outlives the slab (held).
+//
 // Thread-safe.
 #pragma once
 
@@ -17,10 +22,12 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/thread_annotations.h"
 #include "io/chunk_io.h"
+#include "kvtier/host_allocator.h"
 
 namespace kvtier::internal {
 
@@ -29,8 +36,10 @@ class ReadSlab {
   static constexpr uint32_t kMaxSegments = 32;
   static constexpr uint64_t kSegmentAlign = uint64_t{2} << 20;
 
-  // `cap_bytes`: the most memory all segments together may hold.
-  explicit ReadSlab(uint64_t cap_bytes) : cap_(cap_bytes) {}
+  // `cap_bytes`: the most memory all segments together may hold. `allocator`: where segments come
+  // from; null: aligned heap memory.
+  explicit ReadSlab(uint64_t cap_bytes, std::shared_ptr<HostAllocator> allocator = nullptr)
+      : cap_(cap_bytes), allocator_(std::move(allocator)) {}
 
   struct Region {
     std::byte* data = nullptr;
@@ -50,12 +59,24 @@ class ReadSlab {
 
  private:
   struct Segment {
-    AlignedBuffer memory;
+    Segment() = default;
+    Segment(const Segment&) = delete;
+    Segment& operator=(const Segment&) = delete;
+    ~Segment() {
+      if (from != nullptr) from->Free(data, size);
+    }
+    std::byte* data = nullptr;
+    uint64_t size = 0;
+    HostAllocator* from = nullptr;  // set: `data` came from it (the slab's allocator, which outlives this)
+    AlignedBuffer heap;             // else: the memory
     std::map<uint64_t, uint64_t> free;  // offset -> length, coalesced
   };
   static std::optional<uint64_t> TakeFrom(Segment& s, uint64_t len);
+  // The memory of a new segment of `size` bytes (a 2 MiB multiple): false when none can be had.
+  bool Carve(Segment& s, uint64_t size) const;
 
   const uint64_t cap_;
+  const std::shared_ptr<HostAllocator> allocator_;  // declared before segments_: destroyed after them
   mutable Mutex mu_;
   std::vector<std::unique_ptr<Segment>> segments_ GUARDED_BY(mu_);
   uint64_t bytes_ GUARDED_BY(mu_) = 0;

@@ -91,7 +91,7 @@ struct Counters {
 class UringReader final : public ChunkReader {
  public:
   explicit UringReader(const ReaderOptions& o)
-      : options_(o), budget_(o.max_inflight_bytes), slab_(BounceMemoryCap(o.max_inflight_bytes)),
+      : options_(o), budget_(o.max_inflight_bytes), slab_(BounceMemoryCap(o.max_inflight_bytes), o.host_allocator),
         buffers_(BounceMemoryCap(o.max_inflight_bytes)), verify_pool_(MakeVerifyPool(o)) {}
 
   void ReadMany(std::span<ChunkRead> reads) override;
