@@ -22,7 +22,7 @@
 //   direct    read with O_DIRECT where accepted (default true)
 //   inflight  bound on bytes read but not yet verified and copied out (default 256MiB)
 //   verify_threads  threads that verify (or decrypt) and copy out pieces of chunks as they land, while
-//             the reader keeps reading (0-64; default one per core beyond the first, 1 to 8; 0: the
+//             the reader keeps reading (0-64; default one per core, 1 to 8; 0: the
 //             reading thread does it)
 //   key_file  encrypted, authenticated chunks (docs/encryption.md)
 // Unknown options are an InvalidArgument.

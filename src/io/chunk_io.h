@@ -79,7 +79,7 @@ struct ChunkRead {
   uint64_t stored_bytes = 0;  // set by ReadMany: file size
 };
 
-// Verification threads a reader gets unless told otherwise: one per core beyond the first, 1 to 8.
+// Verification threads a reader gets unless told otherwise: one per core, 1 to 8.
 unsigned DefaultVerifyThreads();
 
 struct ReaderOptions {
