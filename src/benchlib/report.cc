@@ -129,7 +129,7 @@ std::string ReportMarkdown(const ReportInputs& in, const std::vector<PlotSpec>& 
   std::ostringstream md;
   md << "# kvtier storage qualification report\n\n";
   md << "Written by `" << command_line << "` on " << UtcNow() << ". Every bandwidth is measured; "
-     << "fio ran on the same directory, block size (one chunk), O_DIRECT and queue depth, in the same run. "
+     << "fio read the same chunk files (one request per file, O_DIRECT, the same queue depth) in the same run. "
      << "GB/s = 1e9 bytes/s. Recompute times are ESTIMATES from peak FLOP/s and an assumed MFU.\n";
   if (!in.datapath.empty()) {
     md << "\n## Targets\n\n";
