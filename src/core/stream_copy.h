@@ -2,8 +2,9 @@
 // chunk handed to its caller, a GPU staging buffer). On x86-64 it writes with non-temporal stores, which
 // go to DRAM without first reading each destination line into the cache: a copy moves its bytes over
 // the memory bus twice instead of three times. Measured on the development VM (2 vCPUs, AMD EPYC), 32
-// MiB copies: 7.7 GB/s with memcpy, 12.6 GB/s streamed, one thread. Elsewhere, and for copies below
-// kStreamCopyMinBytes, it is memcpy.
+// MiB copies: 7.7 GB/s with memcpy, 12.6 GB/s streamed, one thread (a scratch program, not in the
+// repository; `kvtier bench datapath --target mem://` shows the effect on loads). Elsewhere, and for
+// copies below kStreamCopyMinBytes, it is memcpy.
 //
 // The stores are fenced (sfence) before StreamCopy returns, so the bytes are visible to other threads
 // (and to a DMA engine) in the usual order. Thread-safe; the ranges must not overlap.
