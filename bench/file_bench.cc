@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "bench_main.h"
-#include "file/file_tier.h"
+#include "tiers/file/file_tier.h"
 #include "io/chunk_io.h"
 
 namespace kvtier::bench {

@@ -20,9 +20,9 @@
 #include <string_view>
 #include <vector>
 
-#include "file/file_tier.h"
-#include "fs/fs_tier.h"
-#include "fs/pool_gc.h"
+#include "tiers/file/file_tier.h"
+#include "tiers/fs/fs_tier.h"
+#include "tiers/fs/pool_gc.h"
 #include "fuzz_check.h"
 
 namespace kvtier::fuzz {

@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "file/file_tier.h"
-#include "fs/pool_layout.h"
+#include "tiers/file/file_tier.h"
+#include "tiers/fs/pool_layout.h"
 #include "io/chunk_dir.h"
 #include "io/dir_names.h"
 #include "fuzz_check.h"

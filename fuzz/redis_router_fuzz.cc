@@ -11,8 +11,8 @@
 #include <string_view>
 
 #include "fuzz_check.h"
-#include "redis/conn.h"
-#include "redis/router.h"
+#include "tiers/redis/conn.h"
+#include "tiers/redis/router.h"
 
 namespace kvtier::fuzz {
 namespace {

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "file/file_tier.h"
-#include "fs/fs_tier.h"
+#include "tiers/file/file_tier.h"
+#include "tiers/fs/fs_tier.h"
 #include "fuzz_check.h"
 
 namespace kvtier::fuzz {

@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "fuzz_check.h"
-#include "replay/replay_tier.h"
-#include "replay/trace.h"
+#include "eval/replay/replay_tier.h"
+#include "eval/replay/trace.h"
 
 namespace kvtier::fuzz {
 

@@ -2,7 +2,7 @@
 //
 // A chunk of a Layout is 2 x layers pieces in the order layer 0 K, layer 0 V, layer 1 K, ...; a piece
 // is tokens_per_chunk rows and a row is one token's kv_heads x head_dim values of the dtype. The
-// reference engine's paged pool (src/engine/kv_pool) and the GPU path (src/gpu) both map chunk bytes
+// reference engine's paged pool (src/eval/engine/kv_pool) and the GPU path (src/gpu) both map chunk bytes
 // to their blocks through this one definition. A plain value; thread-safe.
 #pragma once
 

@@ -1,13 +1,13 @@
 #include "store/builtin_tiers.h"
 
-#include "file/file_tier.h"
-#include "fs/fs_tier.h"
-#include "mem/mem_tier.h"
-#include "object/client_counters.h"
-#include "object/object_scheme.h"
-#include "rados/rados_client.h"
-#include "redis/redis_client.h"
-#include "s3/s3_client.h"
+#include "tiers/file/file_tier.h"
+#include "tiers/fs/fs_tier.h"
+#include "tiers/mem/mem_tier.h"
+#include "tiers/object/client_counters.h"
+#include "tiers/object/object_scheme.h"
+#include "tiers/rados/rados_client.h"
+#include "tiers/redis/redis_client.h"
+#include "tiers/s3/s3_client.h"
 
 namespace kvtier::internal {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <utility>
 
-#include "object/object_scheme.h"
+#include "tiers/object/object_scheme.h"
 
 namespace kvtier::testing {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/thread_annotations.h"
-#include "object/object_client.h"
+#include "tiers/object/object_client.h"
 
 namespace kvtier::testing {
 

@@ -4,9 +4,9 @@
 #include <optional>
 #include <sstream>
 
-#include "benchlib/datapath.h"
-#include "gpuprofile/gpu_profile.h"
-#include "benchlib/results.h"
+#include "eval/benchlib/datapath.h"
+#include "eval/gpuprofile/gpu_profile.h"
+#include "eval/benchlib/results.h"
 #include "kvtier/tier.h"
 #include "tools/cli_numbers.h"
 #include "tools/command.h"

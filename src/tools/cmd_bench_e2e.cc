@@ -3,7 +3,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "e2e/e2e_bench.h"
+#include "eval/e2e/e2e_bench.h"
 #include "kvtier/tier.h"
 #include "tools/cli_numbers.h"
 #include "tools/command.h"

@@ -1,19 +1,19 @@
 // `kvtier bench ttft`: TTFT of returning multi-turn sessions per mode and concurrency, with the KV loaded
-// for real through the Store and the GPU's prefill modelled from a profile (src/ttft/run.h).
+// for real through the Store and the GPU's prefill modelled from a profile (src/eval/ttft/run.h).
 #include <unistd.h>
 
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
-#include "benchlib/datapath_io.h"
-#include "gpuprofile/gpu_profile.h"
+#include "eval/benchlib/datapath_io.h"
+#include "eval/gpuprofile/gpu_profile.h"
 #include "kvtier/tier.h"
 #include "progress/progress.h"
 #include "tools/cli_numbers.h"
 #include "tools/command.h"
-#include "ttft/results.h"
-#include "ttft/run.h"
+#include "eval/ttft/results.h"
+#include "eval/ttft/run.h"
 
 namespace kvtier::tools {
 namespace {

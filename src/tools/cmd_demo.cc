@@ -2,7 +2,7 @@
 // e2e table and one line saying whether the reloaded KV gave exactly the recompute's answers.
 #include <iostream>
 
-#include "e2e/e2e_bench.h"
+#include "eval/e2e/e2e_bench.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {

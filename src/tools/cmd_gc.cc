@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "fs/fs_tier.h"
-#include "fs/pool_gc.h"
+#include "tiers/fs/fs_tier.h"
+#include "tiers/fs/pool_gc.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {

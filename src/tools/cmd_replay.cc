@@ -1,7 +1,7 @@
 // `kvtier replay`: the capacity planner. Replays a request trace (JSONL: timestamp, input_length,
 // output_length, hash_ids) through the real Store and reports the prefix hit ratio, bytes per tier,
 // the bandwidth the hits need and an estimate of the prefill compute saved; `--sweep` draws hit
-// ratio against capacity. The work is in src/replay; this file only parses options.
+// ratio against capacity. The work is in src/eval/replay; this file only parses options.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -9,10 +9,10 @@
 #include <memory>
 #include <optional>
 
-#include "gpuprofile/gpu_profile.h"
-#include "replay/plot.h"
-#include "replay/report.h"
-#include "replay/trace.h"
+#include "eval/gpuprofile/gpu_profile.h"
+#include "eval/replay/plot.h"
+#include "eval/replay/report.h"
+#include "eval/replay/trace.h"
 #include "tools/cli_numbers.h"
 #include "tools/command.h"
 

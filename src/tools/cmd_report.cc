@@ -2,7 +2,7 @@
 #include <iostream>
 #include <memory>
 
-#include "benchlib/report.h"
+#include "eval/benchlib/report.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {

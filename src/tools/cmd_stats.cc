@@ -9,11 +9,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "file/file_tier.h"
+#include "tiers/file/file_tier.h"
 #include "kvtier/metrics.h"
 #include "metrics/stats_json.h"
 #include "kvtier/tier.h"
-#include "object/object_tier.h"
+#include "tiers/object/object_tier.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {

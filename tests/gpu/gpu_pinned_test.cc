@@ -9,7 +9,7 @@
 #include <mutex>
 #include <vector>
 
-#include "file/file_tier.h"
+#include "tiers/file/file_tier.h"
 #include "gpu/device_memory.h"
 #include "io/chunk_io.h"
 #include "kvtier/gpu.h"

@@ -11,8 +11,8 @@
 #include <chrono>
 #include <filesystem>
 
-#include "fs/pool_gc.h"
-#include "fs/pool_layout.h"
+#include "tiers/fs/pool_gc.h"
+#include "tiers/fs/pool_layout.h"
 #include "hostile/hostile_util.h"
 #include "io/dir_names.h"
 

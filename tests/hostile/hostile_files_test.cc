@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "benchlib/fio_runner.h"
-#include "benchlib/report.h"
-#include "benchlib/results.h"
+#include "eval/benchlib/fio_runner.h"
+#include "eval/benchlib/report.h"
+#include "eval/benchlib/results.h"
 #include "core/input_file.h"
 #include "hostile/cli_runner.h"
-#include "replay/trace.h"
+#include "eval/replay/trace.h"
 #include "support/temp_dir.h"
 
 namespace kvtier::internal {

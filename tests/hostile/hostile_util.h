@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "file/file_test_util.h"
-#include "file/file_tier.h"
-#include "fs/fs_tier.h"
+#include "tiers/file/file_test_util.h"
+#include "tiers/file/file_tier.h"
+#include "tiers/fs/fs_tier.h"
 #include "io/filesystem.h"
 
 namespace kvtier::testing {

@@ -5,7 +5,7 @@
 // A mistyped target is an error and creates nothing.
 #include <filesystem>
 
-#include "fs/process_runner.h"
+#include "tiers/fs/process_runner.h"
 #include "hostile/hostile_util.h"
 #include "io/dir_names.h"
 

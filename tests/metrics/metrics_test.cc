@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/chunk_format.h"
-#include "file/file_test_util.h"
-#include "file/file_tier.h"
+#include "tiers/file/file_test_util.h"
+#include "tiers/file/file_tier.h"
 #include "kvtier/metrics.h"
 #include "kvtier/store.h"
 #include "metrics/prom_parser.h"

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "file/file_test_util.h"
+#include "tiers/file/file_test_util.h"
 #include "hostile/cli_runner.h"
 #include "kvtier/metrics.h"
 #include "metrics/prom_parser.h"

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "fs/pool_gc.h"
+#include "tiers/fs/pool_gc.h"
 #include "kvtier/tier.h"
 #include "reliability/test_util.h"
 

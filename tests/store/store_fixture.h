@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kvtier/store.h"
-#include "mem/mem_tier.h"
+#include "tiers/mem/mem_tier.h"
 #include "store/forwarding_tier.h"
 
 namespace kvtier::testing {

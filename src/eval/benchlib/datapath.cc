@@ -1,0 +1,449 @@
+#include "eval/benchlib/datapath.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "eval/benchlib/datapath_io.h"
+#include "eval/benchlib/datapath_passes.h"
+#include "core/chunk_format.h"
+#include "core/work_dir.h"
+#include "kvtier/tier.h"
+#include "eval/benchlib/memcpy_reference.h"
+#include "tiers/object/object_reference.h"
+#include "tiers/object/object_tier.h"
+#include "tiers/rados/rados_reference.h"
+#include "tiers/redis/plain_reference.h"
+#include "tiers/s3/s3_reference.h"
+
+namespace kvtier::internal {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool IsDirectoryScheme(const std::string& scheme) { return scheme == "file" || scheme == "fs"; }
+
+std::vector<uint64_t> DefaultInflight(uint64_t chunk_bytes, uint64_t chunks) {
+  std::vector<uint64_t> out;
+  for (uint64_t n = 1; n <= 16; n *= 2) {
+    if (n > 1 && n > chunks) break;
+    out.push_back(n * chunk_bytes);
+  }
+  return out;
+}
+
+void Progress(const DatapathConfig& c, const std::string& line) {
+  if (c.progress) c.progress(line);
+}
+
+std::string GbpsText(double bytes_per_second) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f GB/s", bytes_per_second / 1e9);
+  return buf;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  return gethostname(buf, sizeof(buf) - 1) == 0 ? std::string(buf) : std::string("unknown");
+}
+
+DatapathResult Header(const DatapathConfig& c, const DatapathPlan& plan) {
+  DatapathResult r;
+  r.started_at = UtcNow();
+  r.host = HostName();
+  r.target.url = c.target;
+  r.target.directory = plan.bench_dir;
+  r.model_preset = std::string(c.model.name);
+  r.model_id = std::string(c.model.model_id);
+  r.layout = c.model.layout.ToString();
+  r.chunk_tokens = c.model.layout.tokens_per_chunk;
+  r.chunk_bytes = plan.chunk_bytes;
+  r.bytes_per_token = c.model.layout.BytesPerToken();
+  r.context_tokens = c.context_tokens;
+  r.gpu = c.gpu;
+  r.repeat = std::max<uint32_t>(c.repeat, 1);
+  return r;
+}
+
+// Runs fio once at `inflight`; on the first failure with io_uring retries with libaio, and after a
+// second failure records why and turns fio off for the rest of the run.
+void RunFioPoint(const DatapathConfig& c, const DatapathPlan& plan, SweepPoint* point,
+                 std::string* engine, std::string* note) {
+  if (*engine == "dd") {  // no fio on PATH: dd with O_DIRECT over the tier's own files, same depth
+    auto r = RunDdReference(FilesOfSize(plan.tier_dir, StoredChunkBytes(plan.chunk_bytes)), plan.chunk_bytes,
+                            IodepthFor(point->inflight_bytes, plan.chunk_bytes));
+    if (r.ok()) point->fio = *r;
+    Progress(c, "  dd reference: " + (r.ok() ? GbpsText(r->bytes_per_second) : r.status().ToString()));
+    return;
+  }
+  if (!note->empty()) return;
+  FioJob job;
+  job.files = FilesOfSize(plan.tier_dir, StoredChunkBytes(plan.chunk_bytes));  // what kvtier just read
+  job.link_dir = plan.bench_dir + "/fio-files";
+  job.block_size = StoredChunkBytes(plan.chunk_bytes);
+  job.iodepth = IodepthFor(point->inflight_bytes, plan.chunk_bytes);
+  job.hugepage_dir = HugePageDirFor(uint64_t{job.iodepth} * job.block_size + (4ull << 20));
+  job.output_path = plan.bench_dir + "/fio-" + std::to_string(point->inflight_bytes) + ".json";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    job.ioengine = *engine;
+    auto r = RunFio(job);
+    if (r.ok()) {
+      note->clear();  // an io_uring failure that libaio made up for is not worth reporting
+      point->fio = *r;
+      Progress(c, "  fio iodepth=" + std::to_string(job.iodepth) + " (" + *engine + ", " + r->memory + "): " +
+                      GbpsText(r->bytes_per_second));
+      return;
+    }
+    *note = r.status().ToString();
+    if (*engine != "io_uring") break;
+    *engine = "libaio";
+  }
+  Progress(c, "  fio unavailable: " + *note);
+}
+
+// One cold kvtier read (bandwidth, then per-chunk latency) and, after it, one fio run.
+Result<SweepPoint> MeasurePoint(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
+                                uint64_t inflight, ReadArea* area, DatapathResult* r, bool* swept,
+                                std::string* fio_engine) {
+  KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, swept));
+  const TierCapabilities caps = tier->capabilities();
+  r->target.shared = caps.shared;
+  r->target.persistent = caps.persistent;
+  r->target.direct_io = caps.direct_io;
+  r->target.cold = true;
+  r->target.cold_method = caps.direct_io ? "O_DIRECT" : "posix_fadvise(DONTNEED)";
+  SweepPoint point;
+  point.inflight_bytes = inflight;
+  point.kvtier = ReadPass(*tier, area);
+  KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
+  const uint32_t depth = IodepthFor(inflight, plan.chunk_bytes);
+  LatencyPass(*tier, area, depth, std::max<uint64_t>(16, 4ull * depth), &point.kvtier);
+  tier.reset();
+  Progress(c, "  read, " + FormatBytes(inflight) + " in flight: " +
+                  GbpsText(point.kvtier.BytesPerSecond()) + ", " +
+                  std::to_string(point.kvtier.errors) + " errors");
+  if (url.scheme == "file") {  // the unverified row: the same load with payload checksums off
+    KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
+    auto unverified = FileReaderPass(plan.tier_dir, area, inflight, caps.direct_io, /*verify=*/false);
+    if (unverified.ok()) {
+      point.unverified = *unverified;
+      Progress(c, "  same load, checksums off: " + GbpsText(unverified->BytesPerSecond()));
+    }
+  }
+  if (c.run_fio) RunFioPoint(c, plan, &point, fio_engine, &r->fio_note);
+  return point;
+}
+
+// The run with the median bandwidth, for kvtier and for fio independently; errors of every run count.
+SweepPoint MedianPoint(std::vector<SweepPoint> runs) {
+  uint64_t errors = 0;
+  for (const SweepPoint& p : runs) errors += p.kvtier.errors;
+  std::vector<FioResult> fio;
+  for (const SweepPoint& p : runs) {
+    if (p.fio) fio.push_back(*p.fio);
+  }
+  std::sort(runs.begin(), runs.end(), [](const SweepPoint& a, const SweepPoint& b) {
+    return a.kvtier.BytesPerSecond() < b.kvtier.BytesPerSecond();
+  });
+  std::sort(fio.begin(), fio.end(), [](const FioResult& a, const FioResult& b) {
+    return a.bytes_per_second < b.bytes_per_second;
+  });
+  SweepPoint out = runs[(runs.size() - 1) / 2];
+  out.kvtier.errors = errors;
+  out.fio.reset();
+  if (!fio.empty()) out.fio = fio[(fio.size() - 1) / 2];
+  return out;
+}
+
+Status RunDirectorySweep(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
+                         ReadArea* area, DatapathResult* r) {
+  std::string fio_engine = "io_uring";
+  if (c.run_fio && !FioAvailable()) {
+    r->fio_note = "fio was not found on PATH";
+    if (DdAvailable()) {
+      fio_engine = "dd";
+      r->fio_note += ": the reference is dd iflag=direct at the same block size and depth";
+    }
+  }
+  if (!c.run_fio) r->fio_note = "fio disabled with --no-fio";
+  for (uint64_t inflight : plan.inflight) {
+    std::vector<SweepPoint> runs;
+    bool swept = true;
+    for (uint32_t i = 0; i < std::max<uint32_t>(c.repeat, 1); ++i) {
+      KVTIER_ASSIGN_OR_RETURN(SweepPoint point,
+                              MeasurePoint(c, plan, url, inflight, area, r, &swept, &fio_engine));
+      runs.push_back(std::move(point));
+    }
+    r->sweep.push_back(MedianPoint(std::move(runs)));
+    if (!swept) {
+      r->fio_note += (r->fio_note.empty() ? "" : "; ") +
+                     std::string("the tier takes no inflight= option: one read pass only");
+      break;
+    }
+  }
+  if (c.run_serial) {
+    KVTIER_ASSIGN_OR_RETURN(uint64_t dropped, DropPageCache(plan.tier_dir));
+    (void)dropped;
+    const auto files = FilesOfSize(plan.tier_dir, StoredChunkBytes(plan.chunk_bytes));
+    KVTIER_ASSIGN_OR_RETURN(PhaseResult serial, SerialPread(files, plan.chunk_bytes));
+    Progress(c, "  serial pread: " + GbpsText(serial.BytesPerSecond()) + " over " +
+                    std::to_string(serial.chunks) + " files");
+    r->serial_pread = serial;
+  }
+  return Status::OK();
+}
+
+// A key file of 32 random bytes, mode 0600, for the encrypted row.
+Result<std::string> WriteBenchKey(const DatapathPlan& plan) {
+  const std::string path = plan.bench_dir + "/bench.key";
+  std::random_device rd;
+  std::array<unsigned char, 32> key{};
+  for (auto& b : key) b = static_cast<unsigned char>(rd());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno(errno, "create " + path);
+  const bool ok = ::write(fd, key.data(), key.size()) == static_cast<ssize_t>(key.size());
+  ::close(fd);
+  key.fill(0);
+  if (!ok) return Status::IOError("write " + path);
+  return path;
+}
+
+// The encrypted row: the plain chunks make way, the same chunks are written with a key and read cold
+// at the sweep's largest bytes in flight.
+Status RunEncrypted(const DatapathConfig& c, const DatapathPlan& plan, TierUrl url, ReadArea* area,
+                    DatapathResult* r) {
+  if (r->sweep.empty()) return Status::OK();
+  EncryptedRow row;
+  row.inflight_bytes = r->sweep.back().inflight_bytes;
+  row.plain_write = r->write;
+  row.plain_read = r->sweep.back().kvtier;
+  std::error_code ec;
+  fs::remove_all(plan.tier_dir, ec);
+  fs::create_directories(plan.tier_dir, ec);
+  if (ec) return Status::FromErrno(ec.value(), "recreate " + plan.tier_dir);
+  KVTIER_ASSIGN_OR_RETURN(url.params["key_file"], WriteBenchKey(plan));
+  bool swept = true;
+  {
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, row.inflight_bytes, &swept));
+    KVTIER_ASSIGN_OR_RETURN(row.write, WritePass(*tier, *area));
+  }
+  KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, row.inflight_bytes, &swept));
+  row.read = ReadPass(*tier, area);
+  Progress(c, "  encrypted (AES-256-GCM), " + FormatBytes(row.inflight_bytes) + " in flight: write " +
+                  GbpsText(row.write.BytesPerSecond()) + ", read " + GbpsText(row.read.BytesPerSecond()) +
+                  ", " + std::to_string(row.read.errors) + " errors");
+  r->encrypted = row;
+  return Status::OK();
+}
+
+Status RunMemory(const DatapathConfig& c, Tier& tier, ReadArea* area, DatapathResult* r) {
+  const TierCapabilities caps = tier.capabilities();
+  r->target.shared = caps.shared;
+  r->target.persistent = caps.persistent;
+  r->target.cold = true;
+  r->target.cold_method = "in-memory";
+  SweepPoint point;
+  point.kvtier = ReadPass(tier, area);
+  LatencyPass(tier, area, /*depth=*/1, /*sample=*/16, &point.kvtier);
+  point.inflight_bytes = r->write.bytes;  // a memory tier has no bound: everything is in flight
+  r->sweep.push_back(point);
+  r->memcpy_ref = MemcpyReference(area->Span(), area->Source(), r->chunk_bytes);
+  r->memcpy_parallel = ParallelMemcpyReference(area->Span());  // the reference: N threads, N = cores
+  r->fio_note = "not applicable to an in-memory tier";
+  Progress(c, "  read: " + GbpsText(point.kvtier.BytesPerSecond()) + "; memcpy " +
+                  GbpsText(r->memcpy_ref->BytesPerSecond()) + ", " +
+                  std::to_string(r->memcpy_parallel->chunks) + " threads " +
+                  GbpsText(r->memcpy_parallel->BytesPerSecond()));
+  return Status::OK();
+}
+
+constexpr const char* kPlainHiredisReference =
+    "plain hiredis GETs (one connection and one GET in flight per stream, streams = values in flight, "
+    "spread over the masters; redis/plain_reference.h)";
+constexpr const char* kPlainRadosReference =
+    "plain librados reads (rados_aio_read of whole objects, a window of inflight= bytes at a time; "
+    "rados/rados_reference.h)";
+constexpr const char* kPlainCurlReference =
+    "raw libcurl GETs (one easy handle per object of a window of inflight= bytes on one multi handle, "
+    "SigV4, the body copied into a buffer of its own; s3/s3_reference.h)";
+constexpr const char* kRawClientReference =
+    "the backend's object client without kvtier's framing, verification or copy (object/object_reference.h)";
+
+// redis:// is measured against plain hiredis, rados:// against plain librados, s3:// against raw
+// libcurl GETs; other object tiers against their client without framing.
+Result<object::RawReadResult> RawReference(const TierUrl& url, object::ObjectTier& tier, const DatapathPlan& plan) {
+  const uint64_t value_bytes = internal::kChunkHeaderSize + plan.chunk_bytes;
+  const uint64_t streams = std::max<uint64_t>(1, tier.options().inflight_bytes / value_bytes);
+  if (url.scheme == "rados") return rados::PlainRadosReadReference(url, value_bytes, plan.chunks, streams);
+  if (url.scheme == "s3") return s3::PlainCurlGetReference(url, value_bytes, plan.chunks, streams);
+  if (url.scheme != "redis") return object::RawReadReference(tier, plan.chunk_bytes, plan.chunks);
+  KVTIER_ASSIGN_OR_RETURN(redis::PlainGetResult p,
+                          redis::PlainHiredisGetReference(url, value_bytes, plan.chunks, streams));
+  return object::RawReadResult{p.values, p.bytes, p.errors, p.seconds};
+}
+
+// Object tiers (object/object_tier.h): per bound on bytes in flight, the tier reopened with
+// inflight=, a read pass and a latency pass, then the raw client reference at the same object size and
+// bound (object/object_reference.h).
+Result<SweepPoint> MeasureObjectPoint(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
+                                      uint64_t inflight, ReadArea* area) {
+  bool swept = false;
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, &swept));
+  auto* object_tier = dynamic_cast<object::ObjectTier*>(tier.get());
+  if (object_tier == nullptr) return Status::Internal("an object tier reopened as another kind");
+  SweepPoint point;
+  point.inflight_bytes = object_tier->options().inflight_bytes;
+  point.kvtier = ReadPass(*tier, area);
+  const uint32_t depth = IodepthFor(point.inflight_bytes, plan.chunk_bytes);
+  LatencyPass(*tier, area, depth, std::max<uint64_t>(16, 4ull * depth), &point.kvtier);
+  KVTIER_ASSIGN_OR_RETURN(object::RawReadResult raw, RawReference(url, *object_tier, plan));
+  PhaseResult ref;
+  ref.chunks = raw.objects;
+  ref.bytes = raw.bytes;
+  ref.errors = raw.errors;
+  ref.seconds = raw.seconds;
+  point.reference = ref;
+  Progress(c, "  read, " + FormatBytes(point.inflight_bytes) + " in flight: " +
+                  GbpsText(point.kvtier.BytesPerSecond()) + ", " + std::to_string(point.kvtier.errors) +
+                  " errors; raw client GETs " + GbpsText(ref.BytesPerSecond()));
+  return point;
+}
+
+Status RunObjectSweep(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url, Tier& tier,
+                      ReadArea* area, DatapathResult* r) {
+  const TierCapabilities caps = tier.capabilities();
+  r->target.shared = caps.shared;
+  r->target.persistent = caps.persistent;
+  r->target.cold = true;
+  r->target.cold_method = "object store (no local cache)";
+  r->fio_note = "not applicable to an object tier: the reference is the backend's raw client";
+  r->reference_name = url.scheme == "redis"   ? kPlainHiredisReference
+                      : url.scheme == "rados" ? kPlainRadosReference
+                      : url.scheme == "s3"    ? kPlainCurlReference
+                                              : kRawClientReference;
+  for (uint64_t inflight : plan.inflight) {
+    std::vector<SweepPoint> runs;
+    for (uint32_t i = 0; i < std::max<uint32_t>(c.repeat, 1); ++i) {
+      KVTIER_ASSIGN_OR_RETURN(SweepPoint p, MeasureObjectPoint(c, plan, url, inflight, area));
+      runs.push_back(std::move(p));
+    }
+    r->sweep.push_back(MedianPoint(std::move(runs)));
+  }
+  return Status::OK();
+}
+
+// Removes the bench's chunks from an object store (a store outlives the bench, unlike mem://).
+void RemoveObjectChunks(Tier& tier, const ReadArea& area) {
+  for (uint64_t i = 0; i < area.chunks(); ++i) (void)tier.Remove(area.id(i));
+}
+
+}  // namespace
+
+Result<DatapathPlan> PlanDatapath(const DatapathConfig& c) {
+  KVTIER_RETURN_IF_ERROR(c.model.layout.Validate());
+  KVTIER_ASSIGN_OR_RETURN(TierUrl url, TierUrl::Parse(c.target));
+  DatapathPlan p;
+  p.chunk_bytes = c.model.layout.BytesPerChunk();
+  p.chunks = std::max<uint64_t>(1, c.total_bytes / p.chunk_bytes);
+  p.inflight = c.inflight.empty() ? DefaultInflight(p.chunk_bytes, p.chunks) : c.inflight;
+  for (uint64_t b : p.inflight) {
+    if (b == 0) return Status::InvalidArgument("--inflight sizes must be positive");
+  }
+  const uint64_t payload = p.chunks * p.chunk_bytes;
+  p.directory_target = IsDirectoryScheme(url.scheme);
+  if (p.directory_target) {
+    if (url.path.empty()) return Status::InvalidArgument("target " + c.target + " has no directory");
+    p.bench_dir = (fs::path(url.path) / ("kvtier-bench." + std::to_string(getpid()))).string();
+    p.tier_dir = p.bench_dir + "/tier";
+    const uint64_t files = p.chunks * StoredChunkBytes(p.chunk_bytes);
+    p.need_bytes = files + files / 64;  // slack for directories and the tier's index; fio reads these files
+    p.need_breakdown = FormatBytes(files) + " of chunk files";
+  } else {
+    // The tier holds the chunks and the bench holds the destination buffers.
+    p.need_bytes = 2 * payload + payload / 16;
+    p.need_breakdown = FormatBytes(payload) + " in the tier + " + FormatBytes(payload) +
+                       " of destination buffers";
+  }
+  return p;
+}
+
+Status CheckCapacity(const DatapathConfig& c, const DatapathPlan& plan) {
+  if (plan.directory_target) {
+    auto url = TierUrl::Parse(c.target);
+    KVTIER_ASSIGN_OR_RETURN(uint64_t free_bytes, FreeBytesAt(url->path));
+    return CheckEnoughSpace("target directory " + url->path, free_bytes, plan.need_bytes,
+                            plan.need_breakdown);
+  }
+  KVTIER_ASSIGN_OR_RETURN(uint64_t free_mem, AvailableMemoryBytes());
+  return CheckEnoughSpace("this host's memory", free_mem, plan.need_bytes, plan.need_breakdown);
+}
+
+Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
+  KVTIER_ASSIGN_OR_RETURN(DatapathPlan plan, PlanDatapath(c));
+  KVTIER_RETURN_IF_ERROR(CheckCapacity(c, plan));
+  KVTIER_ASSIGN_OR_RETURN(TierUrl url, TierUrl::Parse(c.target));
+  WorkDir work;  // removed when this returns, unless keep_files
+  if (plan.directory_target) {
+    // Also removes the folders of earlier runs that were killed (core/work_dir.h).
+    KVTIER_ASSIGN_OR_RETURN(work, WorkDir::Create(url.path, "kvtier-bench"));
+    plan.bench_dir = work.path();
+    plan.tier_dir = plan.bench_dir + "/tier";
+  }
+  url = UrlForBench(url, plan);
+  DatapathResult r = Header(c, plan);
+  r.target.scheme = url.scheme;
+  KVTIER_ASSIGN_OR_RETURN(ReadArea area, ReadArea::Create(c.model, plan.chunks));
+  Progress(c, "writing " + std::to_string(plan.chunks) + " chunks of " + FormatBytes(plan.chunk_bytes) +
+                  " to " + url.ToString());
+  std::error_code ec;
+  if (plan.directory_target) {
+    fs::create_directories(plan.tier_dir, ec);
+    if (ec) return Status::FromErrno(ec.value(), "create " + plan.bench_dir);
+  }
+  Status s;
+  {
+    bool swept = true;
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier,
+                            OpenTierForPass(url, plan.inflight.front(), &swept));
+    auto written = WritePass(*tier, area);
+    if (!written.ok()) {
+      s = written.status();
+    } else if (plan.directory_target) {
+      r.write = *written;
+      Progress(c, "  write: " + GbpsText(r.write.BytesPerSecond()));
+      tier.reset();  // every read pass reopens the tier from what is on storage
+      s = RunDirectorySweep(c, plan, url, &area, &r);
+      if (s.ok() && c.run_encrypted) s = RunEncrypted(c, plan, url, &area, &r);
+    } else if (dynamic_cast<object::ObjectTier*>(tier.get()) != nullptr) {
+      r.write = *written;
+      Progress(c, "  write: " + GbpsText(r.write.BytesPerSecond()));
+      s = RunObjectSweep(c, plan, url, *tier, &area, &r);
+      if (!c.keep_files) RemoveObjectChunks(*tier, area);
+    } else {
+      r.write = *written;
+      Progress(c, "  write: " + GbpsText(r.write.BytesPerSecond()));
+      s = RunMemory(c, *tier, &area, &r);
+    }
+  }
+  if (s.ok()) {
+    // At most 1 GiB: a CPU rate needs no more, and it keeps the run short.
+    const uint64_t n =
+        std::min<uint64_t>(plan.chunks, std::max<uint64_t>(1, (1ull << 30) / plan.chunk_bytes));
+    r.verify_copy = MemcpyReference(area.Span().first(n * plan.chunk_bytes), area.Source(),
+                                    plan.chunk_bytes, /*checksum=*/true);
+    Progress(c, "  verify + copy (CPU only): " + GbpsText(r.verify_copy->BytesPerSecond()));
+  }
+  if (c.keep_files) work.Keep();
+  if (!s.ok()) return s;
+  return r;
+}
+
+}  // namespace kvtier::internal

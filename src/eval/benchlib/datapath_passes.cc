@@ -1,0 +1,238 @@
+#include "eval/benchlib/datapath_passes.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "core/chunk_format.h"
+#include "core/latency.h"
+#include "core/thread_annotations.h"
+#include "tiers/file/file_tier.h"
+#include "io/chunk_dir.h"
+#include "io/filesystem.h"
+#include "kvtier/keys.h"
+
+namespace kvtier::internal {
+namespace {
+
+constexpr unsigned kWriters = 4;
+
+// The first failure among threads that run side by side.
+class FirstError {
+ public:
+  void Note(Status s) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    if (status_.ok()) status_ = std::move(s);
+  }
+  Status Get() const EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return status_;
+  }
+
+ private:
+  mutable Mutex mu_;
+  Status status_ GUARDED_BY(mu_);
+};
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Incompressible, deterministic bytes: a storage layer that compresses or dedups zeros must not look
+// faster than it is.
+void FillPseudoRandom(std::span<std::byte> out) {
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i + 8 <= out.size(); i += 8) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    std::memcpy(out.data() + i, &x, 8);
+  }
+}
+
+}  // namespace
+
+Result<ReadArea> ReadArea::Create(const ModelPreset& model, uint64_t chunks) {
+  const Layout& layout = model.layout;
+  KVTIER_RETURN_IF_ERROR(layout.Validate());
+  ReadArea a;
+  a.chunk_bytes_ = layout.BytesPerChunk();
+  if (a.chunk_bytes_ < sizeof(uint64_t)) return Status::InvalidArgument("chunk too small to tag");
+  // A salt per run keeps the bench's chunks apart from anything already stored at the target.
+  const std::string salt = std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  KVTIER_ASSIGN_OR_RETURN(Namespace ns, Namespace::Make(model.model_id, layout, "kvtier-bench", salt));
+  std::vector<uint32_t> tokens(layout.tokens_per_chunk);
+  const ChunkKey* prev = nullptr;
+  ChunkKey key;
+  for (uint64_t i = 0; i < chunks; ++i) {
+    for (uint32_t t = 0; t < tokens.size(); ++t) tokens[t] = static_cast<uint32_t>(i * 7919 + t);
+    key = NextChunkKey(ns, prev, tokens);
+    prev = &key;
+    a.ids_.push_back(ChunkId::Of(ns, key));
+  }
+  a.dst_ = AlignedBuffer::Allocate(a.chunk_bytes_ * chunks, size_t{2} << 20);
+  if (a.dst_.data() == nullptr) return Status::NoSpace("cannot allocate " + FormatBytes(a.chunk_bytes_ * chunks));
+  std::memset(a.dst_.data(), 0, a.chunk_bytes_ * chunks);  // fault the pages in before timing
+  a.source_.resize(a.chunk_bytes_);
+  FillPseudoRandom(a.source_);
+  a.tags_.resize(chunks);
+  a.gather_pieces_.resize(2 * chunks);
+  for (uint64_t i = 0; i < chunks; ++i) {
+    a.tags_[i] = i;
+    a.gather_pieces_[2 * i] = std::as_bytes(std::span(&a.tags_[i], 1));
+    a.gather_pieces_[2 * i + 1] = std::span<const std::byte>(a.source_).subspan(sizeof(uint64_t));
+    a.gathers_.emplace_back(&a.gather_pieces_[2 * i], 2);
+    a.scatters_.emplace_back(a.dst_.data() + i * a.chunk_bytes_, a.chunk_bytes_);
+  }
+  return a;
+}
+
+void ReadArea::ClearTags() {
+  const uint64_t poison = ~0ull;
+  for (const auto& s : scatters_) std::memcpy(s.data(), &poison, sizeof(poison));
+}
+
+bool ReadArea::TagMatches(size_t i) const {
+  uint64_t tag = 0;
+  std::memcpy(&tag, scatters_[i].data(), sizeof(tag));
+  return tag == i && std::memcmp(scatters_[i].data() + sizeof(tag), source_.data() + sizeof(tag),
+                                 std::min<size_t>(64, chunk_bytes_ - sizeof(tag))) == 0;
+}
+
+TierUrl UrlForBench(const TierUrl& url, const DatapathPlan& plan) {
+  TierUrl out = url;
+  const uint64_t payload = plan.chunks * plan.chunk_bytes;
+  if (plan.directory_target) {
+    out.path = plan.tier_dir;
+    if (out.scheme == "file" && !out.params.count("capacity")) {
+      const uint64_t stored = plan.chunks * StoredChunkBytes(plan.chunk_bytes);
+      out.params["capacity"] = std::to_string(stored + stored / 16 + (64ull << 20));
+    }
+  } else if (out.scheme == "mem" && !out.params.count("capacity")) {
+    out.params["capacity"] = std::to_string(payload + payload / 8 + (64ull << 20));
+  }
+  return out;
+}
+
+Result<std::unique_ptr<Tier>> OpenTierForPass(const TierUrl& url, uint64_t inflight, bool* swept) {
+  *swept = false;
+  if (url.scheme == "mem") return OpenTier(url.ToString());
+  TierUrl with = url;
+  with.params["inflight"] = std::to_string(inflight);
+  auto tier = OpenTier(with.ToString());
+  if (tier.ok()) {
+    *swept = true;
+    return tier;
+  }
+  const Status& s = tier.status();
+  if (s.code() == Code::kInvalidArgument && s.message().find("inflight") != std::string::npos) {
+    return OpenTier(url.ToString());
+  }
+  return tier;
+}
+
+Result<PhaseResult> WritePass(Tier& tier, const ReadArea& area) {
+  std::atomic<uint64_t> next{0};
+  FirstError first_error;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (unsigned w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&] {
+      for (uint64_t i = next++; i < area.chunks(); i = next++) {
+        Status s = tier.Put(area.id(i), area.Payload(i));
+        if (s.ok()) continue;
+        first_error.Note(std::move(s));
+        next = area.chunks();  // stop the other writers too
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  KVTIER_RETURN_IF_ERROR(first_error.Get());
+  KVTIER_RETURN_IF_ERROR(tier.Flush());
+  PhaseResult r;
+  r.seconds = SecondsSince(t0);
+  r.chunks = area.chunks();
+  r.bytes = area.chunks() * area.chunk_bytes();
+  return r;
+}
+
+PhaseResult ReadPass(Tier& tier, ReadArea* area) {
+  area->ClearTags();
+  std::vector<ReadOp> ops(area->chunks());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ops[i].id = area->id(i);
+    ops[i].dst = area->Destination(i);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  tier.GetMany(ops);
+  PhaseResult r;
+  r.seconds = SecondsSince(t0);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].status.ok() && area->TagMatches(i)) {
+      ++r.chunks;
+      r.bytes += area->chunk_bytes();
+    } else {
+      ++r.errors;
+    }
+  }
+  return r;
+}
+
+void LatencyPass(Tier& tier, ReadArea* area, uint32_t depth, uint64_t sample, PhaseResult* into) {
+  area->ClearTags();
+  sample = std::min(sample, area->chunks());
+  LatencyHistogram latency;
+  std::atomic<uint64_t> next{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < std::max<uint32_t>(depth, 1); ++t) {
+    threads.emplace_back([&] {
+      for (uint64_t i = next++; i < sample; i = next++) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const Status s = tier.Get(area->id(i), area->Destination(i));
+        latency.Record(SecondsSince(t0) * 1e6);
+        if (!s.ok() || !area->TagMatches(i)) ++errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  into->SetLatency(latency.Summary());
+  into->errors += errors.load();
+}
+
+Result<PhaseResult> FileReaderPass(const std::string& tier_dir, ReadArea* area, uint64_t inflight,
+                                   bool direct, bool verify) {
+  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<FileSystem> fs, OpenPosixFileSystem(tier_dir));
+  ReaderOptions o;
+  o.max_inflight_bytes = inflight;
+  o.direct_io = direct;
+  o.verify_payload = verify;
+  std::unique_ptr<ChunkReader> reader = ChunkReader::Create(o);
+  area->ClearTags();
+  const ChunkDirSpec spec = FileDirSpec();
+  std::vector<ChunkRead> reads(area->chunks());
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const ChunkId& id = area->id(i);
+    reads[i].fs = fs.get();
+    reads[i].path = ChunkRelPath(spec, ChunkId{id.ns, id.key, 0});
+    reads[i].expected = id;
+    reads[i].dst = area->Destination(i);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  reader->ReadMany(reads);
+  PhaseResult r;
+  r.seconds = SecondsSince(t0);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    if (reads[i].status.ok() && area->TagMatches(i)) {
+      ++r.chunks;
+      r.bytes += area->chunk_bytes();
+    } else {
+      ++r.errors;
+    }
+  }
+  return r;
+}
+
+}  // namespace kvtier::internal

@@ -1,0 +1,108 @@
+// Results of `kvtier bench datapath` and their JSON form (schema "kvtier.bench.datapath/1").
+//
+// The JSON layout is a contract with `kvtier report` and with users' scripts: add fields freely, but
+// never rename or remove one without bumping the schema version (tests/eval/benchlib checks the key set).
+// Bandwidths are in bytes per second in the structs and in decimal GB/s (1e9 bytes/s) in the JSON.
+// Plain values; thread-compatible.
+#pragma once
+
+#include "kvtier/tier.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "eval/benchlib/fio_runner.h"
+#include "eval/gpuprofile/gpu_profile.h"
+
+namespace kvtier::internal {
+
+inline constexpr const char* kDatapathSchema = "kvtier.bench.datapath/1";
+
+// One measured read (or write) pass.
+struct PhaseResult {
+  uint64_t chunks = 0;
+  uint64_t bytes = 0;    // payload bytes delivered (or written)
+  double seconds = 0;
+  uint64_t errors = 0;   // chunks that failed or came back with the wrong bytes
+  double p50_us = 0, p99_us = 0;  // per chunk; 0 when the path does not measure it
+  double BytesPerSecond() const { return seconds > 0 ? static_cast<double>(bytes) / seconds : 0; }
+  void SetLatency(const LatencySummary& s) {
+    p50_us = s.p50_us;
+    p99_us = s.p99_us;
+  }
+};
+
+// kvtier and fio (directory targets) or the backend's raw client (object tiers, `reference`) at one
+// bound on bytes in flight.
+struct SweepPoint {
+  uint64_t inflight_bytes = 0;
+  PhaseResult kvtier;
+  std::optional<FioResult> fio;
+  std::optional<PhaseResult> reference;  // object tiers: raw client GETs, same object size and bound
+  double RatioToReference() const {
+    return reference && reference->BytesPerSecond() > 0 ? kvtier.BytesPerSecond() / reference->BytesPerSecond() : 0;
+  }
+  double RatioToFio() const {
+    return fio && fio->bytes_per_second > 0 ? kvtier.BytesPerSecond() / fio->bytes_per_second : 0;
+  }
+  // file:// only: the same chunks read by the same reader with payload checksums off, right after.
+  std::optional<PhaseResult> unverified;
+  double RatioVerifiedToUnverified() const {
+    return unverified && unverified->BytesPerSecond() > 0 ? kvtier.BytesPerSecond() / unverified->BytesPerSecond() : 0;
+  }
+};
+
+struct TargetInfo {
+  std::string url;        // as the user gave it
+  std::string scheme;
+  std::string directory;  // where the bench wrote, for directory tiers
+  bool shared = false, persistent = false, direct_io = false;
+  bool cold = false;       // reads bypassed or dropped the page cache
+  std::string cold_method;  // "O_DIRECT", "posix_fadvise(DONTNEED)" or "in-memory"
+};
+
+// The same target, chunks and bytes in flight with encrypted chunks (key_file=), next to the plain
+// figures of that run.
+struct EncryptedRow {
+  uint64_t inflight_bytes = 0;
+  PhaseResult write, read;              // encrypted
+  PhaseResult plain_write, plain_read;  // plain, same sizes, same run
+  static double Ratio(const PhaseResult& a, const PhaseResult& b) {
+    return b.BytesPerSecond() > 0 ? a.BytesPerSecond() / b.BytesPerSecond() : 0;
+  }
+};
+
+struct DatapathResult {
+  std::string started_at;  // UTC, ISO 8601
+  std::string host;
+  TargetInfo target;
+  std::string model_preset, model_id, layout;
+  uint32_t chunk_tokens = 0;
+  uint64_t chunk_bytes = 0, bytes_per_token = 0;
+  PhaseResult write;
+  uint32_t repeat = 1;  // runs per sweep point; each point is the median run
+  std::vector<SweepPoint> sweep;
+  std::optional<PhaseResult> serial_pread;  // one chunk at a time, buffered pread, cold
+  std::optional<PhaseResult> memcpy_ref;    // mem:// only
+  std::optional<PhaseResult> memcpy_parallel;  // mem:// only: N-thread memcpy, N = chunks (cores)
+  std::optional<PhaseResult> verify_copy;   // one thread: checksum + copy per chunk, no I/O
+  std::optional<EncryptedRow> encrypted;    // directory targets, unless disabled
+  uint64_t context_tokens = 0;
+  std::optional<GpuProfile> gpu;
+  std::string fio_note;  // why fio is missing, when it is
+  std::string reference_name;  // object tiers: which same-run reference ran
+
+  // The sweep point with the highest kvtier bandwidth; nullptr when the sweep is empty.
+  const SweepPoint* Best() const;
+};
+
+nlohmann::json ToJson(const DatapathResult& r);
+
+// Human-readable summary (the table a user reads), with estimates labelled as such.
+std::string FormatSummary(const DatapathResult& r);
+
+}  // namespace kvtier::internal

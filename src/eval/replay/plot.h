@@ -1,0 +1,28 @@
+// The capacity curve as an SVG: token hit ratio against capacity, drawn by gnuplot (gnuplot-nox).
+//
+// Thread-safe as long as two calls do not write the same file.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "kvtier/status.h"
+#include "eval/replay/report.h"
+
+namespace kvtier::internal {
+
+struct PlotOptions {
+  std::string svg_path;
+  // An extra horizontal line, e.g. a hit ratio published with the trace, to compare against.
+  std::optional<double> reference_ratio;
+  std::string reference_label;
+};
+
+// The gnuplot script that draws `report.sweep` (data inline), so it can be checked without gnuplot.
+std::string SweepPlotScript(const ReplayReport& report, const PlotOptions& options);
+
+// Runs gnuplot on the script. InvalidArgument when the report has no sweep; NotSupported when
+// gnuplot is not installed; IOError when gnuplot fails or writes no file.
+Status WriteSweepPlot(const ReplayReport& report, const PlotOptions& options);
+
+}  // namespace kvtier::internal

@@ -1,0 +1,353 @@
+#include "tiers/fs/fs_tier.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/latency.h"
+#include "core/tier_counters.h"
+#include "core/thread_annotations.h"
+#include "tiers/fs/counting_fs.h"
+#include "tiers/fs/pool_gc.h"
+#include "tiers/fs/pool_layout.h"
+#include "tiers/fs/pool_publish.h"
+#include "tiers/fs/read_probe.h"
+#include "tiers/fs/ttl_key_set.h"
+#include "io/chunk_io.h"
+
+namespace kvtier::internal {
+namespace {
+
+// Another process may have changed the pool since the last measurement: never wrap below zero.
+void SubClamped(std::atomic<uint64_t>& a, uint64_t d) {
+  uint64_t cur = a.load(std::memory_order_relaxed);
+  while (!a.compare_exchange_weak(cur, cur - std::min(cur, d), std::memory_order_relaxed)) {
+  }
+}
+
+class FsTier final : public Tier {
+ public:
+  FsTier(FsTierOptions options, std::string url, std::unique_ptr<ChunkDir> pool, ReadModeChoice read_mode,
+         std::shared_ptr<CountingFileSystem> counted)
+      : options_(std::move(options)),
+        url_(std::move(url)),
+        pool_(std::move(pool)),
+        counted_(std::move(counted)),
+        read_mode_(std::move(read_mode)),
+        reader_(ChunkReader::Create(ReaderOptions{.max_inflight_bytes = options_.inflight_bytes,
+                                                  .direct_io = read_mode_.direct,
+                                                  .use_io_uring = options_.io_uring,
+                                                  .verify_threads = options_.verify_threads,
+                                                  .cipher = options_.cipher,
+                                                  .host_allocator = options_.host_allocator})),
+        missing_(options_.neg_ttl, options_.neg_entries),
+        touched_(options_.touch_interval, options_.neg_entries) {}
+
+  // Seeds the usage figures: with a capacity, a pass that measures the pool and evicts down to it
+  // (a restart with a smaller capacity shrinks the pool); without one, the last gc's figure.
+  Status Init();
+
+  const std::string& url() const override { return url_; }
+
+  TierCapabilities capabilities() const override {
+    return TierCapabilities{.in_memory = false,
+                            .persistent = true,
+                            .shared = true,
+                            .direct_io = ReadsDirect(),
+                            .read_only = options_.read_only};
+  }
+
+  bool Contains(const ChunkId& id) override {
+    if (missing_.Contains(id)) return false;
+    auto st = pool_->StatChunk(id);
+    if (st.ok() && st->type == FileType::kRegular) return true;
+    if (!st.ok() && st.status().IsNotFound()) missing_.Insert(id);
+    return false;
+  }
+
+  // The stats of a batch run on a few threads at once: on a network filesystem each is a round trip,
+  // so a Lookup of many chunks waits for about one instead of one per chunk.
+  void ContainsMany(std::span<const ChunkId> ids, std::span<bool> present) override {
+    const size_t n = std::min(ids.size(), present.size());
+    const unsigned threads = static_cast<unsigned>(std::min<size_t>(kStatThreads, n / 2));
+    if (threads <= 1) {
+      for (size_t i = 0; i < n; ++i) present[i] = Contains(ids[i]);
+      return;
+    }
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i = next++; i < n; i = next++) present[i] = Contains(ids[i]);
+    };
+    std::vector<std::thread> helpers;
+    helpers.reserve(threads - 1);
+    for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(work);
+    work();
+    for (auto& h : helpers) h.join();
+  }
+
+  Status Put(const ChunkId& id, GatherList payload) override;
+
+  Status Get(const ChunkId& id, ScatterList dst) override {
+    ScopedLatency timer(&counters_.get_latency);
+    ReadOp op{id, dst, Status::OK()};
+    ReadBatch(std::span<ReadOp>(&op, 1));
+    return op.status;
+  }
+
+  void GetMany(std::span<ReadOp> ops) override {
+    const auto start = std::chrono::steady_clock::now();
+    ReadBatch(ops);
+    // Each chunk of a parallel batch is ready by the end of the batch: record that, per chunk.
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    for (size_t i = 0; i < ops.size(); ++i) counters_.get_latency.Record(us);
+  }
+
+  Status Remove(const ChunkId& id) override {
+    if (options_.read_only) return Status::NotSupported("Remove refused: " + url_ + " is opened read-only");
+    auto st = pool_->StatChunk(id);
+    KVTIER_RETURN_IF_ERROR(pool_->RemoveChunk(id));
+    if (st.ok()) Forget(st->size);
+    missing_.Insert(id);
+    return Status::OK();
+  }
+
+  Status List(const std::function<bool(const ChunkInfo&)>& fn) override {
+    return pool_->Walk([&](const WalkEntry& e) {
+      if (e.kind != EntryKind::kChunk || e.stat.type != FileType::kRegular) return true;
+      return fn(ChunkInfo{e.id, e.stat.size});
+    });
+  }
+
+  Status Check(const ChunkInfo& info) override {
+    auto header = VerifyChunkFile(pool_->fs(), pool_->ChunkPath(info.id), info.id, options_.cipher.get());
+    if (header.ok()) return Status::OK();
+    if (header.status().IsCorruption()) RemoveCorrupt(info.id);
+    return header.status();
+  }
+
+  TierStats Stats() const override;
+
+ private:
+  bool ReadsDirect() const {
+    return read_mode_.direct && reader_->engine().find("O_DIRECT") != std::string_view::npos;
+  }
+  void ReadBatch(std::span<ReadOp> ops);
+  // Accounts for one finished read and applies its consequences.
+  void Finish(ChunkRead& read, ReadOp* op);
+  // Makes room for `stored` more bytes under the capacity and reserves them.
+  Status Reserve(uint64_t stored);
+  // One gc pass down to `max_bytes`; refreshes the usage figures.
+  Status EvictTo(uint64_t max_bytes) REQUIRES(evict_mu_);
+  void RemoveCorrupt(const ChunkId& id);
+  void Forget(uint64_t stored) {
+    SubClamped(usage_, stored);
+    SubClamped(chunks_, 1);
+  }
+
+  // Recency for gc is the file's mtime; refreshing it is a metadata write (an RPC on NFS), so each
+  // process does it at most once per touch interval per chunk. Best effort: failure changes nothing.
+  void Touch(const ChunkId& id) {
+    if (options_.read_only || touched_.Contains(id)) return;
+    pool_->TouchChunk(id);
+    touched_.Insert(id);
+  }
+
+  const FsTierOptions options_;
+  const std::string url_;
+  const std::unique_ptr<ChunkDir> pool_;
+  const std::shared_ptr<CountingFileSystem> counted_;  // the pool's filesystem, counting metadata calls
+  const ReadModeChoice read_mode_;  // how the reader reads this mount, and why (fs/read_probe.h)
+  const std::unique_ptr<ChunkReader> reader_;
+  static constexpr size_t kStatThreads = 8;
+  TtlKeySet missing_;  // negative-lookup cache
+  TtlKeySet touched_;  // chunks whose mtime this process refreshed recently
+
+  // This process's view of the pool: the last pass's measurement plus its own puts and removes since.
+  std::atomic<uint64_t> usage_{0}, chunks_{0};
+  Mutex evict_mu_;  // one eviction pass at a time in this process (gc's flock is per open file)
+
+  TierCounters counters_;
+};
+
+Status FsTier::Init() {
+  if (options_.capacity_bytes == 0 || options_.read_only) {
+    auto u = ReadPoolUsage(*pool_);
+    if (u.ok()) {
+      usage_ = u->bytes;
+      chunks_ = u->chunks;
+    }
+    return Status::OK();
+  }
+  MutexLock lock(evict_mu_);
+  Status s = EvictTo(options_.capacity_bytes);
+  if (s.code() != Code::kBusy) return s;
+  // Another gc is evicting right now: measure without removing anything.
+  auto r = CollectPoolGarbage(*pool_, GcOptions{.max_bytes = UINT64_MAX, .dry_run = true});
+  if (!r.ok()) return r.status();
+  usage_ = r->bytes_after;
+  chunks_ = r->chunks_after;
+  return Status::OK();
+}
+
+Status FsTier::Put(const ChunkId& id, GatherList payload) {
+  if (options_.read_only) return Status::NotSupported("Put refused: " + url_ + " is opened read-only");
+  const uint64_t stored = StoredChunkBytes(TotalBytes(payload));
+  if (pool_->StatChunk(id).ok()) {  // one copy is enough; any writer's copy is whole
+    missing_.Erase(id);
+    return Status::OK();
+  }
+  Status s = Reserve(stored);
+  if (s.ok()) {
+    auto written = PublishChunk(*pool_, id, payload, WriteOptions{.sync = options_.sync, .cipher = options_.cipher});
+    if (written.ok()) {
+      missing_.Erase(id);
+      if (written->already_there) {  // another writer's copy won the link; ours is gone
+        Forget(stored);
+        return Status::OK();
+      }
+      counters_.puts.fetch_add(1, std::memory_order_relaxed);
+      counters_.bytes_written.fetch_add(written->stored_bytes, std::memory_order_relaxed);
+      return Status::OK();
+    }
+    Forget(stored);
+    s = written.status();
+  }
+  counters_.put_errors.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
+Status FsTier::Reserve(uint64_t stored) {
+  const uint64_t cap = options_.capacity_bytes;
+  if (cap == 0) {
+    usage_.fetch_add(stored, std::memory_order_relaxed);
+    chunks_.fetch_add(1, std::memory_order_relaxed);
+    return Status::OK();
+  }
+  if (stored > cap) {
+    return Status::NoSpace("chunk of " + FormatBytes(stored) + " exceeds the pool capacity " + FormatBytes(cap));
+  }
+  MutexLock lock(evict_mu_);
+  if (usage_.load() + stored > cap) {
+    // Evict to 90% so a full pool is not rescanned for every Put.
+    const uint64_t low_water = cap - cap / 10;
+    KVTIER_RETURN_IF_ERROR(EvictTo(low_water > stored ? low_water - stored : 0));
+    if (usage_.load() + stored > cap) {
+      return Status::NoSpace("pool " + pool_->root() + " is full of chunks being written");
+    }
+  }
+  usage_.fetch_add(stored, std::memory_order_relaxed);
+  chunks_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status FsTier::EvictTo(uint64_t max_bytes) {
+  auto r = CollectPoolGarbage(*pool_, GcOptions{.max_bytes = max_bytes});
+  if (!r.ok()) return r.status();
+  usage_ = r->bytes_after;
+  chunks_ = r->chunks_after;
+  counters_.evictions.fetch_add(r->chunks_evicted, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+void FsTier::RemoveCorrupt(const ChunkId& id) {
+  // A writer may have renamed a good copy over it since; removing that one costs only a miss.
+  counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
+  if (options_.read_only) return;  // reported, left in place
+  auto st = pool_->StatChunk(id);
+  if (pool_->RemoveChunk(id).ok() && st.ok()) Forget(st->size);
+}
+
+void FsTier::ReadBatch(std::span<ReadOp> ops) {
+  std::vector<ChunkRead> reads;
+  std::vector<ReadOp*> targets;
+  reads.reserve(ops.size());
+  for (ReadOp& op : ops) {
+    if (missing_.Contains(op.id)) {
+      op.status = Status::NotFound("chunk not in pool " + pool_->root() + " (recently missing)");
+      counters_.misses.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    reads.push_back(ChunkRead{&pool_->fs(), pool_->ChunkPath(op.id), op.id, op.dst, Status::OK(), 0});
+    targets.push_back(&op);
+  }
+  if (!reads.empty()) reader_->ReadMany(reads);
+  for (size_t i = 0; i < reads.size(); ++i) Finish(reads[i], targets[i]);
+}
+
+void FsTier::Finish(ChunkRead& read, ReadOp* op) {
+  op->status = std::move(read.status);
+  if (op->status.ok()) {
+    counters_.hits.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes_read.fetch_add(TotalBytes(op->dst), std::memory_order_relaxed);
+    Touch(op->id);
+    return;
+  }
+  counters_.misses.fetch_add(1, std::memory_order_relaxed);
+  if (op->status.IsNotFound()) {
+    missing_.Insert(op->id);
+  } else if (op->status.IsCorruption()) {
+    RemoveCorrupt(op->id);
+  }
+}
+
+TierStats FsTier::Stats() const {
+  TierStats st;
+  st.url = url_;
+  counters_.FillInto(st);
+  st.chunks = chunks_.load(std::memory_order_relaxed);
+  st.usage_bytes = usage_.load(std::memory_order_relaxed);
+  st.capacity_bytes = options_.capacity_bytes;
+  st.metadata_ops = counted_->metadata_ops();
+  ReadModeChoice shown = read_mode_;
+  if (shown.direct && !ReadsDirect()) {
+    shown.direct = false;
+    shown.reason += "; the reader (" + std::string(reader_->engine()) + ") could not use O_DIRECT";
+  }
+  st.read_mode = DescribeReadMode(shown);
+  return st;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Tier>> OpenFsTierWithOptions(const FsTierOptions& options, std::string url) {
+  std::shared_ptr<FileSystem> inner = options.fs;
+  if (inner == nullptr) {
+    KVTIER_ASSIGN_OR_RETURN(inner, OpenPosixFileSystem(options.root, PosixFsOptions{.create = options.create &&
+                                                                                             !options.read_only}));
+  }
+  auto counted = std::make_shared<CountingFileSystem>(std::move(inner));
+  KVTIER_ASSIGN_OR_RETURN(auto pool, OpenPool(options.root, ChunkDirOptions{.read_only = options.read_only,
+                                                                            .create = options.create,
+                                                                            .fs = counted}));
+  ReadModeChoice mode = ChooseReadMode(*pool, ReadProbeOptions{.mode = options.direct,
+                                                                .read_only = options.read_only,
+                                                                .io_uring = options.io_uring,
+                                                                .inflight_bytes = options.inflight_bytes,
+                                                                .verify_threads = options.verify_threads,
+                                                                .timed = options.fs == nullptr});
+  auto tier = std::make_unique<FsTier>(options, std::move(url), std::move(pool), std::move(mode), std::move(counted));
+  KVTIER_RETURN_IF_ERROR(tier->Init());
+  return std::unique_ptr<Tier>(std::move(tier));
+}
+
+Result<std::unique_ptr<Tier>> OpenFsTier(const TierUrl& url, const TierOpenOptions& open) {
+  KVTIER_ASSIGN_OR_RETURN(FsTierOptions options, ParseFsTierOptions(url));
+  options.read_only = open.read_only;
+  options.host_allocator = open.host_allocator;
+  return OpenFsTierWithOptions(options, url.ToString());
+}
+
+Status CorruptPoolChunkForTesting(const std::string& root, const ChunkId& id) {
+  KVTIER_ASSIGN_OR_RETURN(auto pool, OpenPool(root, ChunkDirOptions{.read_only = true}));
+  return pool->CorruptChunkForTesting(id, kChunkHeaderSize + 1);
+}
+
+std::string PoolChunkPathForTesting(const std::string& root, const ChunkId& id) {
+  return root + "/" + ChunkRelPath(PoolDirSpec(), id);
+}
+
+}  // namespace kvtier::internal

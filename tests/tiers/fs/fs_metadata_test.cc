@@ -1,0 +1,111 @@
+// fs:// metadata round trips: a Load after a Lookup stats no chunk again (a Store plans its last tier
+// without asking it), ContainsMany answers as one Contains per chunk would, and every round trip is
+// counted in TierStats::metadata_ops.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "tiers/fs/counting_fs.h"
+#include "tiers/fs/fs_test_support.h"
+#include "tiers/fs/fs_tier.h"
+#include "kvtier/store.h"
+
+namespace kvtier::internal {
+namespace {
+
+using fstest::OnePiece;
+using fstest::PayloadFor;
+
+class FsMetadataTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(dir_.ok()); }
+
+  // An fs:// tier over a filesystem whose calls this test counts.
+  std::unique_ptr<Tier> Open(std::shared_ptr<CountingFileSystem>* counted, const std::string& params = "") {
+    auto posix = OpenPosixFileSystem(dir_.path() + "/pool", PosixFsOptions{.create = true});
+    EXPECT_TRUE(posix.ok());
+    *counted = std::make_shared<CountingFileSystem>(*posix);
+    auto url = TierUrl::Parse("fs://" + dir_.path() + "/pool" + params);
+    EXPECT_TRUE(url.ok());
+    auto o = ParseFsTierOptions(*url);
+    EXPECT_TRUE(o.ok());
+    o->fs = *counted;
+    auto t = OpenFsTierWithOptions(*o, url->ToString());
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(t).value() : nullptr;
+  }
+  ChunkId Id(size_t i) const { return ChunkId::Of(ns_, keys_[i]); }
+  size_t Bytes() const { return ns_.layout().BytesPerChunk(); }
+  void Fill(Tier& t, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      auto data = PayloadFor(keys_[i], Bytes());
+      ASSERT_TRUE(t.Put(Id(i), OnePiece(data).src()).ok());
+    }
+  }
+
+  fstest::TempDir dir_;
+  Namespace ns_ = fstest::TestNamespace();
+  std::vector<ChunkKey> keys_ = fstest::TestKeys(ns_, 8);
+};
+
+TEST_F(FsMetadataTest, LoadAfterLookupStatsEachChunkAtMostOnce) {
+  std::shared_ptr<CountingFileSystem> counted;
+  {
+    auto writer = Open(&counted);
+    ASSERT_NE(writer, nullptr);
+    Fill(*writer, 6);
+  }
+  std::vector<std::unique_ptr<Tier>> tiers;
+  tiers.push_back(Open(&counted));
+  ASSERT_NE(tiers[0], nullptr);
+  auto store = Store::Open(std::move(tiers), StoreOptions{});
+  ASSERT_TRUE(store.ok());
+  const std::span<const ChunkKey> keys(keys_.data(), 6);
+  const uint64_t stats0 = counted->stats(), opens0 = counted->opens();
+  const uint64_t ops0 = (*store)->Stats().tiers[0].metadata_ops;
+  EXPECT_EQ((*store)->Lookup(ns_, keys_), 6u);  // 7th and 8th absent: the prefix is 6
+  const uint64_t lookup_stats = counted->stats() - stats0;
+  EXPECT_LE(lookup_stats, keys_.size());
+  std::vector<std::vector<std::byte>> out(6, std::vector<std::byte>(Bytes()));
+  std::vector<std::span<std::byte>> spans;
+  for (auto& o : out) spans.emplace_back(o);
+  std::vector<ScatterList> dsts;
+  for (auto& s : spans) dsts.emplace_back(&s, 1);
+  auto n = (*store)->Load(ns_, keys, dsts);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_TRUE(out[i] == PayloadFor(keys_[i], Bytes())) << i;
+  EXPECT_EQ(counted->stats() - stats0, lookup_stats) << "Load stat'd chunks that Lookup had just found";
+  EXPECT_EQ(counted->opens() - opens0, 6u);  // one open (and its fstat) per chunk read
+  // The tier's own count covers every round trip: the stats, then an open and an fstat per chunk.
+  const uint64_t ops = (*store)->Stats().tiers[0].metadata_ops - ops0;
+  EXPECT_GE(ops, lookup_stats + 2 * 6);
+}
+
+TEST_F(FsMetadataTest, ContainsManyAgreesWithContains) {
+  std::shared_ptr<CountingFileSystem> counted;
+  auto tier = Open(&counted, "?neg_ttl_ms=0");
+  ASSERT_NE(tier, nullptr);
+  for (size_t i : {0, 2, 3, 7}) {
+    auto data = PayloadFor(keys_[i], Bytes());
+    ASSERT_TRUE(tier->Put(Id(i), OnePiece(data).src()).ok());
+  }
+  std::vector<ChunkId> ids;
+  for (size_t r = 0; r < 3; ++r) {  // 24 ids: enough for the override to use its threads
+    for (size_t i = 0; i < keys_.size(); ++i) ids.push_back(Id(i));
+  }
+  std::unique_ptr<bool[]> batched(new bool[ids.size()]()), looped(new bool[ids.size()]());
+  tier->ContainsMany(ids, {batched.get(), ids.size()});
+  tier->Tier::ContainsMany(ids, {looped.get(), ids.size()});  // the interface's default: one Contains each
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const size_t k = i % keys_.size();
+    const bool stored = k == 0 || k == 2 || k == 3 || k == 7;
+    EXPECT_EQ(batched[i], stored) << i;
+    EXPECT_EQ(looped[i], stored) << i;
+  }
+  EXPECT_GE(counted->stats(), 2 * ids.size());  // nothing cached here: every answer was a stat
+}
+
+}  // namespace
+}  // namespace kvtier::internal
