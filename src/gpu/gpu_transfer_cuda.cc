@@ -345,6 +345,9 @@ Result<std::unique_ptr<GpuLoad>> CudaTransfer::Load(Store& store, const Namespac
   KVTIER_RETURN_IF_ERROR(CheckRequest(ns, keys.size(), block_table));
   DeviceScope scope;
   KVTIER_RETURN_IF_ERROR(scope.Enter(device_));
+  if (after_stream != nullptr) {  // refused before anything is created or queued
+    KVTIER_RETURN_IF_ERROR(CheckNotCapturing(static_cast<cudaStream_t>(after_stream), "GpuTransfer::Load"));
+  }
   std::vector<Event> events(groups_);
   for (Event& e : events) KVTIER_RETURN_IF_ERROR(e.Create());
   auto load = std::make_unique<CudaLoad>(device_, std::move(events));
