@@ -261,7 +261,8 @@ KVTIER_API kvtier_status kvtier_gpu_stream_wait_layers(kvtier_gpu* gpu, uint32_t
 /* Gathers chunks 0..n_keys-1 of the request from the blocks of `block_table` and saves them (top tier
  * before it returns, lower tiers in the background). `after_stream` (a cudaStream_t): the gather waits
  * for the work queued on it so far; NULL waits for nothing (synchronise the legacy default stream, whose
- * handle is NULL, before the call). */
+ * handle is NULL, before the call). INVALID_ARGUMENT while the stream is being captured into a CUDA graph;
+ * on any error nothing the call queued is still in flight. */
 KVTIER_API kvtier_status kvtier_gpu_save(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
                                          const kvtier_key* keys, size_t n_keys, const uint32_t* block_table,
                                          size_t n_blocks, void* after_stream);
