@@ -25,6 +25,10 @@ Status StreamSynchronize(int device, void* stream);
 // Tests: queues on `stream` a host function that sleeps `sleep_ms`, then a memset of `bytes` at `ptr`,
 // so the stream is still busy writing those bytes for a while after the call returns.
 Status QueueDelayedFill(int device, void* stream, int sleep_ms, void* ptr, int byte, size_t bytes);
+// Tests: the devices there are, the calling thread's current device, and setting it.
+Result<int> DeviceCount();
+Result<int> CurrentDevice();
+Status SetCurrentDevice(int device);
 // Tests: starts / ends (and discards) the capture of `stream` into a CUDA graph.
 Status CaptureBegin(int device, void* stream);
 Status CaptureEnd(int device, void* stream);

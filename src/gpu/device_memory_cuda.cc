@@ -86,6 +86,23 @@ Status QueueDelayedFill(int device, void* stream, int sleep_ms, void* ptr, int b
   return Status::OK();
 }
 
+Result<int> DeviceCount() {
+  int n = 0;
+  KVTIER_CUDA_RETURN(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
+  return n;
+}
+
+Result<int> CurrentDevice() {
+  int d = 0;
+  KVTIER_CUDA_RETURN(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
+}
+
+Status SetCurrentDevice(int device) {
+  KVTIER_CUDA_RETURN(cudaSetDevice(device), "cudaSetDevice");
+  return Status::OK();
+}
+
 Status CaptureBegin(int device, void* stream) {
   DeviceScope scope;
   KVTIER_RETURN_IF_ERROR(scope.Enter(device));

@@ -46,6 +46,9 @@ Result<void*> StreamCreate(int) { return NoCudaStatus(); }
 void StreamDestroy(int, void*) {}
 Status StreamSynchronize(int, void*) { return NoCudaStatus(); }
 Status QueueDelayedFill(int, void*, int, void*, int, size_t) { return NoCudaStatus(); }
+Result<int> DeviceCount() { return NoCudaStatus(); }
+Result<int> CurrentDevice() { return NoCudaStatus(); }
+Status SetCurrentDevice(int) { return NoCudaStatus(); }
 Status CaptureBegin(int, void*) { return NoCudaStatus(); }
 Status CaptureEnd(int, void*) { return NoCudaStatus(); }
 

@@ -506,5 +506,41 @@ TEST(GpuDeviceTest, CapturingStreamsAreRefused) {
   internal::StreamDestroy(0, engine);
 }
 
+// Every call sets the cache's device and gives the caller's back: with the caller on device 1 and the
+// cache on device 0, Open, Save, Load, the waits and Done leave device 1 current. Needs two GPUs.
+TEST(GpuDeviceTest, CallsRestoreTheCallersDevice) {
+  SKIP_WITHOUT_GPU();
+  if (auto n = internal::DeviceCount(); !n.ok() || *n < 2 || !GpuAvailable(1).ok()) {
+    GTEST_SKIP() << "needs two usable GPUs";
+  }
+  const Layout layout{2, 2, 64, DType::kBF16, 64};
+  DeviceCache dc(layout, 16, 16);
+  ASSERT_TRUE(dc.status().ok()) << dc.status().ToString();
+  StoreOptions so;
+  so.tiers = {"mem://?capacity=16MiB"};
+  auto store = Store::Open(so).value();
+  auto ns = Namespace::Make("test/gpu", layout, "t").value();
+  const auto keys = Keys(ns, 2, 90);
+  const std::vector<uint32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};
+  ASSERT_TRUE(internal::SetCurrentDevice(1).ok());
+  GpuTransferOptions opt;
+  opt.layer_groups = 2;
+  auto t = GpuTransfer::Open(layout, dc.cache(), opt);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(internal::CurrentDevice().value(), 1) << "Open";
+  ASSERT_TRUE((*t)->Save(*store, ns, keys, table).ok());
+  EXPECT_EQ(internal::CurrentDevice().value(), 1) << "Save";
+  auto load = (*t)->Load(*store, ns, keys, table);
+  ASSERT_TRUE(load.ok()) << load.status().ToString();
+  EXPECT_EQ(internal::CurrentDevice().value(), 1) << "Load";
+  ASSERT_TRUE((*load)->WaitLayerGroup(0).ok());
+  ASSERT_TRUE((*load)->Wait().ok());
+  ASSERT_TRUE((*load)->Done().ok());
+  EXPECT_EQ(internal::CurrentDevice().value(), 1) << "waits";
+  t->reset();
+  EXPECT_EQ(internal::CurrentDevice().value(), 1) << "close";
+  ASSERT_TRUE(internal::SetCurrentDevice(0).ok());
+}
+
 }  // namespace
 }  // namespace kvtier
