@@ -66,12 +66,18 @@ link() {
   else
     export LD_LIBRARY_PATH="$linkdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   fi
-  local -A linked=() lost=()
+  local -A linked=() lost=() traced=()
   local added=1
   while [ "$added" -eq 1 ]; do
     added=0
+    # The ELFs every pass (the loader walks their whole tree, now through what is linked); a linked
+    # library once, as a root of its own.
     for elf in "$@" "$linkdir"/*; do
       [ -e "$elf" ] || continue
+      if [ "${elf%/*}" = "$linkdir" ]; then
+        [ -z "${traced[$elf]:-}" ] || continue
+        traced[$elf]=1
+      fi
       while read -r name; do
         [ -z "${linked[$name]:-}" ] || continue
         if [ -f "$libdir/$name" ]; then

@@ -99,7 +99,9 @@ struct GpuTransferOptions {
   // a chunk on one thread, so several batches in flight keep the GPU's copies fed.
   uint32_t host_threads = 4;
   // Layer groups of a load: group g covers layers [g*L/G, (g+1)*L/G) and has its own completion event.
-  // 1: one event for the whole load. At most the layer count.
+  // 1: one event for the whole load. At most the layer count. With G > 1 a load reads a wave of up to
+  // host_threads + 1 batches (one per staging slot) and queues it group by group, so group 0 lands
+  // first; when the whole prefix fits in one wave, after 1/G of the GPU's copies.
   uint32_t layer_groups = 1;
 };
 
