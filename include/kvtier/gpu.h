@@ -10,8 +10,18 @@
 // checked on the host before any reaches the GPU), then one bulk host->GPU copy per chunk (per chunk and
 // layer group when the load is layer-wise) lands them in device staging on the transfer's stream and
 // one scatter kernel per batch (and layer group) moves the rows into the blocks. While the GPU copies a
-// batch, host threads read and verify the next ones (several batches at once, queued in order). Completion is a CUDA event per layer group, waited for
-// with blocking synchronisation (no host thread spins) or made a dependency of the engine's stream.
+// batch, host threads read and verify the next ones (several batches at once, queued in order). A
+// layer-wise load queues its GPU work layer group by layer group over every batch its staging slots
+// hold at once (a "wave"), so group 0 lands first. Completion is a CUDA event per layer group, waited
+// for with blocking synchronisation (no host thread spins) or made a dependency of the engine's stream.
+//
+// Streams and devices: the transfer's GPU work runs on its own non-blocking stream. `after_stream` (Load
+// and Save) makes it wait for the work the engine queued on its stream so far (attention still reading
+// blocks a load overwrites, the prefill writing blocks a save reads). Every call sets the cache's device
+// and restores the caller's before it returns. Streams being captured into a CUDA graph are refused
+// (InvalidArgument): kvtier's copies and host reads cannot be captured; call outside the capture.
+// Errors: a call that fails has waited for every copy and kernel it queued, so nothing is still writing
+// the caller's blocks or the transfer's staging when it returns.
 //
 // Save: one gather kernel per batch copies the blocks' rows into device staging, one GPU->pinned copy
 // per chunk brings them to the host, then Store::Save copies them into the top tier (the lower tiers
@@ -61,7 +71,8 @@ class PinnedRegistration {
  public:
   // NotSupported without CUDA or a device; InvalidArgument for an empty span; IOError when the driver
   // refuses (e.g. the range is already registered).
-  static Result<std::unique_ptr<PinnedRegistration>> Register(std::span<std::byte> memory);
+  // The registration is made while `device` is current (portable: every device copies from it).
+  static Result<std::unique_ptr<PinnedRegistration>> Register(std::span<std::byte> memory, int device = 0);
   ~PinnedRegistration();
   PinnedRegistration(const PinnedRegistration&) = delete;
   PinnedRegistration& operator=(const PinnedRegistration&) = delete;
@@ -88,7 +99,9 @@ struct GpuTransferOptions {
   // a chunk on one thread, so several batches in flight keep the GPU's copies fed.
   uint32_t host_threads = 4;
   // Layer groups of a load: group g covers layers [g*L/G, (g+1)*L/G) and has its own completion event.
-  // 1: one event for the whole load. At most the layer count.
+  // 1: one event for the whole load. At most the layer count. With G > 1 a load reads a wave of up to
+  // host_threads + 1 batches (one per staging slot) and queues it group by group, so group 0 lands
+  // first; when the whole prefix fits in one wave, after 1/G of the GPU's copies.
   uint32_t layer_groups = 1;
 };
 
@@ -104,10 +117,12 @@ class GpuLoad {
   // blocks. InvalidArgument for a group out of range; Internal when the GPU reported an error.
   virtual Status WaitLayerGroup(uint32_t group) = 0;
   // Makes the engine's `stream` (a cudaStream_t) wait for layer group `group` without blocking the
-  // host: kernels queued on it after this call see the rows.
+  // host: kernels queued on it after this call see the rows. InvalidArgument when `stream` is being
+  // captured into a CUDA graph.
   virtual Status StreamWaitLayerGroup(uint32_t group, void* stream) = 0;
-  // 1 when every group has landed, 0 while some are in flight; never blocks.
-  virtual bool Done() = 0;
+  // true when every group has landed, false while some are in flight; never blocks. The GPU's error
+  // (Internal) when a transfer failed, so a poller stops instead of waiting forever.
+  virtual Result<bool> Done() = 0;
   // WaitLayerGroup of every group.
   virtual Status Wait() = 0;
 };
@@ -124,18 +139,24 @@ class GpuTransfer {
 
   // Loads the leading cached chunks of `keys` (chunk i = tokens [i*T, (i+1)*T) of the request, T =
   // tokens_per_chunk) into the blocks of `block_table`. Returns once every batch has been read and
-  // verified on the host and queued on the GPU; the GpuLoad says when its layers land. ns.layout()
-  // must be the transfer's layout. InvalidArgument when the block table is too short for the keys or
-  // names a block past num_blocks; the Store's error otherwise (nothing more is queued then).
+  // verified on the host and queued on the GPU; the GpuLoad says when its layers land. When
+  // `after_stream` (a cudaStream_t) is given, no byte reaches the blocks before the work queued on it so
+  // far has finished (kernels still reading or writing those blocks); nullptr waits for nothing (so work
+  // on the legacy default stream must be synchronised first). ns.layout() must be the transfer's
+  // layout. InvalidArgument when the block table is too short for the keys or names a block past
+  // num_blocks, or `after_stream` is capturing; the Store's or the GPU's error otherwise (then nothing
+  // this call queued is still in flight).
   virtual Result<std::unique_ptr<GpuLoad>> Load(Store& store, const Namespace& ns,
                                                 std::span<const ChunkKey> keys,
-                                                std::span<const uint32_t> block_table) = 0;
+                                                std::span<const uint32_t> block_table,
+                                                void* after_stream = nullptr) = 0;
 
   // Gathers chunks 0..keys.size()-1 of the request from the blocks of `block_table` and saves them
   // (Store::Save: top tier now, lower tiers in the background). When `after_stream` (a cudaStream_t)
   // is given, the gather waits for the work queued on it so far (the prefill that wrote the blocks);
   // nullptr waits for nothing (so work on the legacy default stream must be synchronised first).
-  // Returns once every chunk is in the top tier. InvalidArgument as for Load; the Store's error.
+  // Returns once every chunk is in the top tier. InvalidArgument as for Load; the Store's or the GPU's
+  // error (then nothing this call queued is still in flight).
   virtual Status Save(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
                       std::span<const uint32_t> block_table, void* after_stream = nullptr) = 0;
 

@@ -25,6 +25,8 @@ REQUIRED_RESULTS = {
 # (context tokens, concurrency, rounds): every round brings `concurrency` new sessions at once. 32K at
 # concurrency 1 first: it gives ttft_ratio_32k_c1, the figure the acceptance needs if time runs short.
 LEVELS = [(32768, 1, 3), (8192, 1, 5), (8192, 4, 2), (8192, 16, 1), (32768, 4, 1)]
+# --quick (a rerun with little device time left): the 32K figure first, then 8K, one or two rounds.
+QUICK_LEVELS = [(32768, 1, 2), (8192, 1, 2), (8192, 4, 1)]
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -127,6 +129,9 @@ def verdicts(r: dict) -> list[Verdict]:
     ]
     if "layer0_before_last" in r:
         out.append(Verdict("layer0_before_last", r["layer0_before_last"], "true", r["layer0_before_last"] is True))
+    if "layer_wise_overlap" in r:
+        out.append(Verdict("layer_wise_overlap (layer group 0 usable / last group)", r["layer_wise_overlap"],
+                           "< 0.50", r["layer_wise_overlap"] < 0.5))
     return out
 
 
@@ -161,6 +166,12 @@ def merge(bench: dict, e2e: dict, round_trips_identical: bool, machine: str, dat
     if "layer_wise" in bench:
         r["layer_wise"] = bench["layer_wise"]
         r["layer0_before_last"] = bool(bench["layer_wise"].get("layer0_before_last", False))
+        if "layer0_over_all" in bench["layer_wise"]:  # time to layer group 0 usable / to the last group
+            r["layer_wise_overlap"] = float(bench["layer_wise"]["layer0_over_all"])
+    if "complete" in bench:
+        r["bench_complete"] = bool(bench["complete"])
+    if "complete" in e2e:
+        r["e2e_complete"] = bool(e2e["complete"])
     if "page_cache_dropped" in bench:
         r["page_cache_dropped"] = bool(bench["page_cache_dropped"])
     for key in ("answers_identical", "kv_identical", "ttft_ratio_32k_c1", "ttft", "model"):

@@ -2,6 +2,9 @@
 
     python3 -m gpu_e2e.run --out e2e.json --dir /abs/scratch [--quick] [--deadline 300]
 
+--out is rewritten after every level ("complete": false until the end), so a run cut short by a timeout
+keeps the levels it finished.
+
 (run from python/, with kvtier importable and libkvtier.so built with CUDA). For every level of
 logic.LEVELS (context tokens, concurrency, rounds), each round brings `concurrency` new sessions at once:
   1. first visit: prefill the context into the paged cache, save its chunks through kvtier (GPU gather)
@@ -9,8 +12,9 @@ logic.LEVELS (context tokens, concurrency, rounds), each round brings `concurren
   2. recompute: the session returns with `--suffix` new tokens; prefill the context again, then the
      suffix; TTFT = until its first token (sessions served first come, first served);
   3. hit from mem://, then from file:// (page cache dropped when possible): load the context's KV into
-     the blocks through kvtier (verified on the host, layer groups awaited by the compute stream), then
-     prefill only the suffix;
+     the blocks through kvtier (verified on the host; the load waits for the compute stream's earlier work
+     through after_stream, and the compute stream waits for each layer group), then prefill only the
+     suffix;
 then every path decodes `--decode` greedy tokens, which must equal recompute's. Writes one JSON object.
 Needs PyTorch with CUDA; exits 2 with {"skipped": reason} without.
 """
@@ -66,13 +70,15 @@ class Runner:
         self.torch, self.kvtier, self.args = torch, kvtier, args
         self.device = torch.device("cuda")
         self.shape = LLAMA_3_1_8B
-        self.model = Model(self.shape, self.device)
-        self.levels = [lv for lv in logic.LEVELS if not args.quick or lv[0] == 8192 and lv[1] <= 4]
-        if args.quick:
-            self.levels = [(n, c, 1) for n, c, _ in self.levels]
+        # Every tensor is made and used on this stream (not the legacy default stream, whose handle 0
+        # kvtier takes for "no stream to wait for").
+        self.compute = torch.cuda.Stream()
+        self.levels = logic.QUICK_LEVELS if args.quick else logic.LEVELS
         extra = args.suffix + args.decode
-        self.kv = PagedKv(self.shape, logic.pool_blocks(self.levels, extra, args.block_tokens), args.block_tokens,
-                          self.device)
+        with torch.cuda.stream(self.compute):
+            self.model = Model(self.shape, self.device)
+            self.kv = PagedKv(self.shape, logic.pool_blocks(self.levels, extra, args.block_tokens),
+                              args.block_tokens, self.device)
         self.layout = kvtier.Layout(self.shape.layers, self.shape.kv_heads, self.shape.head_dim, "bf16", 256)
         self.ns = kvtier.Namespace("e2e/llama-3.1-8b-random-bf16", self.layout, "e2e")
         k, v = self.kv.addresses()
@@ -81,9 +87,6 @@ class Runner:
                                             layer_groups=args.layer_groups, host_threads=args.host_threads)
         self.alloc = logic.BlockAllocator(self.kv.num_blocks, seed=1)
         self.dropped = True
-        # A stream of our own: the legacy default stream's handle is 0, which kvtier's save takes for "no
-        # stream to wait for".
-        self.compute = torch.cuda.Stream()
 
     def stream(self) -> int:
         return self.torch.cuda.current_stream().cuda_stream
@@ -98,7 +101,7 @@ class Runner:
 
     def _timed(self, sessions, serve) -> tuple[list[float], list]:
         torch = self.torch
-        torch.cuda.synchronize()
+        torch.cuda.synchronize()  # timing only: every session arrives at t0 on an idle GPU
         t0 = torch.cuda.Event(enable_timing=True)
         t0.record()
         done, firsts = [], []
@@ -120,7 +123,9 @@ class Runner:
         per = self.shape.layers // self.args.layer_groups
 
         def serve(s):
-            n = self.transfer.load(store, self.ns, s.keys, s.table)  # read + verified on the host
+            # Read + verified on the host; no byte reaches the blocks before the compute stream's earlier
+            # work (the zeroing of the cache, an earlier session's attention) has finished.
+            n = self.transfer.load(store, self.ns, s.keys, s.table, after_stream=self.stream())
             if n != len(s.keys):
                 raise RuntimeError(f"kvtier loaded {n} of {len(s.keys)} chunks")
             stream = self.stream()
@@ -143,7 +148,7 @@ class Runner:
     def load_seconds(self, s, store) -> float:
         self.torch.cuda.synchronize()
         t = time.perf_counter()
-        self.transfer.load(store, self.ns, s.keys, s.table)
+        self.transfer.load(store, self.ns, s.keys, s.table, after_stream=self.stream())
         self.transfer.wait()
         return time.perf_counter() - t
 
@@ -210,17 +215,25 @@ class Runner:
         self.alloc.free(warm.table)
         self.torch.cuda.synchronize()
         ttft, skipped = {}, []
+        self.write(ttft, skipped, start, False)
         for tokens, concurrency, rounds in self.levels:
             if time.monotonic() - start > a.deadline:
                 skipped.append(f"{tokens}_c{concurrency}")
                 continue
             key = f"{tokens}_c{concurrency}"
             ttft[key] = self.level(tokens, concurrency, rounds, scratch)
+            self.write(ttft, skipped, start, False)
             t = ttft[key]
             print(f"gpu_e2e: {tokens:6d} tokens c{concurrency:<2d}: recompute p50 {t['recompute']['p50_s']:.3f} s, "
                   f"mem hit {t['mem']['p50_s']:.3f} s, file hit {t['file']['p50_s']:.3f} s, "
                   f"load {t['load_gbps']:.1f} GB/s ({100 * t['load_share']:.0f}% of the hit TTFT), "
                   f"answers {'identical' if t['answers_identical'] else 'DIFFER'}", flush=True)
+        self.transfer.close()
+        return self.write(ttft, skipped, start, True)
+
+    def write(self, ttft: dict, skipped: list, start: float, complete: bool) -> dict:
+        """The results so far, written to --out (whole JSON at every moment: a temporary file renamed)."""
+        a = self.args
         props = self.torch.cuda.get_device_properties(0)
         out = {"model": "llama-3.1-8b shape, random bf16 weights (one layer's reused), torch SDPA",
                "gpu": f"{props.name}, {props.total_memory >> 20} MiB", "torch": self.torch.__version__,
@@ -230,10 +243,12 @@ class Runner:
                "page_cache_dropped": self.dropped,
                "answers_identical": bool(ttft) and all(t["answers_identical"] for t in ttft.values()),
                "kv_identical": bool(ttft) and all(t["kv_identical"] for t in ttft.values()),
-               "seconds": time.monotonic() - start}
+               "seconds": time.monotonic() - start, "quick": a.quick, "complete": complete}
         if "32768_c1" in ttft:
             out["ttft_ratio_32k_c1"] = ttft["32768_c1"]["ttft_ratio"]
-        self.transfer.close()
+        tmp = Path(a.out + ".tmp")
+        tmp.write_text(json.dumps(out, indent=2) + "\n")
+        os.replace(tmp, a.out)
         return out
 
 
@@ -241,13 +256,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True)
     p.add_argument("--dir", required=True, help="absolute scratch folder for the file:// tier")
-    p.add_argument("--quick", action="store_true", help="8K tokens, concurrency 1 and 4, one round each")
+    p.add_argument("--quick", action="store_true", help="logic.QUICK_LEVELS: 32K c1 and 8K c1 twice, 8K c4 once")
     p.add_argument("--deadline", type=float, default=300, help="seconds after which no new level starts")
     p.add_argument("--suffix", type=int, default=32)
     p.add_argument("--decode", type=int, default=16)
     p.add_argument("--block-tokens", type=int, default=16)
     p.add_argument("--layer-groups", type=int, default=4)
-    p.add_argument("--staging-mib", type=int, default=128)
+    # 9 slots (host threads + 1) of 512 MiB hold a 32K-token llama-3.1-8b prefix (4 GiB) at once: one
+    # wave, so a layer-wise load lands layer group 0 first (include/kvtier/gpu.h).
+    p.add_argument("--staging-mib", type=int, default=512)
     p.add_argument("--host-threads", type=int, default=8)
     args = p.parse_args(argv)
     if not os.path.isabs(args.dir):
@@ -264,7 +281,6 @@ def main(argv: list[str] | None = None) -> int:
     if not kvtier.gpu.available(0):
         return _skip(args.out, "kvtier has no GPU path here: " + kvtier.gpu.why_not(0))
     result = Runner(args).run()
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     return 0 if result["answers_identical"] else 1
 
 

@@ -5,7 +5,8 @@
         cache = kvtier.gpu.PagedCache(device=0, num_blocks=n, block_tokens=16,
                                       k=[t.data_ptr() for t in k_tensors], v=[t.data_ptr() for t in v_tensors])
         with kvtier.gpu.Transfer(ns, cache, layer_groups=4) as gpu:
-            loaded = gpu.load(store, ns, keys, block_table)   # verified on the host, queued on the GPU
+            stream = torch.cuda.current_stream().cuda_stream
+            loaded = gpu.load(store, ns, keys, block_table, after_stream=stream)  # verified, queued on the GPU
             gpu.wait_layers(0)                               # layer group 0 has landed
             gpu.wait()
             gpu.save(store, ns, keys, block_table, after_stream=torch.cuda.current_stream().cuda_stream)
@@ -38,7 +39,7 @@ _SIGNATURES = {
     "kvtier_gpu_open": (c_int, [c_void_p, POINTER(KvGpuCache), c_uint64, c_uint32, c_uint32, POINTER(_GPU)]),
     "kvtier_gpu_close": (None, [_GPU]),
     "kvtier_gpu_load": (c_int, [_GPU, c_void_p, c_void_p, POINTER(_lib.KvKey), c_size_t, POINTER(c_uint32),
-                                c_size_t, POINTER(c_size_t)]),
+                                c_size_t, c_void_p, POINTER(c_size_t)]),
     "kvtier_gpu_wait_layers": (c_int, [_GPU, c_uint32]),
     "kvtier_gpu_wait": (c_int, [_GPU]),
     "kvtier_gpu_stream_wait_layers": (c_int, [_GPU, c_uint32, c_void_p]),
@@ -120,12 +121,16 @@ class Transfer(_Handle):
             raise KvtierError(Status.INVALID_ARGUMENT, "GPU transfer is closed")
         return self._handle
 
-    def load(self, store: Store, ns: Namespace, keys: Sequence[bytes], block_table: Sequence[int]) -> int:
-        """Reads and verifies the leading cached chunks, queues them for the blocks; returns how many."""
+    def load(self, store: Store, ns: Namespace, keys: Sequence[bytes], block_table: Sequence[int],
+             after_stream: Optional[int] = None) -> int:
+        """Reads and verifies the leading cached chunks, queues them for the blocks; returns how many.
+        after_stream: the CUDA stream (address) whose queued work must finish before any byte reaches the
+        blocks (attention still reading them); None or 0 waits for nothing. A stream being captured into
+        a CUDA graph is refused (INVALID_ARGUMENT)."""
         arr, n = _key_array(keys)
         table, nb = _table(block_table)
         loaded = c_size_t(0)
-        check(_gpu_lib().kvtier_gpu_load(self.handle, store.handle, ns.handle, arr, n, table, nb,
+        check(_gpu_lib().kvtier_gpu_load(self.handle, store.handle, ns.handle, arr, n, table, nb, after_stream,
                                          ctypes.byref(loaded)))
         return loaded.value
 

@@ -39,3 +39,14 @@ def test_open_without_gpu_is_not_supported():
     with pytest.raises(kvtier.KvtierError) as e:
         gpu.Transfer(ns, gpu.PagedCache(0, 4, 16, [1, 2], [3, 4]))
     assert e.value.status == kvtier.Status.NOT_SUPPORTED
+
+
+def test_load_binding_takes_after_stream_before_loaded():
+    """kvtier_gpu_load(gpu, store, ns, keys, n, table, n_blocks, after_stream, loaded): a null gpu is
+    INVALID_ARGUMENT and *loaded (the last argument, not after_stream) is reset to 0 first."""
+    import ctypes
+    lib = gpu._gpu_lib()
+    loaded = ctypes.c_size_t(5)
+    status = lib.kvtier_gpu_load(None, None, None, None, 0, None, 0, 0x1234, ctypes.byref(loaded))
+    assert status == kvtier.Status.INVALID_ARGUMENT
+    assert loaded.value == 0

@@ -98,6 +98,21 @@ def test_merge_takes_bench_and_e2e_figures():
     assert logic.check_results(logic.merge({}, {}, False, "m", "d"))  # incomplete without figures
 
 
+def test_merge_takes_the_layer_wise_overlap_and_completeness():
+    bench = {"layer_wise": {"layer0_before_last": True, "layer0_over_all": 0.3}, "complete": False}
+    r = logic.merge(bench, {"complete": True}, True, "m", "d")
+    assert r["layer_wise_overlap"] == 0.3 and r["bench_complete"] is False and r["e2e_complete"] is True
+    full = _complete()
+    full["layer_wise_overlap"] = 0.6  # group 0 usable only after 60% of the load's time
+    v = {x.name: x.met for x in logic.verdicts(full)}
+    assert v["layer_wise_overlap (layer group 0 usable / last group)"] is False
+
+
+def test_quick_levels_start_with_the_32k_figure_and_are_smaller():
+    assert logic.QUICK_LEVELS[0][:2] == (32768, 1)
+    assert sum(n * c * r for n, c, r in logic.QUICK_LEVELS) < sum(n * c * r for n, c, r in logic.LEVELS) / 2
+
+
 def test_markdown_table_lists_every_verdict():
     r = _complete()
     r["ttft"] = {"8192_c1": {"tokens": 8192, "concurrency": 1,

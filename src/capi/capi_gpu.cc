@@ -68,7 +68,8 @@ kvtier_status kvtier_gpu_open(const kvtier_ns* ns, const kvtier_gpu_cache* cache
 void kvtier_gpu_close(kvtier_gpu* gpu) { delete gpu; }
 
 kvtier_status kvtier_gpu_load(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
-                              size_t n_keys, const uint32_t* block_table, size_t n_blocks, size_t* loaded) {
+                              size_t n_keys, const uint32_t* block_table, size_t n_blocks, void* after_stream,
+                              size_t* loaded) {
   if (loaded != nullptr) *loaded = 0;
   return Guard("kvtier_gpu_load", [&]() -> Status {
     constexpr const char* fn = "kvtier_gpu_load";
@@ -80,7 +81,7 @@ kvtier_status kvtier_gpu_load(kvtier_gpu* gpu, kvtier_store* store, const kvtier
     auto k = kvtier::capi::CopyKeys(fn, keys, n_keys);
     if (!k.ok()) return k.status();
     gpu->last.reset();
-    auto load = gpu->transfer->Load(*store->store, ns->ns, *k, std::span(block_table, n_blocks));
+    auto load = gpu->transfer->Load(*store->store, ns->ns, *k, std::span(block_table, n_blocks), after_stream);
     if (!load.ok()) return load.status();
     gpu->last = std::move(*load);
     *loaded = gpu->last->chunks();

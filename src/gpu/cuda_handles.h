@@ -1,32 +1,65 @@
 // Owning wrappers of CUDA runtime objects (CUDA builds only): pinned host memory, device memory,
-// events and streams, each released in its destructor. Not thread-safe; the caller has set the device.
+// events and streams, each released in its destructor, and DeviceScope, which sets the device for a
+// call and gives the caller's back. Not thread-safe; the caller has set the device.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <string>
 #include <utility>
 
 #include "gpu/cuda_status.h"
+#include "gpu/pinned_host.h"
 
 namespace kvtier::internal {
 
+// Sets `device` current on this thread for the scope's life and then restores the device that was
+// current before (kvtier's calls leave the caller's thread as they found it).
+class DeviceScope {
+ public:
+  DeviceScope() = default;
+  ~DeviceScope() { Restore(); }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  Status Enter(int device) {
+    Restore();
+    KVTIER_CUDA_RETURN(cudaGetDevice(&prev_), "cudaGetDevice");
+    if (prev_ != device) {
+      KVTIER_CUDA_RETURN(cudaSetDevice(device), "cudaSetDevice");
+      set_ = true;
+    }
+    return Status::OK();
+  }
+  void Restore() {
+    if (set_) (void)cudaSetDevice(prev_);
+    set_ = false;
+  }
+
+ private:
+  int prev_ = 0;
+  bool set_ = false;
+};
+
+// Page-locked staging (RegisteredHostAlloc: cudaHostRegister'ed anonymous pages, 4 KiB aligned, so
+// O_DIRECT reads may land in it).
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
-  ~PinnedBuffer() {
-    if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
-  }
+  ~PinnedBuffer() { RegisteredHostFree(ptr_, bytes_); }
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  Status Allocate(size_t bytes) {
-    KVTIER_CUDA_RETURN(cudaHostAlloc(&ptr_, bytes, cudaHostAllocPortable), "cudaHostAlloc");
+  Status Allocate(int device, size_t bytes) {
+    ptr_ = RegisteredHostAlloc(device, bytes, 4096);
+    if (ptr_ == nullptr) return Status::NoSpace("GPU staging: cannot map and page-lock " + std::to_string(bytes) + " bytes");
+    bytes_ = bytes;
     return Status::OK();
   }
   std::byte* data() const { return static_cast<std::byte*>(ptr_); }
 
  private:
   void* ptr_ = nullptr;
+  size_t bytes_ = 0;
 };
 
 class DeviceBuffer {

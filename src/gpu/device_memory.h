@@ -13,8 +13,25 @@ namespace kvtier::internal {
 Result<void*> DeviceAlloc(int device, size_t bytes);
 void DeviceFree(int device, void* ptr);  // nullptr: nothing
 Status DeviceMemset(int device, void* ptr, int byte, size_t bytes);
+// Returns once the bytes are on the device (a pageable cudaMemcpy may return while its DMA is still
+// running: the copy is followed by a device synchronisation, so work on any stream sees the bytes).
 Status CopyToDevice(int device, void* dst, const void* src, size_t bytes);
 Status CopyToHost(int device, void* dst, const void* src, size_t bytes);
+
+// Tests: an engine's stream (non-blocking), destroyed by StreamDestroy after synchronising.
+Result<void*> StreamCreate(int device);
+void StreamDestroy(int device, void* stream);
+Status StreamSynchronize(int device, void* stream);
+// Tests: queues on `stream` a host function that sleeps `sleep_ms`, then a memset of `bytes` at `ptr`,
+// so the stream is still busy writing those bytes for a while after the call returns.
+Status QueueDelayedFill(int device, void* stream, int sleep_ms, void* ptr, int byte, size_t bytes);
+// Tests: the devices there are, the calling thread's current device, and setting it.
+Result<int> DeviceCount();
+Result<int> CurrentDevice();
+Status SetCurrentDevice(int device);
+// Tests: starts / ends (and discards) the capture of `stream` into a CUDA graph.
+Status CaptureBegin(int device, void* stream);
+Status CaptureEnd(int device, void* stream);
 
 // Tests: whether the CUDA runtime sees `host` as page-locked host memory (cudaPointerGetAttributes
 // type cudaMemoryTypeHost: cudaHostAlloc'd or cudaHostRegister'ed); false for pageable memory.

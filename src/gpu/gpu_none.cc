@@ -19,7 +19,8 @@ Status GpuAvailable(int /*device*/) { return NoCudaStatus(); }
 
 std::shared_ptr<HostAllocator> PinnedHostAllocator(int /*device*/) { return nullptr; }
 
-Result<std::unique_ptr<PinnedRegistration>> PinnedRegistration::Register(std::span<std::byte> /*memory*/) {
+Result<std::unique_ptr<PinnedRegistration>> PinnedRegistration::Register(std::span<std::byte> /*memory*/,
+                                                                         int /*device*/) {
   return NoCudaStatus();
 }
 PinnedRegistration::~PinnedRegistration() { (void)ptr_; }  // never constructed here
@@ -41,5 +42,14 @@ Status CopyToDevice(int, void*, const void*, size_t) { return NoCudaStatus(); }
 Status CopyToHost(int, void*, const void*, size_t) { return NoCudaStatus(); }
 Result<double> TimedHostToDevice(int, const void*, size_t, uint64_t) { return NoCudaStatus(); }
 Result<bool> IsPinnedHostMemory(const void*) { return NoCudaStatus(); }
+Result<void*> StreamCreate(int) { return NoCudaStatus(); }
+void StreamDestroy(int, void*) {}
+Status StreamSynchronize(int, void*) { return NoCudaStatus(); }
+Status QueueDelayedFill(int, void*, int, void*, int, size_t) { return NoCudaStatus(); }
+Result<int> DeviceCount() { return NoCudaStatus(); }
+Result<int> CurrentDevice() { return NoCudaStatus(); }
+Status SetCurrentDevice(int) { return NoCudaStatus(); }
+Status CaptureBegin(int, void*) { return NoCudaStatus(); }
+Status CaptureEnd(int, void*) { return NoCudaStatus(); }
 
 }  // namespace kvtier::internal

@@ -20,6 +20,19 @@ namespace kvtier {
 namespace internal {
 namespace {
 
+// A stream being captured into a CUDA graph cannot take kvtier's work: the event it would record or
+// wait for belongs to work outside the capture (and the host reads cannot be captured at all).
+Status CheckNotCapturing(cudaStream_t stream, const char* fn) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  KVTIER_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+  if (capture != cudaStreamCaptureStatusNone) {
+    return Status::InvalidArgument(std::string(fn) +
+                                   ": the stream is being captured into a CUDA graph; kvtier's transfers "
+                                   "cannot be captured: call it outside the capture");
+  }
+  return Status::OK();
+}
+
 class CudaLoad final : public GpuLoad {
  public:
   CudaLoad(int device, std::vector<Event> events) : device_(device), events_(std::move(events)) {}
@@ -29,23 +42,29 @@ class CudaLoad final : public GpuLoad {
 
   Status WaitLayerGroup(uint32_t group) override {
     KVTIER_RETURN_IF_ERROR(CheckGroup(group));
-    KVTIER_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
+    DeviceScope scope;
+    KVTIER_RETURN_IF_ERROR(scope.Enter(device_));
     KVTIER_CUDA_RETURN(cudaEventSynchronize(events_[group].get()), "GPU load of a layer group");
     return Status::OK();
   }
 
   Status StreamWaitLayerGroup(uint32_t group, void* stream) override {
     KVTIER_RETURN_IF_ERROR(CheckGroup(group));
-    KVTIER_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
-    KVTIER_CUDA_RETURN(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), events_[group].get(), 0),
-                       "cudaStreamWaitEvent");
+    DeviceScope scope;
+    KVTIER_RETURN_IF_ERROR(scope.Enter(device_));
+    const auto s = static_cast<cudaStream_t>(stream);
+    KVTIER_RETURN_IF_ERROR(CheckNotCapturing(s, "StreamWaitLayerGroup"));
+    KVTIER_CUDA_RETURN(cudaStreamWaitEvent(s, events_[group].get(), 0), "cudaStreamWaitEvent");
     return Status::OK();
   }
 
-  bool Done() override {
-    if (cudaSetDevice(device_) != cudaSuccess) return false;
+  Result<bool> Done() override {
+    DeviceScope scope;
+    KVTIER_RETURN_IF_ERROR(scope.Enter(device_));
     for (const Event& e : events_) {
-      if (cudaEventQuery(e.get()) != cudaSuccess) return false;
+      const cudaError_t err = cudaEventQuery(e.get());
+      if (err == cudaErrorNotReady) return false;
+      KVTIER_CUDA_RETURN(err, "GPU load");
     }
     return true;
   }
@@ -78,9 +97,11 @@ class CudaLoad final : public GpuLoad {
 struct Slot {
   PinnedBuffer host;
   PinnedBuffer runs_host;
+  std::vector<size_t> group_end;  // end of each layer group's runs in runs_host (calling thread only)
   Event done;
-  // Set on the calling thread when GPU work is queued; cleared by whoever waits (a host reader thread
-  // or the calling thread), always ordered after the set by the thread pool's queue.
+  // Set on the calling thread once the slot's last GPU work is queued; cleared by whoever waits (a host
+  // reader thread or the calling thread), always ordered after the set by the thread pool's queue, and
+  // by Drain after a failure (when nothing is in flight any more).
   std::atomic<bool> busy{false};
 };
 
@@ -105,15 +126,18 @@ class CudaTransfer final : public GpuTransfer {
     }
   }
 
-  ~CudaTransfer() override { (void)cudaSetDevice(device_); }  // stream_ (declared last) syncs first
+  // The members are destroyed on the cache's device (stream_ synchronises first); exit_scope_,
+  // destroyed last, gives the caller's device back.
+  ~CudaTransfer() override { (void)exit_scope_.Enter(device_); }
 
   Status Init() {
-    KVTIER_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
+    DeviceScope scope;
+    KVTIER_RETURN_IF_ERROR(scope.Enter(device_));
     const size_t bytes = size_t{batch_} * layout_.BytesPerChunk();
     for (uint32_t i = 0; i < slot_count_; ++i) {
       Slot& s = slots_[i];
-      KVTIER_RETURN_IF_ERROR(s.host.Allocate(bytes));
-      KVTIER_RETURN_IF_ERROR(s.runs_host.Allocate(max_runs_ * sizeof(DeviceRun)));
+      KVTIER_RETURN_IF_ERROR(s.host.Allocate(device_, bytes));
+      KVTIER_RETURN_IF_ERROR(s.runs_host.Allocate(device_, max_runs_ * sizeof(DeviceRun)));
       KVTIER_RETURN_IF_ERROR(s.done.Create());
     }
     KVTIER_RETURN_IF_ERROR(dev_.Allocate(bytes));
@@ -126,7 +150,7 @@ class CudaTransfer final : public GpuTransfer {
   uint32_t batch_chunks() const override { return batch_; }
 
   Result<std::unique_ptr<GpuLoad>> Load(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
-                                        std::span<const uint32_t> block_table) override;
+                                        std::span<const uint32_t> block_table, void* after_stream) override;
   Status Save(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
               std::span<const uint32_t> block_table, void* after_stream) override;
 
@@ -139,21 +163,40 @@ class CudaTransfer final : public GpuTransfer {
     return CheckBlockTable(layout_, paged_, chunks, table);
   }
 
+  // The transfer's stream waits for the work queued on the engine's `after_stream` so far.
+  Status WaitForStream(void* after_stream, const char* fn) {
+    if (after_stream == nullptr) return Status::OK();
+    const auto s = static_cast<cudaStream_t>(after_stream);
+    KVTIER_RETURN_IF_ERROR(CheckNotCapturing(s, fn));
+    KVTIER_CUDA_RETURN(cudaEventRecord(after_.get(), s), "cudaEventRecord on the engine's stream");
+    KVTIER_CUDA_RETURN(cudaStreamWaitEvent(stream_.get(), after_.get(), 0), "cudaStreamWaitEvent");
+    return Status::OK();
+  }
+
+  // After a failure: waits until nothing this transfer queued is in flight (no copy still writes the
+  // caller's blocks or reads a staging slot), so every slot is free; returns `err`.
+  Status Drain(Status err) {
+    (void)cudaStreamSynchronize(stream_.get());
+    for (uint32_t i = 0; i < slot_count_; ++i) slots_[i].busy.store(false, std::memory_order_release);
+    return err;
+  }
+
   // May run on a host reader thread: sets the device for it.
   Status WaitSlot(Slot& s) {
     if (!s.busy.load(std::memory_order_acquire)) return Status::OK();
-    KVTIER_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
+    DeviceScope scope;
+    KVTIER_RETURN_IF_ERROR(scope.Enter(device_));
     KVTIER_CUDA_RETURN(cudaEventSynchronize(s.done.get()), "GPU transfer");
     s.busy.store(false, std::memory_order_release);
     return Status::OK();
   }
 
-  // Plans the runs of chunks [first, first + count) of the request staged in `s`, group by group;
-  // group_end[g] is the end of group g's runs. Uploads them to s.runs_dev on the stream.
+  // Plans the runs of chunks [first, first + count) of the request staged in `s` into s.runs_host,
+  // group by group; s.group_end[g] is the end of group g's runs. REQUIRES: the GPU has left `s`.
   Status PlanBatch(Slot& s, std::span<const uint32_t> table, uint64_t first, uint32_t count,
-                   RunDirection dir, uint32_t groups, std::vector<size_t>& group_end) {
+                   RunDirection dir, uint32_t groups) {
     runs_.clear();
-    group_end.clear();
+    s.group_end.clear();
     for (uint32_t g = 0; g < groups; ++g) {
       const LayerRange r = LayerGroup(layout_.layers, groups, g);
       for (uint32_t c = 0; c < count; ++c) {
@@ -162,29 +205,51 @@ class CudaTransfer final : public GpuTransfer {
         const uint64_t staging = reinterpret_cast<uint64_t>(dev_.data()) + c * layout_.BytesPerChunk();
         ToDeviceRuns(plan_, geometry_, paged_, staging, k_, v_, dir, runs_);
       }
-      group_end.push_back(runs_.size());
+      s.group_end.push_back(runs_.size());
     }
     if (runs_.size() > max_runs_) return Status::Internal("GPU transfer: run list exceeds its buffer");
     std::memcpy(s.runs_host.data(), runs_.data(), runs_.size() * sizeof(DeviceRun));
-    KVTIER_CUDA_RETURN(cudaMemcpyAsync(runs_dev_.data(), s.runs_host.data(), runs_.size() * sizeof(DeviceRun),
-                                       cudaMemcpyHostToDevice, stream_.get()),
-                       "run list upload");
     return Status::OK();
   }
 
-  Status Launch(size_t begin, size_t end) {
-    const auto* runs = reinterpret_cast<const DeviceRun*>(runs_dev_.data()) + begin;
+  // Uploads runs [begin, end) of `s` to the device run buffer and launches the run kernel over them. The
+  // buffer is reused in stream order: the next upload runs after this kernel.
+  Status UploadAndLaunch(const Slot& s, size_t begin, size_t end) {
+    if (end == begin) return Status::OK();
+    KVTIER_CUDA_RETURN(cudaMemcpyAsync(runs_dev_.data(), s.runs_host.data() + begin * sizeof(DeviceRun),
+                                       (end - begin) * sizeof(DeviceRun), cudaMemcpyHostToDevice, stream_.get()),
+                       "run list upload");
+    const auto* runs = reinterpret_cast<const DeviceRun*>(runs_dev_.data());
     KVTIER_CUDA_RETURN(LaunchCopyRuns(runs, static_cast<uint32_t>(end - begin), stream_.get()), "run kernel");
     return Status::OK();
   }
 
-  // Queues the copies and kernels of a loaded batch; records `load`'s group events when given.
-  Status EnqueueLoad(Slot& s, std::span<const uint32_t> table, uint64_t first, uint32_t count,
-                     const CudaLoad* load);
+  // Records the slot's event after its last queued use and marks it busy.
+  Status MarkQueued(Slot& s) {
+    KVTIER_CUDA_RETURN(cudaEventRecord(s.done.get(), stream_.get()), "cudaEventRecord");
+    s.busy.store(true, std::memory_order_release);
+    return Status::OK();
+  }
+
+  // Queues layer group `g` of the `count` chunks staged (and planned) in `s`: one bulk copy per chunk,
+  // then the scatter.
+  Status QueueLoadGroup(const Slot& s, uint32_t g, uint32_t count);
+  // Loads with one layer group: batches queued as they are read (host reads overlap the GPU).
+  Result<size_t> LoadPipelined(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                               std::span<const uint32_t> table);
+  // Layer-wise loads: waves of up to slot_count_ batches are read, then queued group-major; group g's
+  // event is recorded after group g of every wave.
+  Result<size_t> LoadWaves(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                           std::span<const uint32_t> table, const CudaLoad& load);
+  // On a reader thread: waits until the GPU has left the slot, then reads and verifies into it.
+  Result<size_t> ReadBatch(Store& store, const Namespace& ns, std::span<const ChunkKey> keys, Slot& s);
   // Queues the gather and the GPU->host copies of a batch to save.
   Status EnqueueSave(Slot& s, std::span<const uint32_t> table, uint64_t first, uint32_t count);
+  Status SaveBatches(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                     std::span<const uint32_t> table);
   Status SaveStaged(Store& store, const Namespace& ns, std::span<const ChunkKey> keys, Slot& s);
 
+  DeviceScope exit_scope_;  // first: destroyed last
   const Layout layout_;
   const ChunkGeometry geometry_;
   const PagedGeometry paged_;
@@ -198,72 +263,103 @@ class CudaTransfer final : public GpuTransfer {
   std::vector<DeviceRun> runs_;    // scratch of the calling thread
   std::unique_ptr<Slot[]> slots_;  // pinned host staging, one per batch in flight
   DeviceBuffer dev_;               // device staging of one batch
-  DeviceBuffer runs_dev_;          // the run list of one batch
-  Event after_;                    // recorded on the engine's stream before a save
+  DeviceBuffer runs_dev_;          // the run list of one batch and group
+  Event after_;                    // recorded on the engine's stream before a load or save
   Stream stream_;                  // destroyed (and synchronised) before the buffers above
   ThreadPool readers_;             // last: joined first, while every buffer is still there
 };
 
-Status CudaTransfer::EnqueueLoad(Slot& s, std::span<const uint32_t> table, uint64_t first, uint32_t count,
-                                 const CudaLoad* load) {
-  std::vector<size_t> group_end;
-  KVTIER_RETURN_IF_ERROR(PlanBatch(s, table, first, count, RunDirection::kToBlocks, groups_, group_end));
+Status CudaTransfer::QueueLoadGroup(const Slot& s, uint32_t g, uint32_t count) {
   const uint64_t chunk = layout_.BytesPerChunk();
-  size_t begin = 0;
-  for (uint32_t g = 0; g < groups_; ++g) {
-    const LayerRange r = LayerGroup(layout_.layers, groups_, g);
-    const uint64_t off = geometry_.LayersOffset(r.begin), bytes = geometry_.LayersBytes(r.begin, r.end);
-    for (uint32_t c = 0; c < count; ++c) {  // one bulk copy per chunk (and layer group)
-      KVTIER_CUDA_RETURN(cudaMemcpyAsync(dev_.data() + c * chunk + off, s.host.data() + c * chunk + off, bytes,
-                                         cudaMemcpyHostToDevice, stream_.get()),
-                         "host->GPU copy");
-    }
-    KVTIER_RETURN_IF_ERROR(Launch(begin, group_end[g]));
-    begin = group_end[g];
-    if (load != nullptr) KVTIER_CUDA_RETURN(cudaEventRecord(load->event(g), stream_.get()), "cudaEventRecord");
+  const LayerRange r = LayerGroup(layout_.layers, groups_, g);
+  const uint64_t off = geometry_.LayersOffset(r.begin), bytes = geometry_.LayersBytes(r.begin, r.end);
+  for (uint32_t c = 0; c < count; ++c) {  // one bulk copy per chunk (and layer group)
+    KVTIER_CUDA_RETURN(cudaMemcpyAsync(dev_.data() + c * chunk + off, s.host.data() + c * chunk + off, bytes,
+                                       cudaMemcpyHostToDevice, stream_.get()),
+                       "host->GPU copy");
   }
-  KVTIER_CUDA_RETURN(cudaEventRecord(s.done.get(), stream_.get()), "cudaEventRecord");
-  s.busy.store(true, std::memory_order_release);
-  return Status::OK();
+  return UploadAndLaunch(s, g == 0 ? 0 : s.group_end[g - 1], s.group_end[g]);
+}
+
+Result<size_t> CudaTransfer::ReadBatch(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                                       Slot& s) {
+  KVTIER_RETURN_IF_ERROR(WaitSlot(s));
+  const uint64_t chunk = layout_.BytesPerChunk();
+  std::vector<std::span<std::byte>> pieces(keys.size());
+  std::vector<ScatterList> dsts(keys.size());
+  for (size_t c = 0; c < keys.size(); ++c) {
+    pieces[c] = {s.host.data() + c * chunk, chunk};
+    dsts[c] = ScatterList(&pieces[c], 1);
+  }
+  return store.Load(ns, keys, dsts);
+}
+
+Result<size_t> CudaTransfer::LoadPipelined(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                                           std::span<const uint32_t> table) {
+  auto read = [&](size_t, uint32_t slot, size_t first, uint32_t count) {
+    return ReadBatch(store, ns, keys.subspan(first, count), slots_[slot]);
+  };
+  // On this thread, in batch order: queue the batch's copies and kernel.
+  auto consume = [&](size_t, uint32_t slot, size_t first, uint32_t, uint32_t loaded) -> Status {
+    Slot& s = slots_[slot];
+    KVTIER_RETURN_IF_ERROR(PlanBatch(s, table, first, loaded, RunDirection::kToBlocks, groups_));
+    for (uint32_t g = 0; g < groups_; ++g) KVTIER_RETURN_IF_ERROR(QueueLoadGroup(s, g, loaded));
+    return MarkQueued(s);
+  };
+  return RunOrderedBatches(readers_, BatchPlan{keys.size(), batch_, slot_count_}, read, consume);
+}
+
+Result<size_t> CudaTransfer::LoadWaves(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                                       std::span<const uint32_t> table, const CudaLoad& load) {
+  const size_t wave = size_t{batch_} * slot_count_;
+  size_t total = 0;
+  for (size_t w0 = 0; w0 < keys.size(); w0 += wave) {
+    const std::span<const ChunkKey> wkeys = keys.subspan(w0, std::min(wave, keys.size() - w0));
+    std::vector<std::pair<uint32_t, uint32_t>> staged;  // (slot, chunks) in batch order
+    auto read = [&](size_t, uint32_t slot, size_t first, uint32_t count) {
+      return ReadBatch(store, ns, wkeys.subspan(first, count), slots_[slot]);
+    };
+    // Every batch of a wave has its own slot, so planning here and queueing after the wave is read
+    // never lets a read refill a slot the GPU has not copied yet.
+    auto consume = [&](size_t, uint32_t slot, size_t first, uint32_t, uint32_t loaded) -> Status {
+      KVTIER_RETURN_IF_ERROR(PlanBatch(slots_[slot], table, w0 + first, loaded, RunDirection::kToBlocks, groups_));
+      staged.emplace_back(slot, loaded);
+      return Status::OK();
+    };
+    Result<size_t> n = RunOrderedBatches(readers_, BatchPlan{wkeys.size(), batch_, slot_count_}, read, consume);
+    if (!n.ok()) return n.status();
+    for (uint32_t g = 0; g < groups_; ++g) {
+      for (const auto& [slot, count] : staged) KVTIER_RETURN_IF_ERROR(QueueLoadGroup(slots_[slot], g, count));
+      KVTIER_CUDA_RETURN(cudaEventRecord(load.event(g), stream_.get()), "cudaEventRecord");
+    }
+    for (const auto& [slot, count] : staged) KVTIER_RETURN_IF_ERROR(MarkQueued(slots_[slot]));
+    total += *n;
+    if (*n < wkeys.size()) break;
+  }
+  return total;
 }
 
 Result<std::unique_ptr<GpuLoad>> CudaTransfer::Load(Store& store, const Namespace& ns,
                                                     std::span<const ChunkKey> keys,
-                                                    std::span<const uint32_t> block_table) {
+                                                    std::span<const uint32_t> block_table, void* after_stream) {
   KVTIER_RETURN_IF_ERROR(CheckRequest(ns, keys.size(), block_table));
-  KVTIER_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
+  DeviceScope scope;
+  KVTIER_RETURN_IF_ERROR(scope.Enter(device_));
+  if (after_stream != nullptr) {  // refused before anything is created or queued
+    KVTIER_RETURN_IF_ERROR(CheckNotCapturing(static_cast<cudaStream_t>(after_stream), "GpuTransfer::Load"));
+  }
   std::vector<Event> events(groups_);
   for (Event& e : events) KVTIER_RETURN_IF_ERROR(e.Create());
   auto load = std::make_unique<CudaLoad>(device_, std::move(events));
-
-  const uint64_t chunk = layout_.BytesPerChunk();
-  // On a reader thread: wait until the GPU has left the slot, then read and verify into it.
-  auto read = [&](size_t, uint32_t slot, size_t first, uint32_t count) -> Result<size_t> {
-    Slot& s = slots_[slot];
-    KVTIER_RETURN_IF_ERROR(WaitSlot(s));
-    std::vector<std::span<std::byte>> pieces(count);
-    std::vector<ScatterList> dsts(count);
-    for (uint32_t c = 0; c < count; ++c) {
-      pieces[c] = {s.host.data() + c * chunk, chunk};
-      dsts[c] = ScatterList(&pieces[c], 1);
-    }
-    return store.Load(ns, keys.subspan(first, count), dsts);
-  };
-  // On this thread, in batch order: queue the batch's copies and kernels; the last one records the
-  // layer groups' events.
-  bool recorded = false;
-  auto consume = [&](size_t, uint32_t slot, size_t first, uint32_t count, uint32_t loaded) -> Status {
-    const bool last = loaded < count || first + count == keys.size();
-    KVTIER_RETURN_IF_ERROR(EnqueueLoad(slots_[slot], block_table, first, loaded, last ? load.get() : nullptr));
-    recorded = last;
-    return Status::OK();
-  };
-  Result<size_t> loaded =
-      RunOrderedBatches(readers_, BatchPlan{keys.size(), batch_, slot_count_}, read, consume);
-  if (!loaded.ok()) return loaded.status();
-  if (!recorded) {  // nothing queued by the last batch: the events fire after what is queued
+  KVTIER_RETURN_IF_ERROR(WaitForStream(after_stream, "GpuTransfer::Load"));
+  Result<size_t> loaded = groups_ > 1 ? LoadWaves(store, ns, keys, block_table, *load)
+                                      : LoadPipelined(store, ns, keys, block_table);
+  if (!loaded.ok()) return Drain(loaded.status());
+  if (groups_ == 1 || *loaded == 0) {  // the events fire after everything queued
     for (uint32_t g = 0; g < groups_; ++g) {
-      KVTIER_CUDA_RETURN(cudaEventRecord(load->event(g), stream_.get()), "cudaEventRecord");
+      if (cudaError_t err = cudaEventRecord(load->event(g), stream_.get()); err != cudaSuccess) {
+        return Drain(CudaStatus(err, "cudaEventRecord"));
+      }
     }
   }
   load->set_chunks(*loaded);
@@ -271,18 +367,15 @@ Result<std::unique_ptr<GpuLoad>> CudaTransfer::Load(Store& store, const Namespac
 }
 
 Status CudaTransfer::EnqueueSave(Slot& s, std::span<const uint32_t> table, uint64_t first, uint32_t count) {
-  std::vector<size_t> group_end;
-  KVTIER_RETURN_IF_ERROR(PlanBatch(s, table, first, count, RunDirection::kFromBlocks, 1, group_end));
-  KVTIER_RETURN_IF_ERROR(Launch(0, group_end[0]));
+  KVTIER_RETURN_IF_ERROR(PlanBatch(s, table, first, count, RunDirection::kFromBlocks, 1));
+  KVTIER_RETURN_IF_ERROR(UploadAndLaunch(s, 0, s.group_end[0]));
   const uint64_t chunk = layout_.BytesPerChunk();
   for (uint32_t c = 0; c < count; ++c) {  // one bulk copy per chunk
     KVTIER_CUDA_RETURN(cudaMemcpyAsync(s.host.data() + c * chunk, dev_.data() + c * chunk, chunk,
                                        cudaMemcpyDeviceToHost, stream_.get()),
                        "GPU->host copy");
   }
-  KVTIER_CUDA_RETURN(cudaEventRecord(s.done.get(), stream_.get()), "cudaEventRecord");
-  s.busy.store(true, std::memory_order_release);
-  return Status::OK();
+  return MarkQueued(s);
 }
 
 Status CudaTransfer::SaveStaged(Store& store, const Namespace& ns, std::span<const ChunkKey> keys, Slot& s) {
@@ -297,14 +390,8 @@ Status CudaTransfer::SaveStaged(Store& store, const Namespace& ns, std::span<con
   return store.Save(ns, keys, srcs);  // copies into the top tier before it returns
 }
 
-Status CudaTransfer::Save(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
-                          std::span<const uint32_t> block_table, void* after_stream) {
-  KVTIER_RETURN_IF_ERROR(CheckRequest(ns, keys.size(), block_table));
-  KVTIER_CUDA_RETURN(cudaSetDevice(device_), "cudaSetDevice");
-  if (after_stream != nullptr) {
-    KVTIER_CUDA_RETURN(cudaEventRecord(after_.get(), static_cast<cudaStream_t>(after_stream)), "cudaEventRecord");
-    KVTIER_CUDA_RETURN(cudaStreamWaitEvent(stream_.get(), after_.get(), 0), "cudaStreamWaitEvent");
-  }
+Status CudaTransfer::SaveBatches(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                                 std::span<const uint32_t> block_table) {
   Slot* prev = nullptr;
   std::span<const ChunkKey> prev_keys;
   for (size_t start = 0, b = 0; start < keys.size(); ++b) {
@@ -319,6 +406,16 @@ Status CudaTransfer::Save(Store& store, const Namespace& ns, std::span<const Chu
     start += m;
   }
   if (prev != nullptr) KVTIER_RETURN_IF_ERROR(SaveStaged(store, ns, prev_keys, *prev));
+  return Status::OK();
+}
+
+Status CudaTransfer::Save(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                          std::span<const uint32_t> block_table, void* after_stream) {
+  KVTIER_RETURN_IF_ERROR(CheckRequest(ns, keys.size(), block_table));
+  DeviceScope scope;
+  KVTIER_RETURN_IF_ERROR(scope.Enter(device_));
+  KVTIER_RETURN_IF_ERROR(WaitForStream(after_stream, "GpuTransfer::Save"));
+  if (Status st = SaveBatches(store, ns, keys, block_table); !st.ok()) return Drain(st);
   return Status::OK();
 }
 

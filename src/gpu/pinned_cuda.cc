@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <string>
 
+#include "gpu/cuda_handles.h"
 #include "gpu/cuda_status.h"
+#include "gpu/pinned_host.h"
 #include "kvtier/gpu.h"
 #include "kvtier/tier.h"
 
@@ -14,59 +16,75 @@ namespace kvtier {
 
 Status GpuAvailable(int device) { return internal::CheckDevice(device); }
 
+namespace internal {
 namespace {
 
-// Anonymous memory page-locked with cudaHostRegister (portable) rather than cudaHostAlloc: the
-// driver's cudaHostAlloc memory is a mapping of its device file, which O_DIRECT reads and writes
-// (file:// slabs, arena pages written straight to a lower tier) and io_uring fixed buffers may refuse;
-// registered anonymous pages copy to the GPU at the same pinned speed and work with both. A larger
-// alignment than a page is met by mapping `alignment` more and unmapping the ends, so Free needs
-// nothing but the pointer and size.
-class RegisteredHostAllocator final : public HostAllocator {
- public:
-  void* Allocate(size_t bytes, size_t alignment) override {
-    if (bytes == 0 || alignment == 0 || (alignment & (alignment - 1)) != 0) return nullptr;
-    alignment = std::max(alignment, kPage);
-    const size_t size = RoundUp(bytes);
-    if (size < bytes || size > SIZE_MAX - alignment) return nullptr;
-    const size_t span = size + alignment - kPage;
-    void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return nullptr;
-    const uintptr_t base = reinterpret_cast<uintptr_t>(m);
-    const uintptr_t p = (base + alignment - 1) & ~(uintptr_t{alignment} - 1);
-    if (p > base) munmap(m, p - base);
-    if (base + span > p + size) munmap(reinterpret_cast<void*>(p + size), base + span - (p + size));
-    void* mem = reinterpret_cast<void*>(p);
-    madvise(mem, size, MADV_HUGEPAGE);  // fewer TLB entries on long copies; ignored where unsupported
-    if (cudaHostRegister(mem, size, cudaHostRegisterPortable) != cudaSuccess) {
-      (void)cudaGetLastError();  // a refusal is not sticky; clear it for the caller's next CUDA call
-      munmap(mem, size);
-      return nullptr;
-    }
-    return mem;
-  }
-
-  void Free(void* p, size_t bytes) override {
-    if (p == nullptr) return;
-    (void)cudaHostUnregister(p);
-    munmap(p, RoundUp(bytes));
-  }
-
- private:
-  static constexpr size_t kPage = 4096;
-  static size_t RoundUp(size_t n) { return (n + kPage - 1) & ~(kPage - 1); }
-};
+constexpr size_t kPage = 4096;
+size_t RoundUp(size_t n) { return (n + kPage - 1) & ~(kPage - 1); }
 
 }  // namespace
 
-std::shared_ptr<HostAllocator> PinnedHostAllocator(int device) {
-  if (!internal::CheckDevice(device).ok()) return nullptr;
-  return std::make_shared<RegisteredHostAllocator>();
+// Anonymous memory page-locked with cudaHostRegister (portable) rather than cudaHostAlloc: the
+// driver's cudaHostAlloc memory is a mapping of its device file, which O_DIRECT reads and writes
+// (file:// slabs, arena pages written straight to a lower tier, staging slots read into) and io_uring
+// fixed buffers may refuse; registered anonymous pages copy to the GPU at the same pinned speed and work
+// with both. A larger alignment than a page is met by mapping `alignment` more and unmapping the ends,
+// so Free needs nothing but the pointer and size.
+void* RegisteredHostAlloc(int device, size_t bytes, size_t alignment) {
+  if (bytes == 0 || alignment == 0 || (alignment & (alignment - 1)) != 0) return nullptr;
+  alignment = std::max(alignment, kPage);
+  const size_t size = RoundUp(bytes);
+  if (size < bytes || size > SIZE_MAX - alignment) return nullptr;
+  const size_t span = size + alignment - kPage;
+  void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(m);
+  const uintptr_t p = (base + alignment - 1) & ~(uintptr_t{alignment} - 1);
+  if (p > base) munmap(m, p - base);
+  if (base + span > p + size) munmap(reinterpret_cast<void*>(p + size), base + span - (p + size));
+  void* mem = reinterpret_cast<void*>(p);
+  madvise(mem, size, MADV_HUGEPAGE);  // fewer TLB entries on long copies; ignored where unsupported
+  DeviceScope scope;  // registers in `device`'s context, then gives the caller's device back
+  if (!scope.Enter(device).ok() || cudaHostRegister(mem, size, cudaHostRegisterPortable) != cudaSuccess) {
+    (void)cudaGetLastError();  // a refusal is not sticky; clear it for the caller's next CUDA call
+    munmap(mem, size);
+    return nullptr;
+  }
+  return mem;
 }
 
-Result<std::unique_ptr<PinnedRegistration>> PinnedRegistration::Register(std::span<std::byte> memory) {
+void RegisteredHostFree(void* p, size_t bytes) {
+  if (p == nullptr) return;
+  (void)cudaHostUnregister(p);
+  munmap(p, RoundUp(bytes));
+}
+
+namespace {
+
+class RegisteredHostAllocator final : public HostAllocator {
+ public:
+  explicit RegisteredHostAllocator(int device) : device_(device) {}
+  void* Allocate(size_t bytes, size_t alignment) override { return RegisteredHostAlloc(device_, bytes, alignment); }
+  void Free(void* p, size_t bytes) override { RegisteredHostFree(p, bytes); }
+
+ private:
+  const int device_;
+};
+
+}  // namespace
+}  // namespace internal
+
+std::shared_ptr<HostAllocator> PinnedHostAllocator(int device) {
+  if (!internal::CheckDevice(device).ok()) return nullptr;
+  return std::make_shared<internal::RegisteredHostAllocator>(device);
+}
+
+Result<std::unique_ptr<PinnedRegistration>> PinnedRegistration::Register(std::span<std::byte> memory,
+                                                                         int device) {
   if (memory.empty()) return Status::InvalidArgument("PinnedRegistration: empty range");
-  KVTIER_RETURN_IF_ERROR(internal::CheckDevice(0));
+  KVTIER_RETURN_IF_ERROR(internal::CheckDevice(device));
+  internal::DeviceScope scope;
+  KVTIER_RETURN_IF_ERROR(scope.Enter(device));
   cudaError_t err = cudaHostRegister(memory.data(), memory.size(), cudaHostRegisterPortable);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();

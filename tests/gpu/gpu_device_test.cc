@@ -15,6 +15,7 @@
 #include "gpu/device_memory.h"
 #include "kvtier/gpu.h"
 #include "kvtier/store.h"
+#include "support/temp_dir.h"
 
 namespace kvtier {
 namespace {
@@ -127,6 +128,28 @@ std::vector<uint32_t> ShuffledTable(uint32_t num_blocks, uint64_t need, uint32_t
   return t;
 }
 
+// Saves host bytes (chunks in the layout's order) for `keys` straight into the store.
+Status SaveHost(Store& store, const Namespace& ns, std::span<const ChunkKey> keys, const std::vector<std::byte>& data) {
+  const uint64_t chunk = ns.layout().BytesPerChunk();
+  std::vector<std::span<const std::byte>> pieces;
+  std::vector<GatherList> srcs;
+  for (size_t i = 0; i < keys.size(); ++i) pieces.emplace_back(data.data() + i * chunk, chunk);
+  for (size_t i = 0; i < keys.size(); ++i) srcs.emplace_back(&pieces[i], 1);
+  return store.Save(ns, keys, srcs);
+}
+
+// Bytes of layers [begin, end) of every chunk equal `want`'s.
+bool LayersEqual(const Layout& layout, const std::vector<std::byte>& got, const std::vector<std::byte>& want,
+                 uint32_t begin, uint32_t end) {
+  const uint64_t row = uint64_t{layout.kv_heads} * layout.head_dim * DTypeBytes(layout.dtype);
+  const uint64_t per_layer = 2 * uint64_t{layout.tokens_per_chunk} * row;
+  for (uint64_t at = 0; at < want.size(); at += layout.BytesPerChunk()) {
+    const uint64_t a = at + begin * per_layer, b = at + end * per_layer;
+    if (!std::equal(got.begin() + a, got.begin() + b, want.begin() + a)) return false;
+  }
+  return true;
+}
+
 struct RoundTripCase {
   DType dtype;
   uint32_t block_tokens;
@@ -183,7 +206,9 @@ TEST_P(GpuRoundTrip, GpuToStoreToGpuIsByteExact) {
   ASSERT_TRUE(load.ok()) << load.status().ToString();
   EXPECT_EQ((*load)->chunks(), n);
   ASSERT_TRUE((*load)->Wait().ok());
-  EXPECT_TRUE((*load)->Done());
+  auto done = (*load)->Done();
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_TRUE(*done);
   auto back = dc.Get(table_b, n);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_TRUE(*back == original) << "bytes differ after GPU -> store -> GPU";
@@ -258,15 +283,15 @@ TEST(GpuDeviceTest, LayerGroupZeroIsCompleteWhenItsWaitReturns) {
 
   GpuTransferOptions opt;
   opt.layer_groups = layout.layers;
-  opt.staging_bytes = n * layout.BytesPerChunk();  // the whole prefix in one batch: layer-major order
-  opt.host_threads = 1;
+  opt.staging_bytes = 4 * layout.BytesPerChunk();  // 4 batches of 4 chunks, one wave of 4 slots
+  opt.host_threads = 3;
   auto t = GpuTransfer::Open(layout, dc.cache(), opt).value();
   const auto table = ShuffledTable(256, 256, 4);
   ASSERT_TRUE(dc.Clear(0).ok());
   auto load = t->Load(*store, ns, keys, table).value();
   ASSERT_EQ(load->layer_groups(), layout.layers);
   ASSERT_TRUE(load->WaitLayerGroup(0).ok());
-  const bool all_done_at_layer0 = load->Done();
+  const bool all_done_at_layer0 = load->Done().value();
   auto layer0 = dc.Get(table, n, 0, 1).value();  // plain copies: they do not wait for the transfer
   std::printf("layer-wise: when layer 0 was ready the last layer had %s\n",
               all_done_at_layer0 ? "landed too" : "not landed yet");
@@ -299,6 +324,222 @@ TEST(GpuDeviceTest, RequestChecks) {
   EXPECT_EQ(t->Save(*store, ns, keys, short_table).code(), Code::kInvalidArgument);
   std::vector<uint32_t> table = {0, 1, 2, 3};
   EXPECT_EQ(t->Load(*store, other, std::span(keys).first(1), table).status().code(), Code::kInvalidArgument);
+}
+
+// Loads of more batches than there are staging slots, on several reader threads: 1-chunk batches
+// (every slot reused many times) and 3-chunk batches (a partial last batch), with 1 and 4 layer groups
+// (4: waves queued group by group). Every byte lands; layer group 0 is complete when its wait returns.
+TEST(GpuDeviceTest, MoreBatchesThanSlotsPartialLastBatchAndLayerGroups) {
+  SKIP_WITHOUT_GPU();
+  const Layout layout{8, 2, 64, DType::kBF16, 64};  // 256 KiB chunks
+  const uint32_t n = 40;
+  DeviceCache dc(layout, n * 4 + 8, 16);
+  ASSERT_TRUE(dc.status().ok()) << dc.status().ToString();
+  StoreOptions so;
+  so.tiers = {"mem://?capacity=64MiB"};
+  auto store = Store::Open(so).value();
+  auto ns = Namespace::Make("test/gpu", layout, "t").value();
+  const auto keys = Keys(ns, n, 500);
+  const auto data = RandomBytes(n * layout.BytesPerChunk(), 21);
+  ASSERT_TRUE(SaveHost(*store, ns, keys, data).ok());
+  uint32_t seed = 10;
+  for (uint32_t batch : {1u, 3u}) {
+    for (uint32_t groups : {1u, 4u}) {
+      SCOPED_TRACE("batch " + std::to_string(batch) + " groups " + std::to_string(groups));
+      GpuTransferOptions opt;
+      opt.staging_bytes = batch * layout.BytesPerChunk();
+      opt.host_threads = 3;  // 4 slots: 40 or 14 batches
+      opt.layer_groups = groups;
+      auto t = GpuTransfer::Open(layout, dc.cache(), opt);
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      ASSERT_EQ((*t)->batch_chunks(), batch);
+      const auto table = ShuffledTable(dc.cache().num_blocks, n * 4, ++seed);
+      ASSERT_TRUE(dc.Clear(0x33).ok());
+      auto load = (*t)->Load(*store, ns, keys, table);
+      ASSERT_TRUE(load.ok()) << load.status().ToString();
+      EXPECT_EQ((*load)->chunks(), n);
+      ASSERT_TRUE((*load)->WaitLayerGroup(0).ok());
+      auto first = dc.Get(table, n, 0, layout.layers / groups);
+      ASSERT_TRUE(first.ok()) << first.status().ToString();
+      EXPECT_TRUE(LayersEqual(layout, *first, data, 0, layout.layers / groups)) << "group 0 incomplete at its wait";
+      ASSERT_TRUE((*load)->Wait().ok());
+      auto back = dc.Get(table, n);
+      ASSERT_TRUE(back.ok()) << back.status().ToString();
+      EXPECT_TRUE(*back == data) << "bytes differ";
+    }
+  }
+}
+
+// An fp8 shape whose rows (24 bytes) are not 16-byte multiples and whose chunks (40 tokens) start
+// mid-block: the kernel's byte path, GPU -> store -> GPU, byte-exact.
+TEST(GpuDeviceTest, Fp8RowsNotSixteenByteMultiplesRoundTrip) {
+  SKIP_WITHOUT_GPU();
+  const Layout layout{2, 1, 24, DType::kFP8, 40};
+  const uint32_t n = 7;
+  DeviceCache dc(layout, 64, 16);
+  ASSERT_TRUE(dc.status().ok()) << dc.status().ToString();
+  StoreOptions so;
+  so.tiers = {"mem://?capacity=16MiB"};
+  auto store = Store::Open(so).value();
+  auto ns = Namespace::Make("test/gpu", layout, "t").value();
+  const auto keys = Keys(ns, n, 3);
+  const auto data = RandomBytes(n * layout.BytesPerChunk(), 8);
+  const uint64_t need = (uint64_t{n} * 40 + 15) / 16;
+  const auto table_a = ShuffledTable(64, need, 5), table_b = ShuffledTable(64, need, 6);
+  ASSERT_TRUE(dc.Clear(0).ok());
+  ASSERT_TRUE(dc.Put(data, table_a).ok());
+  GpuTransferOptions opt;
+  opt.staging_bytes = 2 * layout.BytesPerChunk();  // a partial last batch too
+  opt.host_threads = 2;
+  auto t = GpuTransfer::Open(layout, dc.cache(), opt).value();
+  ASSERT_TRUE(t->Save(*store, ns, keys, table_a).ok());
+  ASSERT_TRUE(dc.Clear(0x5a).ok());
+  auto load = t->Load(*store, ns, keys, table_b);
+  ASSERT_TRUE(load.ok()) << load.status().ToString();
+  EXPECT_EQ((*load)->chunks(), n);
+  ASSERT_TRUE((*load)->Wait().ok());
+  EXPECT_TRUE(dc.Get(table_b, n).value() == data);
+}
+
+// GPU -> file:// -> GPU (O_DIRECT reads straight into the registered staging slots), byte-exact.
+TEST(GpuDeviceTest, FileTierRoundTrip) {
+  SKIP_WITHOUT_GPU();
+  const Layout layout{8, 2, 64, DType::kBF16, 256};  // 1 MiB chunks
+  const uint32_t n = 9;
+  DeviceCache dc(layout, 160, 32);
+  ASSERT_TRUE(dc.status().ok()) << dc.status().ToString();
+  kvtier::testing::TempDir dir;
+  StoreOptions so;
+  so.tiers = {"file://" + dir.path() + "?capacity=64MiB"};
+  so.promote_on_load = false;
+  auto store = Store::Open(so);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto ns = Namespace::Make("test/gpu", layout, "t").value();
+  const auto keys = Keys(ns, n, 40);
+  const auto data = RandomBytes(n * layout.BytesPerChunk(), 9);
+  const auto table_a = ShuffledTable(160, n * 8, 7), table_b = ShuffledTable(160, n * 8, 8);
+  ASSERT_TRUE(dc.Clear(0).ok());
+  ASSERT_TRUE(dc.Put(data, table_a).ok());
+  GpuTransferOptions opt;
+  opt.staging_bytes = 2 * layout.BytesPerChunk();
+  opt.host_threads = 2;
+  opt.layer_groups = 2;
+  auto t = GpuTransfer::Open(layout, dc.cache(), opt).value();
+  ASSERT_TRUE(t->Save(**store, ns, keys, table_a).ok());
+  ASSERT_TRUE((*store)->Flush().ok());
+  ASSERT_TRUE(dc.Clear(0x11).ok());
+  auto load = t->Load(**store, ns, keys, table_b);
+  ASSERT_TRUE(load.ok()) << load.status().ToString();
+  EXPECT_EQ((*load)->chunks(), n);
+  ASSERT_TRUE((*load)->Wait().ok());
+  EXPECT_TRUE(dc.Get(table_b, n).value() == data) << "bytes differ after GPU -> file:// -> GPU";
+}
+
+// A load given the engine's stream waits for the work queued there: a fill of the same blocks that is
+// still pending (behind a 300 ms host function) when Load is called lands first, and the load's bytes
+// are what remains. Without the dependency the fill would overwrite the loaded blocks.
+TEST(GpuDeviceTest, LoadWaitsForTheEnginesStream) {
+  SKIP_WITHOUT_GPU();
+  const Layout layout{4, 2, 64, DType::kBF16, 64};
+  const uint32_t n = 6;
+  DeviceCache dc(layout, 32, 16);
+  ASSERT_TRUE(dc.status().ok()) << dc.status().ToString();
+  StoreOptions so;
+  so.tiers = {"mem://?capacity=16MiB"};
+  auto store = Store::Open(so).value();
+  auto ns = Namespace::Make("test/gpu", layout, "t").value();
+  const auto keys = Keys(ns, n, 60);
+  const auto data = RandomBytes(n * layout.BytesPerChunk(), 13);
+  ASSERT_TRUE(SaveHost(*store, ns, keys, data).ok());
+  for (uint32_t groups : {1u, 2u}) {
+    SCOPED_TRACE("groups " + std::to_string(groups));
+    GpuTransferOptions opt;
+    opt.staging_bytes = 2 * layout.BytesPerChunk();
+    opt.host_threads = 2;
+    opt.layer_groups = groups;
+    auto t = GpuTransfer::Open(layout, dc.cache(), opt).value();
+    auto engine = internal::StreamCreate(0);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    ASSERT_TRUE(dc.Clear(0).ok());
+    bool first = true;
+    for (void* p : dc.cache().k) {
+      ASSERT_TRUE(internal::QueueDelayedFill(0, *engine, first ? 300 : 0, p, 0xEE, dc.tensor_bytes()).ok());
+      first = false;
+    }
+    for (void* p : dc.cache().v) ASSERT_TRUE(internal::QueueDelayedFill(0, *engine, 0, p, 0xEE, dc.tensor_bytes()).ok());
+    const auto table = ShuffledTable(32, n * 4, 20 + groups);
+    auto load = t->Load(*store, ns, keys, table, *engine);
+    ASSERT_TRUE(load.ok()) << load.status().ToString();
+    ASSERT_TRUE((*load)->Wait().ok());
+    ASSERT_TRUE(internal::StreamSynchronize(0, *engine).ok());
+    EXPECT_TRUE(dc.Get(table, n).value() == data) << "the engine's pending fill landed after the load";
+    internal::StreamDestroy(0, *engine);
+  }
+}
+
+// A stream being captured into a CUDA graph is refused with a clear error, and nothing is queued.
+TEST(GpuDeviceTest, CapturingStreamsAreRefused) {
+  SKIP_WITHOUT_GPU();
+  const Layout layout{2, 2, 64, DType::kBF16, 64};
+  DeviceCache dc(layout, 16, 16);
+  ASSERT_TRUE(dc.status().ok()) << dc.status().ToString();
+  StoreOptions so;
+  so.tiers = {"mem://?capacity=16MiB"};
+  auto store = Store::Open(so).value();
+  auto ns = Namespace::Make("test/gpu", layout, "t").value();
+  const auto keys = Keys(ns, 2, 70);
+  ASSERT_TRUE(SaveHost(*store, ns, keys, RandomBytes(2 * layout.BytesPerChunk(), 2)).ok());
+  auto t = GpuTransfer::Open(layout, dc.cache()).value();
+  const std::vector<uint32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};
+  auto before = t->Load(*store, ns, keys, table).value();
+  auto engine = internal::StreamCreate(0).value();
+  ASSERT_TRUE(internal::CaptureBegin(0, engine).ok());
+  auto load = t->Load(*store, ns, keys, table, engine);
+  const Status wait = before->StreamWaitLayerGroup(0, engine);
+  const Status save = t->Save(*store, ns, keys, table, engine);
+  ASSERT_TRUE(internal::CaptureEnd(0, engine).ok());
+  EXPECT_EQ(load.status().code(), Code::kInvalidArgument) << load.status().ToString();
+  EXPECT_NE(load.status().ToString().find("CUDA graph"), std::string::npos) << load.status().ToString();
+  EXPECT_EQ(wait.code(), Code::kInvalidArgument) << wait.ToString();
+  EXPECT_EQ(save.code(), Code::kInvalidArgument) << save.ToString();
+  EXPECT_TRUE(before->Wait().ok());
+  internal::StreamDestroy(0, engine);
+}
+
+// Every call sets the cache's device and gives the caller's back: with the caller on device 1 and the
+// cache on device 0, Open, Save, Load, the waits and Done leave device 1 current. Needs two GPUs.
+TEST(GpuDeviceTest, CallsRestoreTheCallersDevice) {
+  SKIP_WITHOUT_GPU();
+  if (auto n = internal::DeviceCount(); !n.ok() || *n < 2 || !GpuAvailable(1).ok()) {
+    GTEST_SKIP() << "needs two usable GPUs";
+  }
+  const Layout layout{2, 2, 64, DType::kBF16, 64};
+  DeviceCache dc(layout, 16, 16);
+  ASSERT_TRUE(dc.status().ok()) << dc.status().ToString();
+  StoreOptions so;
+  so.tiers = {"mem://?capacity=16MiB"};
+  auto store = Store::Open(so).value();
+  auto ns = Namespace::Make("test/gpu", layout, "t").value();
+  const auto keys = Keys(ns, 2, 90);
+  const std::vector<uint32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};
+  ASSERT_TRUE(internal::SetCurrentDevice(1).ok());
+  GpuTransferOptions opt;
+  opt.layer_groups = 2;
+  auto t = GpuTransfer::Open(layout, dc.cache(), opt);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(internal::CurrentDevice().value(), 1) << "Open";
+  ASSERT_TRUE((*t)->Save(*store, ns, keys, table).ok());
+  EXPECT_EQ(internal::CurrentDevice().value(), 1) << "Save";
+  auto load = (*t)->Load(*store, ns, keys, table);
+  ASSERT_TRUE(load.ok()) << load.status().ToString();
+  EXPECT_EQ(internal::CurrentDevice().value(), 1) << "Load";
+  ASSERT_TRUE((*load)->WaitLayerGroup(0).ok());
+  ASSERT_TRUE((*load)->Wait().ok());
+  ASSERT_TRUE((*load)->Done().ok());
+  EXPECT_EQ(internal::CurrentDevice().value(), 1) << "waits";
+  t->reset();
+  EXPECT_EQ(internal::CurrentDevice().value(), 1) << "close";
+  ASSERT_TRUE(internal::SetCurrentDevice(0).ok());
 }
 
 }  // namespace
