@@ -249,9 +249,14 @@ KVTIER_API void kvtier_gpu_close(kvtier_gpu* gpu);
  * kvtier_gpu_wait / _wait_layers / _stream_wait_layers (this load replaces the previous one there).
  * INVALID_ARGUMENT when the table is too short or names a block past num_blocks, or the stream is being
  * captured into a CUDA graph. On any error nothing the call queued is still in flight. */
+KVTIER_API kvtier_status kvtier_gpu_load_after(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
+                                               const kvtier_key* keys, size_t n_keys,
+                                               const uint32_t* block_table, size_t n_blocks,
+                                               void* after_stream, size_t* loaded);
+/* kvtier_gpu_load_after with after_stream NULL (the signature of earlier releases, kept unchanged). */
 KVTIER_API kvtier_status kvtier_gpu_load(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
                                          const kvtier_key* keys, size_t n_keys, const uint32_t* block_table,
-                                         size_t n_blocks, void* after_stream, size_t* loaded);
+                                         size_t n_blocks, size_t* loaded);
 /* Of the last load: blocks (without spinning) until layer group `group` has landed; until all have. */
 KVTIER_API kvtier_status kvtier_gpu_wait_layers(kvtier_gpu* gpu, uint32_t group);
 KVTIER_API kvtier_status kvtier_gpu_wait(kvtier_gpu* gpu);

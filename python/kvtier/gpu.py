@@ -38,8 +38,8 @@ _SIGNATURES = {
     "kvtier_gpu_available": (c_int, [c_int]),
     "kvtier_gpu_open": (c_int, [c_void_p, POINTER(KvGpuCache), c_uint64, c_uint32, c_uint32, POINTER(_GPU)]),
     "kvtier_gpu_close": (None, [_GPU]),
-    "kvtier_gpu_load": (c_int, [_GPU, c_void_p, c_void_p, POINTER(_lib.KvKey), c_size_t, POINTER(c_uint32),
-                                c_size_t, c_void_p, POINTER(c_size_t)]),
+    "kvtier_gpu_load_after": (c_int, [_GPU, c_void_p, c_void_p, POINTER(_lib.KvKey), c_size_t,
+                                      POINTER(c_uint32), c_size_t, c_void_p, POINTER(c_size_t)]),
     "kvtier_gpu_wait_layers": (c_int, [_GPU, c_uint32]),
     "kvtier_gpu_wait": (c_int, [_GPU]),
     "kvtier_gpu_stream_wait_layers": (c_int, [_GPU, c_uint32, c_void_p]),
@@ -130,8 +130,8 @@ class Transfer(_Handle):
         arr, n = _key_array(keys)
         table, nb = _table(block_table)
         loaded = c_size_t(0)
-        check(_gpu_lib().kvtier_gpu_load(self.handle, store.handle, ns.handle, arr, n, table, nb, after_stream,
-                                         ctypes.byref(loaded)))
+        check(_gpu_lib().kvtier_gpu_load_after(self.handle, store.handle, ns.handle, arr, n, table, nb,
+                                               after_stream, ctypes.byref(loaded)))
         return loaded.value
 
     def wait_layers(self, group: int) -> None:

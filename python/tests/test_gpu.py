@@ -42,11 +42,24 @@ def test_open_without_gpu_is_not_supported():
 
 
 def test_load_binding_takes_after_stream_before_loaded():
-    """kvtier_gpu_load(gpu, store, ns, keys, n, table, n_blocks, after_stream, loaded): a null gpu is
+    """kvtier_gpu_load_after(gpu, store, ns, keys, n, table, n_blocks, after_stream, loaded): a null gpu is
     INVALID_ARGUMENT and *loaded (the last argument, not after_stream) is reset to 0 first."""
     import ctypes
     lib = gpu._gpu_lib()
     loaded = ctypes.c_size_t(5)
-    status = lib.kvtier_gpu_load(None, None, None, None, 0, None, 0, 0x1234, ctypes.byref(loaded))
+    status = lib.kvtier_gpu_load_after(None, None, None, None, 0, None, 0, 0x1234, ctypes.byref(loaded))
     assert status == kvtier.Status.INVALID_ARGUMENT
+    assert loaded.value == 0
+
+
+def test_load_keeps_the_signature_of_earlier_releases():
+    """kvtier_gpu_load(gpu, store, ns, keys, n, table, n_blocks, loaded): unchanged for callers built
+    against earlier headers (it is kvtier_gpu_load_after with no stream to wait for)."""
+    import ctypes
+    lib = gpu._gpu_lib()
+    fn = lib.kvtier_gpu_load
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p] * 7 + [ctypes.POINTER(ctypes.c_size_t)]
+    loaded = ctypes.c_size_t(5)
+    assert fn(None, None, None, None, 0, None, 0, ctypes.byref(loaded)) == kvtier.Status.INVALID_ARGUMENT
     assert loaded.value == 0

@@ -68,11 +68,16 @@ kvtier_status kvtier_gpu_open(const kvtier_ns* ns, const kvtier_gpu_cache* cache
 void kvtier_gpu_close(kvtier_gpu* gpu) { delete gpu; }
 
 kvtier_status kvtier_gpu_load(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
-                              size_t n_keys, const uint32_t* block_table, size_t n_blocks, void* after_stream,
-                              size_t* loaded) {
+                              size_t n_keys, const uint32_t* block_table, size_t n_blocks, size_t* loaded) {
+  return kvtier_gpu_load_after(gpu, store, ns, keys, n_keys, block_table, n_blocks, nullptr, loaded);
+}
+
+kvtier_status kvtier_gpu_load_after(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
+                                    const kvtier_key* keys, size_t n_keys, const uint32_t* block_table,
+                                    size_t n_blocks, void* after_stream, size_t* loaded) {
   if (loaded != nullptr) *loaded = 0;
-  return Guard("kvtier_gpu_load", [&]() -> Status {
-    constexpr const char* fn = "kvtier_gpu_load";
+  return Guard("kvtier_gpu_load_after", [&]() -> Status {
+    constexpr const char* fn = "kvtier_gpu_load_after";
     if (gpu == nullptr) return NullArgument(fn, "gpu");
     if (store == nullptr) return NullArgument(fn, "store");
     if (ns == nullptr) return NullArgument(fn, "ns");
