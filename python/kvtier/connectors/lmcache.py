@@ -258,10 +258,13 @@ class KvtierNativeConnector:
     def _submit_io(self, kind: str, keys: Sequence[str], views: Sequence[Any]) -> int:
         if self._closed:
             return self._failed(kind, len(keys), "the kvtier connector is closed")
-        if len(keys) != len(views):
-            raise ValueError(f"{len(keys)} keys but {len(views)} buffers")
-        kv_keys = [engine_key(k) for k in keys]
-        sizes = [memoryview(v).nbytes for v in views]
+        try:
+            if len(keys) != len(views):
+                raise ValueError(f"{len(keys)} keys but {len(views)} buffers")
+            kv_keys = [engine_key(k) for k in keys]
+            sizes = [memoryview(v).nbytes for v in views]
+        except (TypeError, ValueError) as e:  # never raise into LMCache's thread: a failed completion
+            return self._failed(kind, len(keys), str(e))
         op = _Op(kind, len(kv_keys), kv_keys=kv_keys if kind == "set" else [])
         try:
             if kind == "set":

@@ -178,12 +178,15 @@ def test_full_tier_drops_the_set_softly(tiny_file_tier):
         conn.close()
 
 
-def test_wrong_arguments_raise_at_submit(file_tier):
+def test_wrong_arguments_complete_with_a_failure(file_tier):
     url, _ = file_tier
     conn = make_connector(tiers=[url])
     try:
-        with pytest.raises(ValueError):
-            conn.submit_batch_set([object_key(0)], [])
+        demux = Demux(conn)
+        (ok, error, bools), = demux.wait(conn.submit_batch_set([object_key(0)], []))
+        assert not ok and "1 keys but 0 buffers" in error and bools == [False]
+        (ok, error, _), = demux.wait(conn.submit_batch_get([object_key(0)], [object()]))
+        assert not ok and error
     finally:
         conn.close()
     with pytest.raises(ValueError, match="did you mean 'tiers'"):
