@@ -180,6 +180,7 @@ def test_mla_pages_are_shared_across_tp_ranks_and_mha_pages_are_not(file_tier):
         mla0, mla1, mha0, mha1 = backend(True, 0), backend(True, 1), backend(False, 0), backend(False, 1)
         assert mla0.identity.get("tp_rank") == "replicated"
         assert write(mla0, mla0.mem_pool_host, "v1", page_key(3), page_data(3), 0)
+        store.flush()  # another rank is another process: it sees the page once the tier holds it
         assert np.array_equal(read(mla1, mla1.mem_pool_host, "v1", page_key(3), 1), page_data(3))
         assert write(mha0, mha0.mem_pool_host, "v1", page_key(4), page_data(4), 0)
         assert read(mha1, mha1.mem_pool_host, "v1", page_key(4), 1) is None

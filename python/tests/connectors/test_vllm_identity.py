@@ -105,20 +105,21 @@ def test_tp_sizes_never_share_rows(file_tier):
         tp2.shutdown()
 
 
-def test_lookup_right_after_a_successful_store_is_never_a_miss(tmp_path):
+@pytest.mark.parametrize("scheme", ["file", "fs"])
+def test_lookup_right_after_a_successful_store_is_never_a_miss(tmp_path, scheme):
     """Issue 22: a store job reported success once kvtier had a copy; an immediate lookup said miss
     (or RETRY, MISS, then HIT on fs://). Now every answer after success is RETRY until HIT."""
-    url = f"file://{tmp_path}/t?capacity=64MiB"
+    url = f"{scheme}://{tmp_path}/t?capacity=64MiB"
     primary = Primary()
-    tier = new_tier(primary, vllm_config(), tiers=[url], async_lookup=False)
+    tier = new_tier(primary, vllm_config(), tiers=[url])  # fs://: lookups on a thread (async_lookup)
     try:
-        for job in range(12):
-            keys = [offload_key(100 + 4 * job + i) for i in range(4)]
-            for i in range(4):
-                primary.fill(i, 100 + 4 * job + i)
-            tier.submit_store(TransferJob(job, keys, np.arange(4), False))
+        for job in range(3 if scheme == "file" else 1):  # one job of every primary slot, written in the background
+            keys = [offload_key(100 + NUM_BLOCKS * job + i) for i in range(NUM_BLOCKS)]
+            for i in range(NUM_BLOCKS):
+                primary.fill(i, 100 + NUM_BLOCKS * job + i)
+            tier.submit_store(TransferJob(job, keys, np.arange(NUM_BLOCKS), False))
             assert settle(tier) == {job: True}
-            for k in keys:
+            for k in reversed(keys):  # the last written first: the least likely to be visible yet
                 answers = []
                 while not answers or is_retry(answers[-1]):
                     answers.append(tier.lookup(k, None))
