@@ -31,6 +31,10 @@ class ForwardingTier : public Tier {
   Status Check(const ChunkInfo& info) override { return inner_->Check(info); }
   Status Flush() override { return inner_->Flush(); }
   TierStats Stats() const override { return inner_->Stats(); }
+  Status DescribeNamespace(const Digest& ns, std::string_view text) override {
+    return inner_->DescribeNamespace(ns, text);
+  }
+  Result<std::string> NamespaceDescription(const Digest& ns) override { return inner_->NamespaceDescription(ns); }
 
   Tier& inner() const { return *inner_; }
 

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -41,6 +42,8 @@ struct ChunkKeyHash {
   }
 };
 
+class EngineIdentity;  // kvtier/engine_identity.h
+
 class Namespace {
  public:
   // InvalidArgument when `model_id` is empty or `layout` is invalid.
@@ -50,11 +53,18 @@ class Namespace {
   const Digest& id() const { return id_; }
   const Layout& layout() const { return layout_; }
   std::string Hex() const { return DigestHex(id_); }
+  // The canonical engine identity this namespace was made from (kvtier/engine_identity.h), or
+  // nullptr for a namespace made from a model id and salt. Display only: a Store writes it beside the
+  // namespace's chunks on first save, for `kvtier inspect`.
+  const std::string* identity() const { return identity_.get(); }
 
  private:
+  friend Result<Namespace> MakeNamespace(const EngineIdentity&, const Layout&, std::string_view);
   Namespace(const Digest& id, const Layout& layout) : id_(id), layout_(layout) {}
+  void SetIdentity(std::string encoding) { identity_ = std::make_shared<const std::string>(std::move(encoding)); }
   Digest id_{};
   Layout layout_{};
+  std::shared_ptr<const std::string> identity_;
 };
 
 // Key of the chunk that follows `prev` (nullptr for the first chunk) and holds `tokens`.

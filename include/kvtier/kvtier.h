@@ -272,6 +272,25 @@ KVTIER_API kvtier_status kvtier_gpu_save(kvtier_gpu* gpu, kvtier_store* store, c
                                          const kvtier_key* keys, size_t n_keys, const uint32_t* block_table,
                                          size_t n_blocks, void* after_stream);
 
+/* ---- engine identities (kvtier/engine_identity.h) ----
+ * `identity` is the canonical encoding of an engine identity: the line "kvtier-engine-identity-v1", then
+ * one "name=value" line per field sorted by name (names 1..64 of [a-z0-9_], values without control
+ * characters, each line ending in '\n'; "engine" and "model" required). Anything else is INVALID_ARGUMENT.
+ * The namespace's id is that of kvtier_ns_create(model, layout, tenant, identity): two identities that
+ * differ in any field never share a chunk. A store keeps the identity beside the namespace's chunks on
+ * its first save (file://, fs://), for `kvtier inspect`. tenant may be NULL or "". */
+KVTIER_API kvtier_status kvtier_ns_create_identity(const char* identity, const kvtier_layout* layout,
+                                                   const char* tenant, kvtier_ns** out);
+/* Copies the namespace's identity encoding (NUL-terminated) into out[0..cap) and returns its length
+ * without the NUL; 0 for a namespace made without one (or NULL). Call with cap 0 to learn the size. */
+KVTIER_API size_t kvtier_ns_identity(const kvtier_ns* ns, char* out, size_t cap);
+
+/* Removes the chunks of `keys` from every tier of the store (an engine's eviction of objects it wrote);
+ * a key no tier holds is not an error. A background write still queued may store a chunk again. Returns
+ * the first tier failure (a read-only tier refuses). */
+KVTIER_API kvtier_status kvtier_remove(kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
+                                       size_t n_keys);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -163,6 +163,14 @@ class Tier {
   virtual Status Flush() { return Status::OK(); }
 
   virtual TierStats Stats() const = 0;
+
+  // A namespace's description (the canonical encoding of its engine identity, kvtier/engine_identity.h),
+  // kept beside its chunks once, for `kvtier inspect` only: never trusted for anything else. Tiers
+  // without a place for it (the default) keep nothing and return OK; a read-only tier refuses.
+  virtual Status DescribeNamespace(const Digest& ns, std::string_view text);
+  // The description kept for `ns`: NotFound when there is none (or the tier keeps none), Corruption
+  // when what is there is not a description.
+  virtual Result<std::string> NamespaceDescription(const Digest& ns);
 };
 
 // A parsed tier URL: scheme://path?name=value&name=value

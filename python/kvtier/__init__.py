@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ._lib import ABI_VERSION, KEY_BYTES, KvtierError, Status
 from .store import Handle, Layout, Namespace, Store, key_of
+from .identity import EngineIdentity
 
 
 def _version() -> str:
@@ -31,5 +32,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'kvtier' has no attribute {name!r}")
 
 
-__all__ = ["ABI_VERSION", "KEY_BYTES", "Handle", "KvtierError", "Layout", "Namespace", "Status", "Store",
+__all__ = ["ABI_VERSION", "KEY_BYTES", "EngineIdentity", "Handle", "KvtierError", "Layout", "Namespace", "Status", "Store",
            "key_of", "__version__"]

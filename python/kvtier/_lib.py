@@ -124,6 +124,10 @@ _SIGNATURES = {
     "kvtier_op_free": (None, [_OP]),
     "kvtier_store_metrics_text": (c_size_t, [_STORE, POINTER(c_char), c_size_t]),
     "kvtier_store_stats_json": (c_size_t, [_STORE, POINTER(c_char), c_size_t]),
+    # engine identities (python/kvtier/identity.py)
+    "kvtier_ns_create_identity": (_STATUS, [c_char_p, POINTER(KvLayout), c_char_p, POINTER(_NS)]),
+    "kvtier_ns_identity": (c_size_t, [_NS, c_char_p, c_size_t]),
+    "kvtier_remove": (_STATUS, [_STORE, _NS, _KEYS, c_size_t]),
 }
 
 

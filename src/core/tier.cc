@@ -28,4 +28,10 @@ Result<BorrowedChunk> Tier::Borrow(const ChunkId&) {
   return Status::NotSupported(url() + " does not lend chunks in place");
 }
 
+Status Tier::DescribeNamespace(const Digest&, std::string_view) { return Status::OK(); }
+
+Result<std::string> Tier::NamespaceDescription(const Digest& ns) {
+  return Status::NotFound(url() + " keeps no namespace descriptions (namespace " + DigestHex(ns) + ")");
+}
+
 }  // namespace kvtier

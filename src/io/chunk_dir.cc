@@ -246,6 +246,28 @@ Status ChunkDir::WriteSmallFile(std::string_view name, std::string_view text) {
   return s;
 }
 
+bool ChunkDir::IsNamespaceFileName(std::string_view name) {
+  if (name == kNamespaceFile) return true;
+  return ParseTempName(name, [](std::string_view n) { return n == kNamespaceFile; }).has_value();
+}
+
+Status ChunkDir::WriteNamespaceFile(const Digest& ns, std::string_view text) {
+  KVTIER_RETURN_IF_ERROR(RefuseIfReadOnly("describe a namespace"));
+  const std::string rel = JoinRel(JoinRel(spec_.chunk_root, DigestHex(ns)), kNamespaceFile);
+  auto st = fs_->Stat(rel);
+  if (st.ok()) return Status::OK();  // written once: the same id always has the same identity
+  if (!st.status().IsNotFound()) return st.status();
+  KVTIER_RETURN_IF_ERROR(MakeChunkParents(*fs_, rel));
+  return WriteSmallFile(rel, text);
+}
+
+Result<std::string> ChunkDir::ReadNamespaceFile(const Digest& ns, size_t max_bytes) {
+  const std::string rel = JoinRel(JoinRel(spec_.chunk_root, DigestHex(ns)), kNamespaceFile);
+  KVTIER_ASSIGN_OR_RETURN(FileStat st, fs_->Stat(rel));
+  if (st.type != FileType::kRegular) return Status::Corruption(Describe(rel) + " is not a regular file");
+  return ReadSmallFile(rel, max_bytes);
+}
+
 bool ChunkDir::ProbeDirectIo() {
   auto fd = fs_->OpenForRead(spec_.marker, /*direct=*/true);
   if (!fd.ok()) return false;
@@ -290,6 +312,8 @@ Status ChunkDir::WalkNamespace(const std::string& ns_rel, const Digest& ns,
       for (const DirEntry& e : *entries) {
         if (IsLowerHex(e.name, 2) && e.type == FileType::kDirectory) {
           next.push_back(JoinRel(d, e.name));
+        } else if (level == 0 && e.type == FileType::kRegular && IsNamespaceFileName(e.name)) {
+          // the namespace's descriptor (or its temporary): kvtier's own, not a chunk
         } else {
           CountSkipped(e.type, counts);
         }

@@ -33,6 +33,8 @@
 
 namespace kvtier::internal {
 
+inline constexpr std::string_view kNamespaceFile = "NAMESPACE";  // a namespace folder's descriptor
+
 struct ChunkDirSpec {
   std::string kind;                  // first line of the marker, e.g. "kvtier-pool"
   std::string marker;                // marker file name, e.g. "KVTIER_POOL"
@@ -130,6 +132,15 @@ class ChunkDir {
   // when larger than `max_bytes` or not a regular file. WriteSmallFile replaces atomically.
   Result<std::string> ReadSmallFile(std::string_view name, size_t max_bytes = 64 * 1024);
   Status WriteSmallFile(std::string_view name, std::string_view text);
+
+  // A namespace's descriptor, <chunk_root>/<ns hex>/NAMESPACE (kNamespaceFile): display-only text
+  // written once, atomically. WriteNamespaceFile creates the namespace folder when missing and keeps an
+  // existing descriptor (same namespace id, same identity). ReadNamespaceFile: NotFound when absent,
+  // Corruption when larger than `max_bytes` or not a regular file.
+  Status WriteNamespaceFile(const Digest& ns, std::string_view text);
+  Result<std::string> ReadNamespaceFile(const Digest& ns, size_t max_bytes = 16 * 1024);
+  // The descriptor's name or one of its temporaries.
+  static bool IsNamespaceFileName(std::string_view name);
 
   // Whether reads with O_DIRECT work here (opens the marker with O_DIRECT and reads it).
   bool ProbeDirectIo();

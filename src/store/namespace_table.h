@@ -28,6 +28,7 @@ struct NamespaceCounters {
   std::atomic<uint64_t> lookups{0}, lookup_chunks{0}, lookup_tokens{0}, hit_chunks{0}, hit_tokens{0};
   std::atomic<uint64_t> loads{0}, load_chunks{0}, load_bytes{0}, saves{0}, save_chunks{0};
   LatencyHistogram load_latency, save_latency;
+  std::atomic<bool> described{false};  // the namespace's identity was written to the tiers (Store::Save)
 };
 
 class NamespaceTable {

@@ -76,6 +76,8 @@ class StoreImpl final : public Store {
   // Queues a copy of a chunk to the slower tiers; counts a drop when the queue is full.
   void EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, int source_tier);
   void RunJob(SaveJob& job);  // on a queue worker
+  // Writes the namespace's identity beside its chunks in every tier that keeps one (first save).
+  void DescribeNamespace(const Namespace& ns);
   void CountDropped(uint64_t tier_mask);  // one dropped chunk for each tier in the mask
 
   std::vector<std::unique_ptr<Tier>> tiers_;

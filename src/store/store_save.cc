@@ -23,6 +23,9 @@ Status StoreImpl::Save(const Namespace& ns, std::span<const ChunkKey> keys,
   save_chunks_.fetch_add(keys.size(), std::memory_order_relaxed);
   c.saves.fetch_add(1, std::memory_order_relaxed);
   c.save_chunks.fetch_add(keys.size(), std::memory_order_relaxed);
+  if (ns.identity() != nullptr && !keys.empty() && !c.described.exchange(true, std::memory_order_relaxed)) {
+    DescribeNamespace(ns);
+  }
   Status first_error;
   for (size_t i = 0; i < keys.size(); ++i) {
     const ChunkId id = ChunkId::Of(ns, keys[i]);
@@ -43,6 +46,12 @@ Status StoreImpl::Save(const Namespace& ns, std::span<const ChunkKey> keys,
     EnqueueSave(id, srcs[i], bytes, top_holds ? 0 : -1);
   }
   return first_error;
+}
+
+void StoreImpl::DescribeNamespace(const Namespace& ns) {
+  // Display only (kvtier inspect): a tier that cannot keep the description still stores the chunks.
+  // One small file per namespace and process, written on the saving thread before its first chunk.
+  for (const auto& tier : tiers_) (void)tier->DescribeNamespace(ns.id(), *ns.identity());
 }
 
 void StoreImpl::EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, int source_tier) {

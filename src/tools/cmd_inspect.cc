@@ -1,9 +1,14 @@
-// `kvtier inspect --target URL [--json]`: what a tier holds: chunks and bytes per namespace.
+// `kvtier inspect --target URL [--json]`: what a tier holds: chunks and bytes per namespace, and the
+// engine identity each namespace was written under where the tier keeps one (file://, fs://). The
+// identity is read from the namespace's descriptor and only displayed: a malformed one is reported as
+// such, never interpreted.
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
+#include "kvtier/engine_identity.h"
 #include "kvtier/tier.h"
 #include "tools/command.h"
 
@@ -19,6 +24,30 @@ struct Totals {
   uint64_t chunks = 0;
   uint64_t bytes = 0;
 };
+
+// What the tier says about a namespace: its identity's fields, or why there are none to show.
+struct Described {
+  std::optional<EngineIdentity> identity;
+  std::string note;  // "none kept", "unreadable: ..." when identity is empty
+};
+
+Described Describe(Tier& tier, const std::string& hex) {
+  Described d;
+  auto digest = DigestFromHex(hex);
+  if (!digest.ok()) return Described{std::nullopt, "unreadable namespace id"};
+  auto text = tier.NamespaceDescription(*digest);
+  if (!text.ok()) {
+    d.note = text.status().IsNotFound() ? "none kept" : "unreadable: " + text.status().message();
+    return d;
+  }
+  auto id = EngineIdentity::Parse(*text);
+  if (!id.ok()) {
+    d.note = "unreadable: " + id.status().message();
+    return d;
+  }
+  d.identity = std::move(*id);
+  return d;
+}
 
 int RunInspect(const InspectArgs& a) {
   auto tier = OpenTier(a.target, TierOpenOptions{.read_only = true});  // looking changes nothing
@@ -44,7 +73,16 @@ int RunInspect(const InspectArgs& a) {
   const TierStats stats = (*tier)->Stats();
   if (a.json) {
     nlohmann::json ns = nlohmann::json::array();
-    for (const auto& [hex, t] : by_ns) ns.push_back({{"namespace", hex}, {"chunks", t.chunks}, {"bytes", t.bytes}});
+    for (const auto& [hex, t] : by_ns) {
+      nlohmann::json entry = {{"namespace", hex}, {"chunks", t.chunks}, {"bytes", t.bytes}};
+      const Described d = Describe(**tier, hex);
+      if (d.identity) {
+        entry["identity"] = d.identity->fields();
+      } else {
+        entry["identity_note"] = d.note;
+      }
+      ns.push_back(std::move(entry));
+    }
     nlohmann::json j = {{"url", stats.url},           {"chunks", all.chunks},
                         {"bytes", all.bytes},         {"capacity_bytes", stats.capacity_bytes},
                         {"namespaces", std::move(ns)}};
@@ -60,6 +98,14 @@ int RunInspect(const InspectArgs& a) {
             << "namespaces  " << by_ns.size() << "\n";
   for (const auto& [hex, t] : by_ns) {
     std::cout << "  " << hex << "  " << t.chunks << " chunks  " << FormatBytes(t.bytes) << "\n";
+    const Described d = Describe(**tier, hex);
+    if (!d.identity) {
+      std::cout << "    identity: " << d.note << "\n";
+      continue;
+    }
+    std::cout << "    identity:";
+    for (const auto& [name, value] : d.identity->fields()) std::cout << " " << name << "=" << value;
+    std::cout << "\n";
   }
   return 0;
 }

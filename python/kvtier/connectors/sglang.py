@@ -26,8 +26,23 @@ Return conventions (HiCacheStorage's):
   host slots are zeroed, never left holding another page's bytes.
 Errors never raise into HiCache's threads: a failure is reported as False / None.
 
-Extra-config keys read here: ``tiers`` (required), ``model_id`` (default: the server's model
-name), ``tenant``, ``salt`` and the Store options (``kvtier.connectors.STORE_OPTION_NAMES``).
+Identity (``kvtier.EngineIdentity``, docs/connectors.md): the namespace of a page is made from
+engine ``sglang``, the host pool's class and ``layout`` (``layer_first``, ``page_first``,
+``page_first_direct``, ``page_head``), the I/O path (``v1`` for batch_*_v1, ``generic`` for
+batch_get/batch_set: they order a page's bytes differently), the model id and revision, the KV
+dtype, attention kind, page tokens, K and V head dims, KV heads, layers, TP/PP/CP size and rank
+(``replicated`` for MLA, whose pages are the same on every TP rank), split heads and the hash
+scheme. A host pool class or layout this connector was not written for is refused when it is
+registered (ValueError), never mapped to a default.
+
+Read-your-writes: stored keys stay in a per-process in-flight set (``_pending.PendingWrites``);
+``batch_exists`` waits (bounded) for a key of that set to settle, so a page a set reported stored
+is counted by the next ``batch_exists`` of this process.
+
+Extra-config keys read here: ``tiers`` (required; ``{tp_rank}``, ``{pp_rank}`` and ``{rank}`` are
+replaced by this process's ranks; one file:// directory shared by several ranks is refused),
+``model_id`` (default: the server's model name), ``model_revision``, ``tenant``, ``salt``,
+``interface_v1`` and the Store options (``kvtier.connectors.STORE_OPTION_NAMES``).
 """
 
 from __future__ import annotations
@@ -39,7 +54,8 @@ from typing import Any, List, Optional
 
 import kvtier
 
-from . import as_buffer, byte_layout, engine_key, open_store
+from . import RANK_FIELDS, as_buffer, byte_layout, engine_key, open_store, split_urls, tier_urls
+from ._pending import PRESENT, PendingWrites
 
 logger = logging.getLogger(__name__)
 
@@ -48,33 +64,72 @@ try:  # the engine's base class when SGLang is installed
 except Exception:  # pragma: no cover - depends on the environment
     _Base = object  # type: ignore[assignment,misc]
 
+# The host pool layouts whose page bytes this connector knows how to name (memory_pool_host.py).
+LAYOUTS = ("layer_first", "page_first", "page_first_direct", "page_head")
+# The host pool classes it was written for, and their attention kind.
+HOST_POOLS = {
+    "MHATokenToKVPoolHost": "mha",
+    "AsymmetricMHATokenToKVPoolHost": "mha",
+    "MLATokenToKVPoolHost": "mla",
+}
+IO_PATHS = ("v1", "generic")
+HASH_SCHEME = "sglang-page-sha256"  # HiCache's page keys: SHA-256 chained over token ids
 
-def _rank_salt(cfg: Any) -> str:
-    """The parallel position that decides which slice of a page this process holds."""
-    parts = ["sglang-hicache"]
-    mla = bool(getattr(cfg, "is_mla_model", False))
-    if not mla:  # MLA pages are identical on every TP rank; MHA pages hold a rank's heads
-        parts.append(f"tp{getattr(cfg, 'tp_rank', 0)}/{getattr(cfg, 'tp_size', 1)}")
-    if int(getattr(cfg, "pp_size", 1) or 1) > 1:
-        parts.append(f"pp{cfg.pp_rank}/{cfg.pp_size}")
-    if int(getattr(cfg, "attn_cp_size", 1) or 1) > 1:
-        parts.append(f"cp{cfg.attn_cp_rank}/{cfg.attn_cp_size}")
-    if getattr(cfg, "should_split_heads", False):
-        parts.append(f"split{getattr(cfg, 'tp_lcm_size', '')}")
-    parts.append("page_first" if getattr(cfg, "is_page_first_layout", True) else "layer_first")
-    return ";".join(parts)
+
+def _int(cfg: Any, name: str, default: int) -> int:
+    value = getattr(cfg, name, None)
+    return default if value is None else int(value)
+
+
+def _ranks(cfg: Any) -> dict[str, int]:
+    tp_rank, tp_size = _int(cfg, "tp_rank", 0), max(1, _int(cfg, "tp_size", 1))
+    pp_rank = _int(cfg, "pp_rank", 0)
+    return {"tp_rank": tp_rank, "pp_rank": pp_rank, "rank": pp_rank * tp_size + tp_rank}
+
+
+def _config_layout(cfg: Any) -> Optional[str]:
+    """The layout the storage config names (newer revisions), or None where it only says
+    page-first or not (is_page_first_layout), which the host pool then decides."""
+    layout = getattr(cfg, "layout", None)
+    if layout is None:
+        return None
+    layout = str(getattr(layout, "value", layout))
+    if layout not in LAYOUTS:
+        raise ValueError(f"kvtier: unknown SGLang host layout {layout!r} (known: {', '.join(LAYOUTS)})")
+    return layout
+
+
+def _refuse_shared_file_dir(urls: List[str], cfg: Any) -> None:
+    processes = max(1, _int(cfg, "tp_size", 1)) * max(1, _int(cfg, "pp_size", 1)) * \
+        max(1, _int(cfg, "attn_cp_size", 1))
+    if processes <= 1:
+        return
+    for url in urls:
+        if url.startswith("file://") and not any("{" + f + "}" in url for f in RANK_FIELDS):
+            raise ValueError(
+                f"kvtier: {processes} SGLang ranks would share the file:// directory of {url!r}, each "
+                "with the full capacity; put {tp_rank} (and {pp_rank}) or {rank} in its path, or use "
+                "an fs:// pool, which is made to be shared")
 
 
 def _while_open(closed_result: Any) -> Any:
     """Runs a store call unless the backend is closed (then ``closed_result(keys)``); close()
-    waits for the calls that have started."""
+    waits for the calls that have started. Nothing raises into HiCache's threads: any exception is
+    logged and answered with ``closed_result(keys)``."""
     def wrap(method: Any) -> Any:
         @functools.wraps(method)
         def guarded(self: "KvtierHiCacheStorage", keys: Any, *args: Any, **kwargs: Any) -> Any:
-            if not self._enter():
+            try:
+                if not self._enter():
+                    return closed_result(keys)
+            except Exception:  # pragma: no cover - a lock cannot fail
                 return closed_result(keys)
             try:
                 return method(self, keys, *args, **kwargs)
+            except Exception as e:  # the engine's thread must survive any failure of ours
+                logger.warning("kvtier %s of %d pages failed: %s", method.__name__,
+                               len(keys) if hasattr(keys, "__len__") else -1, e)
+                return closed_result(keys)
             finally:
                 self._leave()
         return guarded
@@ -88,21 +143,35 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
                  store: kvtier.Store | None = None) -> None:
         extra = dict(getattr(storage_config, "extra_config", None) or {})
         self.storage_config = storage_config
-        self._own_store = store is None
-        self._store = store if store is not None else open_store(extra.get("tiers"), extra)
+        self._config_layout = _config_layout(storage_config)
+        self._mla = bool(getattr(storage_config, "is_mla_model", False))
+        self._io_path = "v1" if extra.get("interface_v1") else "generic"
         self._model_id = str(extra.get("model_id") or getattr(storage_config, "model_name", None)
-                             or "sglang")
+                             or "")
+        if not self._model_id:
+            raise ValueError("kvtier: no model id (set model_id in the extra config)")
+        self._revision = extra.get("model_revision") or \
+            getattr(storage_config, "model_identity_hash", None)
         self._tenant = str(extra.get("tenant", ""))
-        salt = _rank_salt(storage_config)
-        self._salt = f"{salt};{extra['salt']}" if extra.get("salt") else salt
-        self._namespaces: dict[int, kvtier.Namespace] = {}
+        self._salt = str(extra["salt"]) if extra.get("salt") else None
         self._lock = threading.Lock()  # the prefetch and backup threads share the namespace map
-        self.mem_pool_host = (kwargs or {}).get("mem_pool_host")
-        page_bytes = extra.get("page_bytes")
-        self._page_size_bytes: int | None = int(page_bytes) if page_bytes else None
+        self._identity: dict[str, Any] | None = None  # identity fields of the registered pool
+        self._namespaces: dict[tuple[str, int], kvtier.Namespace] = {}
+        self._page_size_bytes: int | None = None
         self._closed = False
         self._calls = 0  # store calls running on HiCache's threads; close() waits for them
         self._idle = threading.Condition(self._lock)
+        self._own_store = store is None
+        if store is None:
+            _refuse_shared_file_dir(split_urls(extra.get("tiers")), storage_config)
+            urls = tier_urls(extra.get("tiers"), _ranks(storage_config))
+            store = open_store(urls, extra)
+        self._store = store
+        self._pending = PendingWrites(store)
+        self.mem_pool_host = None
+        pool = (kwargs or {}).get("mem_pool_host")
+        if pool is not None:
+            self.register_mem_pool_host(pool)
 
     def _enter(self) -> bool:
         with self._lock:
@@ -117,34 +186,92 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
             if self._calls == 0:
                 self._idle.notify_all()
 
-    # ---- namespaces --------------------------------------------------------------------------------
+    # ---- identity and namespaces -------------------------------------------------------------------
 
-    def _ns(self, page_bytes: int) -> kvtier.Namespace:
+    def _pool_identity(self, pool: Any) -> dict[str, Any]:
+        """The identity fields a host pool decides; ValueError for one this connector does not know."""
+        cls = type(pool).__name__
+        if cls not in HOST_POOLS:
+            raise ValueError(f"kvtier: SGLang host pool {cls} is not one this connector was written "
+                             f"for (known: {', '.join(sorted(HOST_POOLS))})")
+        layout = str(getattr(pool, "layout", "") or "")
+        if layout not in LAYOUTS:
+            raise ValueError(f"kvtier: unknown SGLang host layout {layout!r} of {cls} "
+                             f"(known: {', '.join(LAYOUTS)})")
+        if self._config_layout is not None and self._config_layout != layout:
+            raise ValueError(f"kvtier: storage config says layout {self._config_layout!r} but the "
+                             f"host pool has {layout!r}")
+        attention = HOST_POOLS[cls]
+        if (attention == "mla") != self._mla:
+            raise ValueError(f"kvtier: host pool {cls} does not match is_mla_model={self._mla}")
+        cfg = self.storage_config
+        fields: dict[str, Any] = {
+            "engine": "sglang", "host_pool": cls, "layout": layout, "model": self._model_id,
+            "model_revision": self._revision, "kv_dtype": str(getattr(pool, "dtype", "")) or None,
+            "attention": attention, "page_tokens": getattr(pool, "page_size", None),
+            "layers": getattr(pool, "layer_num", None), "hash_scheme": HASH_SCHEME,
+            "salt": self._salt,
+            "tp_size": _int(cfg, "tp_size", 1),
+            "tp_rank": "replicated" if attention == "mla" else _int(cfg, "tp_rank", 0),
+            "pp_size": _int(cfg, "pp_size", 1), "pp_rank": _int(cfg, "pp_rank", 0),
+            "cp_size": _int(cfg, "attn_cp_size", 1), "cp_rank": _int(cfg, "attn_cp_rank", 0),
+        }
+        if getattr(cfg, "should_split_heads", False):
+            fields["split_heads"] = getattr(cfg, "tp_lcm_size", None) or "1"
+        if attention == "mla":
+            fields["k_head_dim"] = getattr(pool, "kv_lora_rank", None)
+            fields["v_head_dim"] = getattr(pool, "qk_rope_head_dim", None)
+        else:
+            fields["kv_heads"] = getattr(pool, "head_num", None)
+            fields["k_head_dim"] = getattr(pool, "head_dim", None)
+            fields["v_head_dim"] = getattr(pool, "v_head_dim", None) or getattr(pool, "head_dim", None)
+        return fields
+
+    def _ns(self, io_path: str, page_bytes: int) -> kvtier.Namespace:
         with self._lock:
-            ns = self._namespaces.get(page_bytes)
+            ns = self._namespaces.get((io_path, page_bytes))
+            fields = self._identity
         if ns is None:
-            ns = self._store.namespace(self._model_id, byte_layout(page_bytes),
-                                       tenant=self._tenant, salt=self._salt)
+            if fields is None:
+                raise ValueError("no host memory pool registered")
+            ident = kvtier.EngineIdentity(fields, io_path=io_path, block_bytes=page_bytes)
+            ns = ident.namespace(byte_layout(page_bytes), tenant=self._tenant)
             with self._lock:
-                ns = self._namespaces.setdefault(page_bytes, ns)
+                ns = self._namespaces.setdefault((io_path, page_bytes), ns)
         return ns
 
     def _page_bytes(self) -> int:
-        """Bytes of one page of the registered host pool (its flat page), computed once."""
+        """Bytes of one page of the registered host pool, computed once from its geometry (the
+        flat page only where the pool has no per-token size)."""
         if self._page_size_bytes is None:
             pool = self.mem_pool_host
             if pool is None:
                 raise ValueError("no host memory pool registered")
-            page = pool.get_dummy_flat_data_page()
-            nbytes = getattr(page, "nbytes", None)
-            self._page_size_bytes = int(nbytes if nbytes is not None
-                                        else page.numel() * page.element_size())
+            per_token = getattr(pool, "size_per_token", None)
+            if per_token:
+                nbytes = int(per_token) * int(pool.page_size)
+            else:
+                page = pool.get_dummy_flat_data_page()
+                nbytes = getattr(page, "nbytes", None)
+                nbytes = int(nbytes if nbytes is not None else page.numel() * page.element_size())
+            self._page_size_bytes = nbytes
         return self._page_size_bytes
+
+    @property
+    def identity(self) -> Optional[kvtier.EngineIdentity]:
+        """The identity of this backend's pages on its configured I/O path (None before a pool)."""
+        if self._identity is None:
+            return None
+        return kvtier.EngineIdentity(self._identity, io_path=self._io_path,
+                                     block_bytes=self._page_bytes())
 
     # ---- zero-copy interface (host_indices into the host pool) -------------------------------------
 
     def _page_pieces(self, keys: List[str], host_indices: Any) -> List[List[tuple[int, int]]]:
-        ptrs, sizes = self.mem_pool_host.get_page_buffer_meta(host_indices)
+        meta = self.mem_pool_host.get_page_buffer_meta(host_indices)
+        if meta is None:
+            raise ValueError("the host pool offers no page buffers")
+        ptrs, sizes = meta
         if not keys or len(ptrs) % len(keys) or len(ptrs) != len(sizes):
             raise ValueError(f"{len(ptrs)} page pieces for {len(keys)} keys")
         per_page = len(ptrs) // len(keys)
@@ -157,11 +284,11 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
         """Loads each page into its host-pool slots; True per page loaded and verified."""
         if not keys:
             return []
+        pieces = self._page_pieces(keys, host_indices)
+        ns = self._ns("v1", sum(s for _, s in pieces[0]))
         try:
-            pieces = self._page_pieces(keys, host_indices)
-            ns = self._ns(sum(s for _, s in pieces[0]))
             loaded = self._store.load(ns, [engine_key(k) for k in keys], pieces)
-        except (kvtier.KvtierError, ValueError) as e:
+        except kvtier.KvtierError as e:
             logger.warning("kvtier batch_get_v1 of %d pages failed: %s", len(keys), e)
             loaded = 0
         return [i < loaded for i in range(len(keys))]
@@ -172,20 +299,18 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
         """Stores each page from its host-pool slots; True per page stored."""
         if not keys:
             return []
-        try:
-            pieces = self._page_pieces(keys, host_indices)
-            ns = self._ns(sum(s for _, s in pieces[0]))
-            self._store.save(ns, [engine_key(k) for k in keys], pieces)
-            return [True] * len(keys)
-        except (kvtier.KvtierError, ValueError) as e:
-            logger.warning("kvtier batch_set_v1 of %d pages failed: %s", len(keys), e)
-            return [False] * len(keys)
+        pieces = self._page_pieces(keys, host_indices)
+        ns = self._ns("v1", sum(s for _, s in pieces[0]))
+        kv_keys = [engine_key(k) for k in keys]
+        self._store.save(ns, kv_keys, pieces)
+        self._pending.started(kv_keys)
+        return [True] * len(keys)
 
     # ---- tensor interface (one flat page tensor per key) -------------------------------------------
 
     def get(self, key: str, target_location: Any = None, target_sizes: Any = None) -> Any:
         """Loads one page into ``target_location``; returns it, or None on a miss."""
-        return self.batch_get([key], [target_location])[0]
+        return self.batch_get([key], [target_location] if target_location is not None else None)[0]
 
     @_while_open(lambda keys: [None] * len(keys))
     def batch_get(self, keys: List[str], target_locations: Any = None,
@@ -199,12 +324,13 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
         try:
             bufs = [as_buffer(t) for t in target_locations]
             for size, positions in _runs(bufs):
-                got = self._store.load(self._ns(size), [engine_key(keys[i]) for i in positions],
+                got = self._store.load(self._ns("generic", size),
+                                       [engine_key(keys[i]) for i in positions],
                                        [bufs[i] for i in positions])
                 loaded += got
                 if got < len(positions):
                     break
-        except (kvtier.KvtierError, ValueError) as e:
+        except kvtier.KvtierError as e:
             logger.warning("kvtier batch_get of %d pages failed: %s", len(keys), e)
         return [t if i < loaded else None for i, t in enumerate(target_locations)]
 
@@ -218,15 +344,12 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
         """Stores one page per key; True when every page was stored."""
         if not keys:
             return True
-        try:
-            bufs = [as_buffer(v) for v in values]
-            for size, positions in _runs(bufs):
-                self._store.save(self._ns(size), [engine_key(keys[i]) for i in positions],
-                                 [bufs[i] for i in positions])
-            return True
-        except (kvtier.KvtierError, ValueError, TypeError) as e:
-            logger.warning("kvtier batch_set of %d pages failed: %s", len(keys), e)
-            return False
+        bufs = [as_buffer(v) for v in values]
+        for size, positions in _runs(bufs):
+            kv_keys = [engine_key(keys[i]) for i in positions]
+            self._store.save(self._ns("generic", size), kv_keys, [bufs[i] for i in positions])
+            self._pending.started(kv_keys)
+        return True
 
     # ---- existence ---------------------------------------------------------------------------------
 
@@ -235,15 +358,18 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
 
     @_while_open(lambda keys: 0)
     def batch_exists(self, keys: List[str], extra_info: Any = None) -> int:
-        """How many leading keys are present (a later load may still find fewer)."""
+        """How many leading keys are present (a later load may still find fewer). A key this
+        process stored and kvtier still writes is waited for, so it is counted once visible."""
         if not keys:
             return 0
-        try:
-            ns = self._ns(self._page_bytes())
-            return int(self._store.lookup(ns, [engine_key(k) for k in keys]))
-        except (kvtier.KvtierError, ValueError) as e:
-            logger.warning("kvtier batch_exists failed: %s", e)
-            return 0
+        ns = self._ns(self._io_path, self._page_bytes())
+        kv_keys = [engine_key(k) for k in keys]
+        found = int(self._store.lookup(ns, kv_keys))
+        while found < len(kv_keys) and kv_keys[found] in self._pending:
+            if self._pending.wait(ns, kv_keys[found]) != PRESENT:
+                break
+            found += int(self._store.lookup(ns, kv_keys[found:]))
+        return found
 
     # ---- housekeeping ------------------------------------------------------------------------------
 
@@ -252,8 +378,15 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
         return self._store
 
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
-        self.mem_pool_host = mem_pool_host
-        self._page_size_bytes = None
+        """Takes the host pool HiCache registers; ValueError for a pool class or layout this
+        connector was not written for (the controller then fails to start, it never runs on a
+        guessed layout)."""
+        fields = self._pool_identity(mem_pool_host)
+        with self._lock:
+            self.mem_pool_host = mem_pool_host
+            self._identity = fields
+            self._namespaces = {}
+            self._page_size_bytes = None
 
     def clear(self) -> None:
         """kvtier keeps its chunks (they are content-addressed); `kvtier gc` trims a tier."""
@@ -271,7 +404,10 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
             while self._calls:
                 self._idle.wait()
         if self._own_store:
-            self._store.close()
+            try:
+                self._store.close()
+            except Exception:  # close runs on the engine's exit path: log, never raise
+                logger.exception("kvtier HiCache storage close")
 
 
 def _runs(bufs: List[Any]) -> List[tuple[int, List[int]]]:

@@ -7,7 +7,11 @@ entry of ``kv_connector_extra_config["secondary_tiers"]`` with
     tier_cls(offloading_spec=<the spec>, primary_kv_view=<memoryview>, tier_type=<type>, **rest)
 
 where ``primary_kv_view`` is a 2-D byte view (num_blocks, bytes_per_block) over the primary tier.
-Some vLLM versions pass ``vllm_config=`` instead of ``offloading_spec=``; both are accepted.
+Some vLLM versions pass ``vllm_config=`` instead of ``offloading_spec=``; both are accepted, and
+so is any other argument a vLLM revision adds (``tier_name=``, ``backpressure_detector=``, ...):
+it is logged and ignored. A name that is a close misspelling of one of kvtier's own options is
+refused. Revisions whose factory keys a registry by ``get_tier_type()`` or by
+``SecondaryTierFactory.register_tier`` are served by ``register()`` (below).
 
 Every method runs in the scheduler process and returns without waiting for I/O:
 
@@ -18,7 +22,9 @@ Every method runs in the scheduler process and returns without waiting for I/O:
   its loaded leading keys in ``successful_keys``. A failed or corrupt block is never reported
   loaded and its slot holds no byte of another block (kvtier zeroes it).
 - ``lookup`` answers RETRY (``None`` on versions with a bool/None answer) while a store of that
-  key is in flight, or while an exists check on a thread runs (``async_lookup``, the default for
+  key is in flight or kvtier still writes it (read-your-writes: the per-process in-flight set
+  ``_pending.PendingWrites``; a store reported successful answers HIT once visible, MISS only when
+  kvtier dropped it), or while an exists check on a thread runs (``async_lookup``, the default for
   fs:// tiers, whose index lives on a shared filesystem); file:// and mem:// tiers keep their
   index in memory and are asked directly.
 - A store job succeeds once kvtier has taken a copy of every block (the primary slots may then be
@@ -29,10 +35,22 @@ Every method runs in the scheduler process and returns without waiting for I/O:
 - ``shutdown`` waits for the jobs in flight (kvtier cannot abandon a copy halfway, and the primary
   slots must stay untouched until it ends), then closes the store it opened.
 
+- ``shutdown`` also releases every view kvtier made over the primary tier, so vLLM can close its
+  shared memory (``mmap.close()``) afterwards.
+- ``take_events()`` returns the blocks stored and removed since the last call, ``get_stats()``
+  kvtier's counters, ``medium`` names the tier in both.
+
+Identity (``kvtier.EngineIdentity``): engine ``vllm``, layout ``row`` (a row of the primary view
+holds one block of every TP worker, interleaved), the row size, model id and revision, KV dtype,
+attention kind (``mla`` when the model uses MLA), block tokens, TP/PP/DCP size (a row covers every
+TP rank, so the TP *size* decides its byte order), the prefix-caching hash algorithm and the hash
+seed (``PYTHONHASHSEED``: without it vLLM seeds its block hashes per process, so blocks of
+another process never match; docs/connectors.md). A layout other than ``row`` is refused.
+
 Configuration keys (besides ``type`` and ``module_path``): ``tiers`` (required: URL list or a
-comma-separated string), ``model_id``, ``tenant``, ``salt``, ``block_bytes`` (default: the view's
-row size), ``async_lookup`` (bool), ``lookup_threads`` and the Store options
-(``kvtier.connectors.STORE_OPTION_NAMES``).
+comma-separated string), ``model_id``, ``model_revision``, ``tenant``, ``salt``, ``layout``,
+``block_bytes`` (default: the view's row size), ``async_lookup`` (bool), ``lookup_threads``,
+``medium`` and the Store options (``kvtier.connectors.STORE_OPTION_NAMES``).
 """
 
 from __future__ import annotations
@@ -40,13 +58,16 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
+import os
 import threading
 from collections import Counter
 from typing import Any, Collection, Iterable
 
 import kvtier
 
-from . import STORE_OPTION_NAMES, byte_layout, engine_key, open_store, tier_urls
+from . import (STORE_OPTION_NAMES, byte_layout, engine_key, open_store, remove_keys,
+               split_engine_kwargs, tier_urls)
+from ._pending import ABSENT, PENDING, PRESENT, PendingWrites
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +100,25 @@ try:
 except Exception:
     _RequestContext = None
 
+
+@dataclasses.dataclass
+class OffloadEvent:
+    """Blocks stored in (``removed=False``) or removed from kvtier since the last take_events()."""
+
+    keys: list
+    block_bytes: int
+    medium: str
+    removed: bool = False
+
+
 _MAX_LOOKUP_ANSWERS = 65536
+TIER_TYPE = "kvtier"
+LAYOUTS = ("row",)
+# Options of this tier besides the Store options; any other argument is an engine's (ignored).
+OWN_OPTIONS = ("tiers", "model_id", "model_revision", "tenant", "salt", "layout", "block_bytes",
+               "async_lookup", "lookup_threads", "medium", "store") + STORE_OPTION_NAMES
+ENGINE_ARGUMENTS = ("tier_name", "backpressure_detector", "locality", "kv_cache_config",
+                    "primary_tier_meta", "tier_index")
 
 
 def _hit() -> Any:
@@ -94,13 +133,46 @@ def _retry() -> Any:
     return _LookupResult.RETRY if _LookupResult is not None else None
 
 
-def _model_id(offloading_spec: Any, vllm_config: Any) -> str:
+def _vllm_config(offloading_spec: Any, vllm_config: Any) -> Any:
     for root in (vllm_config, getattr(offloading_spec, "vllm_config", None),
                  getattr(getattr(offloading_spec, "config", None), "vllm_config", None)):
-        model = getattr(getattr(root, "model_config", None), "model", None)
-        if model:
-            return str(model)
-    return "vllm"
+        if getattr(root, "model_config", None) is not None:
+            return root
+    return None
+
+
+def _attr(obj: Any, *path: str) -> Any:
+    for name in path:
+        obj = getattr(obj, name, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def _identity(cfg: Any, model_id: str | None, revision: str | None, layout: str,
+              block_bytes: int, salt: str) -> kvtier.EngineIdentity:
+    """What decides the bytes of one row: see the module docstring."""
+    model = model_id or _attr(cfg, "model_config", "model")
+    if not model:
+        raise ValueError("kvtier: no model id (vllm_config.model_config.model or model_id)")
+    use_mla = _attr(cfg, "model_config", "use_mla")
+    algo = _attr(cfg, "cache_config", "prefix_caching_hash_algo")
+    seed = os.environ.get("PYTHONHASHSEED")
+    if not seed:
+        logger.warning("kvtier: PYTHONHASHSEED is not set, so vLLM seeds its block hashes per process "
+                       "and no other process or restart will hit these blocks (docs/connectors.md)")
+    return kvtier.EngineIdentity(
+        engine="vllm", layout=layout, block_bytes=block_bytes, model=model,
+        model_revision=revision or _attr(cfg, "model_config", "revision"),
+        kv_dtype=_attr(cfg, "cache_config", "cache_dtype"),
+        attention=None if use_mla is None else ("mla" if use_mla else "mha"),
+        page_tokens=_attr(cfg, "cache_config", "block_size"),
+        tp_size=_attr(cfg, "parallel_config", "tensor_parallel_size"),
+        pp_size=_attr(cfg, "parallel_config", "pipeline_parallel_size"),
+        cp_size=_attr(cfg, "parallel_config", "decode_context_parallel_size"),
+        hash_scheme=f"vllm-{algo}" if algo else None,
+        hash_seed=seed or f"per-process-{os.getpid()}",
+        salt=salt or None)
 
 
 def _block_bytes(view: memoryview, configured: Any) -> int:
@@ -109,6 +181,25 @@ def _block_bytes(view: memoryview, configured: Any) -> int:
     if view.ndim >= 2 and view.strides:
         return int(view.strides[0])
     raise ValueError("primary_kv_view is one-dimensional: set block_bytes in the tier config")
+
+
+def register(factory: Any = None, tier_type: str = TIER_TYPE) -> None:
+    """Registers this tier with vLLM's secondary-tier factory, for revisions that need it:
+    ``SecondaryTierFactory.register_tier(type, module, class)`` where the factory has it, else the
+    module-level registry keyed by ``get_tier_type()``. Registering twice is a no-op."""
+    if factory is None:
+        from vllm.v1.kv_offload.tiering import factory  # type: ignore  # pragma: no cover
+    cls = getattr(factory, "SecondaryTierFactory", factory)
+    if hasattr(cls, "register_tier"):
+        registry = getattr(cls, "_registry", {})
+        if tier_type not in registry:
+            cls.register_tier(tier_type, __name__, "KvtierSecondaryTier")
+        return
+    registry = getattr(factory, "_TIER_REGISTRY", None)
+    if isinstance(registry, dict):
+        registry.setdefault(tier_type, KvtierSecondaryTier)
+        return
+    raise ValueError("kvtier: this vLLM tier factory offers no way to register a tier")
 
 
 @dataclasses.dataclass
@@ -125,73 +216,94 @@ class KvtierSecondaryTier(_Base):  # type: ignore[misc,valid-type]
     """A vLLM secondary tier backed by a kvtier Store (see the module docstring)."""
 
     def __init__(self, offloading_spec: Any = None, primary_kv_view: memoryview | None = None,
-                 tier_type: str = "kvtier", *, vllm_config: Any = None, tiers: Any = None,
-                 model_id: str | None = None, tenant: str = "", salt: str = "",
-                 block_bytes: int | None = None, async_lookup: bool | None = None,
-                 lookup_threads: int = 1, store: kvtier.Store | None = None,
-                 **store_options: Any) -> None:
+                 tier_type: str = TIER_TYPE, *, vllm_config: Any = None, **kwargs: Any) -> None:
         if primary_kv_view is None:
             raise ValueError("KvtierSecondaryTier needs primary_kv_view")
+        opts = split_engine_kwargs(kwargs, OWN_OPTIONS, "kvtier vLLM tier", ENGINE_ARGUMENTS)
+        layout = str(opts.get("layout", "row"))
+        if layout not in LAYOUTS:
+            raise ValueError(f"kvtier: unknown vLLM block layout {layout!r} (known: {', '.join(LAYOUTS)})")
         self._offloading_spec = offloading_spec
-        self._primary_kv_view = primary_kv_view
         self.tier_type = tier_type
+        self.tier_name = kwargs.get("tier_name", tier_type)
         self.locality = None
-        unknown = set(store_options) - set(STORE_OPTION_NAMES)
-        if unknown:
-            raise ValueError(f"unknown kvtier tier option(s): {sorted(unknown)}")
+        self.medium = str(opts.get("medium", "kvtier"))
+        self._block_bytes = _block_bytes(primary_kv_view, opts.get("block_bytes"))
+        cfg = _vllm_config(offloading_spec, vllm_config)
+        self._identity = _identity(cfg, opts.get("model_id"), opts.get("model_revision"), layout,
+                                   self._block_bytes, str(opts.get("salt", "")))
         self._bytes = primary_kv_view.cast("B") if primary_kv_view.format != "B" or \
-            primary_kv_view.ndim != 1 else primary_kv_view
-        self._block_bytes = _block_bytes(primary_kv_view, block_bytes)
+            primary_kv_view.ndim != 1 else primary_kv_view[:]
         self._num_blocks = self._bytes.nbytes // self._block_bytes
-        urls = tier_urls(tiers) if store is None else []
+        store = opts.get("store")
+        urls = tier_urls(opts.get("tiers")) if store is None else []
         self._own_store = store is None
-        self._store = store if store is not None else open_store(urls, store_options)
-        layout = byte_layout(self._block_bytes)
-        self._ns = self._store.namespace(model_id or _model_id(offloading_spec, vllm_config),
-                                         layout, tenant=tenant,
-                                         salt=f"vllm-offload;{salt}" if salt else "vllm-offload")
+        self._store = store if store is not None else open_store(
+            urls, {k: v for k, v in opts.items() if k in STORE_OPTION_NAMES})
+        self._ns = self._identity.namespace(byte_layout(self._block_bytes),
+                                            tenant=str(opts.get("tenant", "")))
+        async_lookup = opts.get("async_lookup")
         if async_lookup is None:
             async_lookup = any(u.startswith("fs://") for u in urls)
         self._async_lookup = bool(async_lookup)
         self._lookup_pool = (concurrent.futures.ThreadPoolExecutor(
-            max_workers=max(1, int(lookup_threads)), thread_name_prefix="kvtier-vllm-lookup")
-            if self._async_lookup else None)
+            max_workers=max(1, int(opts.get("lookup_threads", 1))),
+            thread_name_prefix="kvtier-vllm-lookup") if self._async_lookup else None)
         self._lookups: dict[bytes, concurrent.futures.Future] = {}
         self._lock = threading.Lock()  # guards _lookups against the lookup threads
         self._jobs: dict[int, _Job] = {}
         self._finished: list[Any] = []
         self._storing: Counter[bytes] = Counter()
+        self._pending = PendingWrites(self._store)
+        self._events: list[OffloadEvent] = []
         self._closed = False
+
+    @staticmethod
+    def get_tier_type() -> str:
+        """The type this tier registers under (revisions whose factory asks the class)."""
+        return TIER_TYPE
 
     # ---- lookups ---------------------------------------------------------------------------------
 
     def lookup(self, key: Any, req_context: Any = None) -> Any:
-        """HIT/True when present, MISS/False when absent, RETRY/None while that is not known yet."""
+        """HIT/True when present, MISS/False when absent, RETRY/None while that is not known yet
+        (a store of it in flight or still being written, or an exists check running)."""
+        try:
+            return self._lookup(key)
+        except Exception as e:  # never raise into the scheduler
+            logger.warning("kvtier lookup failed: %s", e)
+            return _miss()
+
+    def _lookup(self, key: Any) -> Any:
         if self._closed:
             return _miss()
         k = engine_key(key)
         if self._storing[k] > 0:
             return _retry()
         if not self._async_lookup:
-            return _hit() if self._present(k) else _miss()
+            return self._answer(self._state(k))
         with self._lock:
             future = self._lookups.get(k)
             if future is None:
                 if len(self._lookups) >= _MAX_LOOKUP_ANSWERS:
                     self._forget_answered_lookups()
-                self._lookups[k] = self._lookup_pool.submit(self._present, k)
+                self._lookups[k] = self._lookup_pool.submit(self._state, k)
                 return _retry()
             if not future.done():
                 return _retry()
             del self._lookups[k]  # one answer per question: a later lookup asks again
-        return _hit() if future.result() else _miss()
+        return self._answer(future.result())
 
-    def _present(self, k: bytes) -> bool:
+    @staticmethod
+    def _answer(state: str) -> Any:
+        return {PRESENT: _hit, PENDING: _retry, ABSENT: _miss}[state]()
+
+    def _state(self, k: bytes) -> str:
         try:
-            return self._store.lookup(self._ns, [k]) == 1
+            return self._pending.state(self._ns, k)
         except kvtier.KvtierError as e:
             logger.warning("kvtier lookup failed: %s", e)
-            return False
+            return ABSENT
 
     def _forget_answered_lookups(self) -> None:
         for k in [k for k, f in self._lookups.items() if f.done()]:
@@ -208,32 +320,34 @@ class KvtierSecondaryTier(_Base):  # type: ignore[misc,valid-type]
         self._submit(job_metadata, is_store=False)
 
     def _submit(self, job: Any, is_store: bool) -> None:
-        job_id = job.job_id
+        job_id = getattr(job, "job_id", None)
+        try:
+            self._start(job, job_id, is_store)
+        except Exception as e:  # never raise into the scheduler: the job fails
+            logger.warning("kvtier %s job %s not started: %s", "store" if is_store else "load",
+                           job_id, e)
+            self._finished.append(JobResult(job_id=job_id, success=False))
+
+    def _start(self, job: Any, job_id: Any, is_store: bool) -> None:
         keys = list(job.keys)
         ids = getattr(job, "chunk_ids", None)
         if ids is None:
             ids = getattr(job, "block_ids")
         ids = [int(i) for i in ids]
-        if self._closed or len(ids) != len(keys):
-            if len(ids) != len(keys):
-                logger.error("kvtier job %s: %d keys but %d blocks", job_id, len(keys), len(ids))
-            self._finished.append(JobResult(job_id=job_id, success=False))
-            return
+        if self._closed:
+            raise ValueError("the tier is shut down")
+        if len(ids) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(ids)} blocks")
         kv_keys = [engine_key(k) for k in keys]
-        try:
-            bufs = [self._block(i) for i in ids]
-            if is_store:
-                handle = self._store.save_async(self._ns, kv_keys, bufs)
-            else:
-                handle = self._store.load_async(self._ns, kv_keys, bufs)
-        except (kvtier.KvtierError, ValueError, IndexError) as e:
-            logger.warning("kvtier %s job %s not started: %s", "store" if is_store else "load",
-                           job_id, e)
-            self._finished.append(JobResult(job_id=job_id, success=False))
-            return
+        bufs = [self._block(i) for i in ids]
+        if is_store:
+            handle = self._store.save_async(self._ns, kv_keys, bufs)
+        else:
+            handle = self._store.load_async(self._ns, kv_keys, bufs)
         self._jobs[job_id] = _Job(handle, keys, kv_keys, is_store)
         if is_store:
             self._storing.update(kv_keys)
+            self._pending.started(kv_keys, handle.done)
 
     def _block(self, block_id: int) -> memoryview:
         if not 0 <= block_id < self._num_blocks:
@@ -244,7 +358,11 @@ class KvtierSecondaryTier(_Base):  # type: ignore[misc,valid-type]
     def get_finished_jobs(self) -> Iterable[Any]:
         """Jobs finished since the last call, as JobResult; never blocks."""
         for job_id, job in list(self._jobs.items()):
-            if job.handle.done():
+            try:
+                done = job.handle.done()
+            except Exception:  # a handle that cannot answer has ended
+                done = True
+            if done:
                 self._settle(job_id)
         finished, self._finished = self._finished, []
         return finished
@@ -257,21 +375,29 @@ class KvtierSecondaryTier(_Base):  # type: ignore[misc,valid-type]
         job = self._jobs[job_id]
         try:
             job.count = int(job.handle.wait())
-        except kvtier.KvtierError as e:
+        except Exception as e:
             job.count, job.error = 0, e
         finally:
-            job.handle.close()
+            try:
+                job.handle.close()
+            except Exception:
+                pass
         self._report(job_id)
 
     def _report(self, job_id: int) -> None:
         job = self._jobs.pop(job_id)
+        ok = job.error is None and job.count == len(job.keys)
         if job.is_store:
             self._storing.subtract(job.kv_keys)
             self._storing += Counter()  # drop keys whose count reached zero
+            if not ok:
+                self._pending.forget(job.kv_keys[job.count:])
+            if job.count:
+                self._events.append(OffloadEvent(list(job.keys[:job.count]), self._block_bytes,
+                                                 self.medium))
         if job.error is not None:
             logger.warning("kvtier %s job %s failed: %s", "store" if job.is_store else "load",
                            job_id, job.error)
-        ok = job.error is None and job.count == len(job.keys)
         result = JobResult(job_id=job_id, success=ok)
         if not job.is_store and not ok and job.count > 0 and hasattr(result, "successful_keys"):
             result.successful_keys = job.keys[:job.count]
@@ -288,7 +414,7 @@ class KvtierSecondaryTier(_Base):  # type: ignore[misc,valid-type]
     def has_pending_work(self) -> bool:
         return bool(self._jobs) or bool(self._finished)
 
-    # ---- request hooks and recency ---------------------------------------------------------------
+    # ---- request hooks, recency, events and statistics --------------------------------------------
 
     def touch(self, keys: Collection[Any], req_context: Any = None) -> None:
         """Asks kvtier to promote these blocks into its fastest tier, in the background."""
@@ -296,8 +422,20 @@ class KvtierSecondaryTier(_Base):  # type: ignore[misc,valid-type]
             return
         try:
             self._store.prefetch(self._ns, [engine_key(k) for k in keys])
-        except kvtier.KvtierError as e:
+        except Exception as e:
             logger.debug("kvtier prefetch skipped: %s", e)
+
+    def remove(self, keys: Collection[Any]) -> bool:
+        """Removes blocks from every kvtier tier (an eviction); True when every tier agreed."""
+        if self._closed or not keys:
+            return not self._closed
+        try:
+            remove_keys(self._store, self._ns, [engine_key(k) for k in keys])
+            self._events.append(OffloadEvent(list(keys), self._block_bytes, self.medium, True))
+            return True
+        except Exception as e:
+            logger.warning("kvtier remove failed: %s", e)
+            return False
 
     def on_new_request(self, req_context: Any) -> Any:
         return _RequestContext() if _RequestContext is not None else None
@@ -311,10 +449,20 @@ class KvtierSecondaryTier(_Base):  # type: ignore[misc,valid-type]
     request_finished = on_request_finished
 
     def take_events(self) -> Iterable[Any]:
-        return ()
+        """Blocks stored (by finished store jobs) and removed since the last call."""
+        events, self._events = self._events, []
+        return events
 
-    def get_stats(self) -> Any:
-        return None
+    def get_stats(self) -> dict:
+        """kvtier's counters for this tier (the Store's statistics, and the medium)."""
+        try:
+            stats = self._store.stats()
+        except Exception as e:
+            logger.debug("kvtier stats unavailable: %s", e)
+            return {"medium": self.medium}
+        out = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
+        out["medium"] = self.medium
+        return out
 
     def stop_executor(self) -> None:
         return None
@@ -322,7 +470,8 @@ class KvtierSecondaryTier(_Base):  # type: ignore[misc,valid-type]
     # ---- shutdown --------------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Waits for the jobs in flight, then releases the store. Never raises; idempotent."""
+        """Waits for the jobs in flight, then releases the store and every view of the primary
+        tier kvtier made (so the engine can close its shared memory). Never raises; idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -334,12 +483,25 @@ class KvtierSecondaryTier(_Base):  # type: ignore[misc,valid-type]
                 self._store.close()
         except Exception:  # shutdown runs on the engine's exit path: log, never raise
             logger.exception("kvtier secondary tier shutdown")
+        self._release_views()
+
+    def _release_views(self) -> None:
+        view, self._bytes = self._bytes, None
+        self._primary_kv_view = None
+        if view is not None:
+            try:
+                view.release()
+            except Exception:  # a slice still referenced elsewhere keeps it; say so
+                logger.warning("kvtier: a view of the primary tier is still in use at shutdown")
 
     @property
     def namespace(self) -> kvtier.Namespace:
         return self._ns
 
     @property
+    def identity(self) -> kvtier.EngineIdentity:
+        return self._identity
+
+    @property
     def store(self) -> kvtier.Store:
         return self._store
-

@@ -178,16 +178,20 @@ def test_full_tier_drops_the_set_softly(tiny_file_tier):
         conn.close()
 
 
-def test_wrong_arguments_raise_at_submit(file_tier):
+def test_wrong_arguments_complete_with_a_failure(file_tier):
     url, _ = file_tier
     conn = make_connector(tiers=[url])
     try:
-        with pytest.raises(ValueError):
-            conn.submit_batch_set([object_key(0)], [])
+        demux = Demux(conn)
+        (ok, error, bools), = demux.wait(conn.submit_batch_set([object_key(0)], []))
+        assert not ok and "1 keys but 0 buffers" in error and bools == [False]
+        (ok, error, _), = demux.wait(conn.submit_batch_get([object_key(0)], [object()]))
+        assert not ok and error
     finally:
         conn.close()
-    with pytest.raises(ValueError):
-        make_connector(tiers=[url], no_such_param=1)
+    with pytest.raises(ValueError, match="did you mean 'tiers'"):
+        make_connector(tierz=[url])  # kvtier's own option, misspelt: refused
+    make_connector(tiers=[url], lmcache_instance_id="x").close()  # an engine's argument: ignored
 
 
 def test_close_with_operations_in_flight(file_tier):
@@ -210,8 +214,13 @@ def test_close_with_operations_in_flight(file_tier):
     for i in range(4):
         assert bytes(dsts[i]) == payload(i, CHUNK)
     conn.close()  # idempotent
-    with pytest.raises(RuntimeError):
-        conn.submit_batch_get([object_key(0)], [byte_array(CHUNK)])
+    # A submit after close completes with a failure; it does not raise into LMCache's thread.
+    late = [conn.submit_batch_get([object_key(0)], [byte_array(CHUNK)]),
+            conn.submit_batch_set([object_key(0)], [filled(payload(0, CHUNK))]),
+            conn.submit_batch_exists([object_key(0)]), conn.submit_batch_delete([object_key(0)])]
+    done = {f: (ok, err) for f, ok, err, _ in conn.drain_completions()}
+    assert set(done) == set(late)
+    assert all(not ok and "closed" in err for ok, err in done.values())
 
 
 def test_eventfd_signals_each_completion(file_tier):

@@ -22,6 +22,8 @@ import types
 
 import numpy as np
 
+import kvtier
+
 from connector_helpers import corrupt_chunk, file_tier, requires_library, tiny_file_tier  # noqa: F401
 
 pytestmark = requires_library
@@ -34,14 +36,17 @@ PAGES = 64      # pages in the host pool
 ITEM = 2        # bytes per element (a bf16 stand-in)
 
 
-class PageFirstHostPool:
-    """A host KV pool in SGLang's page-first MHA layout: kv_buffer[2, tokens, layers, heads, dim].
-    A page is two contiguous pieces (its K half and its V half), as get_page_buffer_meta says."""
+class MHATokenToKVPoolHost:
+    """A stand-in for SGLang's MHA host pool (same class name and attributes) in its page-first
+    layout: kv_buffer[2, tokens, layers, heads, dim]. A page is two contiguous pieces (its K half and
+    its V half), as get_page_buffer_meta says."""
 
-    def __init__(self):
+    def __init__(self, layout="page_first"):
         self.page_size = PAGE
         self.size = PAGE * PAGES
-        self.layout = "page_first"
+        self.layout = layout
+        self.dtype = "torch.bfloat16"
+        self.layer_num, self.head_num, self.head_dim = LAYERS, HEADS, DIM
         self.kv_buffer = np.zeros((2, self.size, LAYERS, HEADS, DIM), dtype=np.uint16)
         self.token_bytes = LAYERS * HEADS * DIM * ITEM
         self.piece_bytes = PAGE * self.token_bytes
@@ -110,7 +115,7 @@ def backup(backend, pool, pages, slots):
 
 def test_zero_copy_backup_and_prefetch_run_concurrently(file_tier):
     url, _ = file_tier
-    pool = PageFirstHostPool()
+    pool = MHATokenToKVPoolHost()
     backend = make_backend(["mem://?capacity=16MiB", url], pool)
     try:
         assert all(backup(backend, pool, range(8), range(8)))
@@ -147,7 +152,7 @@ def test_zero_copy_backup_and_prefetch_run_concurrently(file_tier):
 
 def test_batch_exists_counts_leading_keys_and_misses_load_nothing(file_tier):
     url, _ = file_tier
-    pool = PageFirstHostPool()
+    pool = MHATokenToKVPoolHost()
     backend = make_backend([url], pool)
     try:
         assert all(backup(backend, pool, [0, 1, 2, 4], [0, 1, 2, 4]))
@@ -169,7 +174,7 @@ def test_batch_exists_counts_leading_keys_and_misses_load_nothing(file_tier):
 
 def test_corrupt_page_is_false_and_its_slots_hold_no_other_page(file_tier):
     url, tier_dir = file_tier
-    pool = PageFirstHostPool()
+    pool = MHATokenToKVPoolHost()
     backend = make_backend([url], pool)  # file tier only: the load reads the damaged file
     try:
         assert all(backup(backend, pool, [0, 1, 2], [0, 1, 2]))
@@ -191,7 +196,7 @@ def test_corrupt_page_is_false_and_its_slots_hold_no_other_page(file_tier):
 
 def test_full_tier_drops_pages_without_raising(tiny_file_tier):
     url, _ = tiny_file_tier
-    pool = PageFirstHostPool()
+    pool = MHATokenToKVPoolHost()
     backend = make_backend([url], pool)
     try:
         assert len(backup(backend, pool, [0, 1], [0, 1])) == 2  # answered, nothing raised
@@ -207,7 +212,7 @@ def test_full_tier_drops_pages_without_raising(tiny_file_tier):
 
 def test_tensor_interface_roundtrip(file_tier):
     url, _ = file_tier
-    pool = PageFirstHostPool()
+    pool = MHATokenToKVPoolHost()
     backend = make_backend([url], pool, interface_v1=False)
     try:
         flat = [page_data(p).reshape(-1) for p in range(3)]
@@ -228,31 +233,25 @@ def test_tensor_interface_roundtrip(file_tier):
 
 def test_ranks_do_not_share_pages(file_tier):
     url, _ = file_tier
-    pool = PageFirstHostPool()
-    rank0 = make_backend([url], pool)
-    try:
-        assert all(backup(rank0, pool, [0], [0]))
-    finally:
-        rank0.close()
-    cfg = storage_config([url])
-    cfg.tp_rank, cfg.tp_size = 1, 2
+    pool = MHATokenToKVPoolHost()
     from kvtier.connectors.sglang import KvtierHiCacheStorage
-    rank1 = KvtierHiCacheStorage(cfg, {})
-    rank1.register_mem_pool_host(pool)
-    try:
+    with kvtier.Store([url]) as store:  # one pool seen by two ranks
+        rank0 = KvtierHiCacheStorage(storage_config([url]), {}, store=store)
+        rank0.register_mem_pool_host(pool)
+        assert all(backup(rank0, pool, [0], [0]))
+        cfg = storage_config([url])
+        cfg.tp_rank, cfg.tp_size = 1, 2
+        rank1 = KvtierHiCacheStorage(cfg, {}, store=store)
+        rank1.register_mem_pool_host(pool)
         assert rank1.batch_exists([page_key(0)], None) == 0
-    finally:
+        assert rank0.batch_exists([page_key(0)], None) == 1
+        rank0.close()
         rank1.close()
-    again = make_backend([url], pool)  # the same rank, reopened, finds its page
-    try:
-        assert again.batch_exists([page_key(0)], None) == 1
-    finally:
-        again.close()
 
 
 def test_close_while_backup_thread_runs(file_tier):
     url, _ = file_tier
-    pool = PageFirstHostPool()
+    pool = MHATokenToKVPoolHost()
     backend = make_backend(["mem://?capacity=16MiB", url], pool)
     outcomes = []
     started = threading.Event()

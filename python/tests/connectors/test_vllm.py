@@ -253,5 +253,5 @@ def test_shutdown_with_jobs_in_flight(file_tier):
 
 def test_unknown_option_is_refused(file_tier):
     url, _ = file_tier
-    with pytest.raises(ValueError):
-        make_tier([url], Primary(), no_such_option=1)
+    with pytest.raises(ValueError, match="did you mean 'async_lookup'"):
+        make_tier([url], Primary(), async_lookpu=True)  # kvtier's own option, misspelt

@@ -43,6 +43,10 @@ class FileTier final : public Tier {
   Status Check(const ChunkInfo& info) override;
   Status Flush() override;
   TierStats Stats() const override;
+  Status DescribeNamespace(const Digest& ns, std::string_view text) override {
+    return dir_->WriteNamespaceFile(ns, text);
+  }
+  Result<std::string> NamespaceDescription(const Digest& ns) override { return dir_->ReadNamespaceFile(ns); }
 
   const FileTierReport& report() const { return report_; }
 

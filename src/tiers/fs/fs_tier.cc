@@ -130,6 +130,10 @@ class FsTier final : public Tier {
   }
 
   TierStats Stats() const override;
+  Status DescribeNamespace(const Digest& ns, std::string_view text) override {
+    return pool_->WriteNamespaceFile(ns, text);
+  }
+  Result<std::string> NamespaceDescription(const Digest& ns) override { return pool_->ReadNamespaceFile(ns); }
 
  private:
   bool ReadsDirect() const {
