@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "core/threads.h"
 #include "core/uri_encode.h"
 #include "store/store_impl.h"
 
@@ -23,7 +24,9 @@ Result<std::unique_ptr<Store>> Store::Open(std::vector<std::unique_ptr<Tier>> ti
   if (options.background_threads == 0) {
     return Status::InvalidArgument("StoreOptions::background_threads must be at least 1");
   }
-  return std::unique_ptr<Store>(new StoreImpl(std::move(tiers), options));
+  auto store = std::make_unique<StoreImpl>(std::move(tiers), options);
+  KVTIER_RETURN_IF_ERROR(store->StartStatus());  // background_threads the OS would not start
+  return std::unique_ptr<Store>(std::move(store));
 }
 
 namespace {
@@ -159,7 +162,8 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
     if (first < 0) {
       first = static_cast<int>(t);
     } else {
-      helpers.emplace_back([this, t, &batches] { tiers_[t]->GetMany(batches[t]); });
+      auto job = [this, t, &batches] { tiers_[t]->GetMany(batches[t]); };
+      if (!TryStartThread(&helpers, job)) job();  // no thread to spare: read this tier here
     }
   }
   if (first >= 0) tiers_[first]->GetMany(batches[first]);

@@ -42,6 +42,8 @@ class StoreImpl final : public Store {
  public:
   StoreImpl(std::vector<std::unique_ptr<Tier>> tiers, const StoreOptions& options);
   ~StoreImpl() override;
+  // OK, or why a background thread could not start (Store::Open then fails with it).
+  const Status& StartStatus() const { return queue_->status(); }
 
   size_t Lookup(const Namespace& ns, std::span<const ChunkKey> keys) override;
   Result<size_t> Load(const Namespace& ns, std::span<const ChunkKey> keys,
