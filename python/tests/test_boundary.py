@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import random
 import threading
+import time
 
 import pytest
 
@@ -118,13 +119,19 @@ def test_buffers_of_the_wrong_size_are_refused(mem_store, ns):
     assert mem_store.load(ns, keys, [dst]) == 1 and bytes(dst) == chunk_bytes(0)
 
 
-def test_close_while_other_threads_load_never_crashes():
+BIG = kvtier.Layout(layers=8, kv_heads=4, head_dim=64, dtype="fp16", tokens_per_chunk=64)  # 512 KiB
+
+
+@pytest.mark.parametrize("tier", ["mem", "file"])
+def test_close_while_other_threads_load_never_crashes(tmp_path, tier):
     """Before: close() freed the store under three loading threads (SIGSEGV in 5 of 12 runs)."""
-    for _ in range(6):
-        store = kvtier.Store(["mem://?capacity=16MiB"])
-        ns = kvtier.Namespace("m", LAYOUT)
-        keys = ns.chunk_keys(tokens(4))
-        store.save(ns, keys, [chunk_bytes(i) for i in range(4)])
+    for round_ in range(8):
+        url = "mem://?capacity=64MiB" if tier == "mem" else f"file://{tmp_path}/t{round_}?capacity=64MiB"
+        store = kvtier.Store([url])
+        ns = kvtier.Namespace("m", BIG)
+        keys = ns.chunk_keys(list(range(4 * BIG.tokens_per_chunk)))
+        store.save(ns, keys, [bytes([i + 1]) * BIG.chunk_bytes for i in range(4)])
+        store.flush()
         started = threading.Barrier(4)
         outcomes: list[str] = []
 
@@ -132,7 +139,7 @@ def test_close_while_other_threads_load_never_crashes():
             started.wait()
             try:
                 for _ in range(200):
-                    store.load(ns, keys, [bytearray(CHUNK) for _ in range(4)])
+                    store.load(ns, keys, [bytearray(BIG.chunk_bytes) for _ in range(4)])
                 outcomes.append("done")
             except kvtier.KvtierError as e:
                 outcomes.append("closed" if "closed" in str(e) else f"other: {e}")
@@ -141,10 +148,11 @@ def test_close_while_other_threads_load_never_crashes():
         for t in threads:
             t.start()
         started.wait()
+        time.sleep(0.002 * (round_ % 4))  # let some loads get inside C first
         store.close()
         for t in threads:
             t.join()
         assert len(outcomes) == 3 and all(o in ("done", "closed") for o in outcomes), outcomes
         with pytest.raises(kvtier.KvtierError):
-            store.load(ns, keys, [bytearray(CHUNK) for _ in range(4)])
+            store.load(ns, keys, [bytearray(BIG.chunk_bytes) for _ in range(4)])
         ns.close()
