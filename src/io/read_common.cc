@@ -80,12 +80,9 @@ Result<ChunkHeader> CheckReadHeader(std::span<const std::byte> header_bytes, uin
                               std::to_string(file_size) + " bytes, a chunk of this payload " + std::to_string(stored));
   }
   if (header.payload_bytes != want) {
-    // The destination has the size of a chunk of the id's layout (the Store checks it against the
-    // layout), and the header names that layout: a stored length that differs is a tampered or broken
-    // header, Corruption, so the tier removes it. InvalidArgument here would keep it forever, every
-    // later save would skip the key as present, and the chunk would miss for good.
-    return Status::Corruption("stored chunk has " + std::to_string(header.payload_bytes) +
-                              " payload bytes, a chunk of its layout " + std::to_string(want));
+    return Status::InvalidArgument("destination holds " + std::to_string(want) +
+                                   " bytes but the stored chunk has " +
+                                   std::to_string(header.payload_bytes));
   }
   if (valid_bytes < kChunkHeaderSize + want) return Status::Corruption("chunk truncated while being read");
   return header;
