@@ -238,7 +238,8 @@ if (( WANT_RGW )); then
   radosgw-admin -c "$CONF" user create --uid=kvtier --display-name=kvtier \
     --access-key="$AK" --secret="$SK" >/dev/null 2>&1 || { log "radosgw-admin user create failed"; exit 1; }
   umask 077
-  printf '[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n' "$AK" "$SK" >"$DIR/s3.credentials"
+  (umask 077 && printf '[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n' "$AK" "$SK" >"$DIR/s3.credentials")
+  chmod 600 "$DIR/s3.credentials"  # kvtier refuses a secret that group or others can read
   log "radosgw on 127.0.0.1:$RGW_PORT: $(echo "$(date +%s.%N) - $T0" | bc) s"
 fi
 wait_for 60 pgs_clean || log "warning: not every PG is active+clean yet"

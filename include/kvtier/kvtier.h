@@ -99,6 +99,13 @@ typedef struct kvtier_ns kvtier_ns; /* immutable once created; free with kvtier_
 /* model_id must be non-empty; tenant and salt may be NULL or "". */
 KVTIER_API kvtier_status kvtier_ns_create(const char* model_id, const kvtier_layout* layout,
                                           const char* tenant, const char* salt, kvtier_ns** out);
+/* The same with explicit lengths (the strings need no NUL terminator): the namespace's identity depends
+ * on every byte, so a string holding a NUL is InvalidArgument here and in kvtier_ns_create. A pointer
+ * may be NULL when its length is 0. */
+KVTIER_API kvtier_status kvtier_ns_create_n(const char* model_id, size_t model_id_len,
+                                            const kvtier_layout* layout, const char* tenant,
+                                            size_t tenant_len, const char* salt, size_t salt_len,
+                                            kvtier_ns** out);
 KVTIER_API void kvtier_ns_free(kvtier_ns* ns); /* NULL is allowed */
 /* The three below: 0 (all-zero id) for a NULL namespace. */
 KVTIER_API uint64_t kvtier_ns_chunk_bytes(const kvtier_ns* ns);

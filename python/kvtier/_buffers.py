@@ -23,6 +23,8 @@ Buf = Any  # buffer-protocol object | tuple[int, int]
 ChunkBuf = Union[Buf, Sequence[Buf]]
 
 _PyBUF_SIMPLE = 0
+_MAX_ADDRESS = (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1
+_MAX_SIZE = (1 << (8 * ctypes.sizeof(ctypes.c_size_t) - 1)) - 1  # what a Py_ssize_t can count
 
 
 class _PyBuffer(ctypes.Structure):
@@ -79,7 +81,9 @@ def pin(obj: Any, writable: bool) -> tuple[int, int, Any]:
         raise KvtierError(Status.NOT_SUPPORTED, "GPU buffers (__cuda_array_interface__) are not supported yet")
     if _is_address_tuple(obj):
         address, size = obj
-        if size < 0 or address < 0 or (address == 0 and size > 0):
+        # Both cross into C as a pointer and a size_t: out of range is refused, never wrapped.
+        if (size < 0 or address < 0 or (address == 0 and size > 0) or address > _MAX_ADDRESS
+                or size > _MAX_SIZE or address + size - 1 > _MAX_ADDRESS):
             raise _invalid(f"bad (address, size) buffer: ({address:#x}, {size})")
         return address, size, None
     try:

@@ -15,6 +15,7 @@ import os
 from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_int64, c_size_t, c_uint8, c_uint32,
                     c_uint64, c_void_p)
 from pathlib import Path
+from typing import Any, Optional
 
 ABI_VERSION = 1
 KEY_BYTES = 32
@@ -56,6 +57,48 @@ class KvtierError(Exception):
             message = message[len(name) + 2:]
         self.message = message
         super().__init__(f"{name}: {message}")
+
+
+class KvtierOverflowError(KvtierError, OverflowError):
+    """An integer outside the range of the C type it is passed as (never wrapped): both a KvtierError
+    (status INVALID_ARGUMENT) and an OverflowError."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Status.INVALID_ARGUMENT, message)
+
+
+_RANGES = {"uint32": (0, (1 << 32) - 1), "uint64": (0, (1 << 64) - 1), "size_t": (0, (1 << 64) - 1),
+           "int": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1)}
+
+
+def checked_int(name: str, value: Any, ctype: str, minimum: Optional[int] = None) -> int:
+    """`value` as an int within the range of C type `ctype` (and >= minimum): KvtierError
+    (INVALID_ARGUMENT) for a non-integer (bool included), KvtierOverflowError outside the range."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise KvtierError(Status.INVALID_ARGUMENT, f"{name} must be an int, not {type(value).__name__}")
+    lo, hi = _RANGES[ctype]
+    if minimum is not None:
+        lo = max(lo, minimum)
+    if not lo <= value <= hi:
+        raise KvtierOverflowError(f"{name}={value} is outside [{lo}, {hi}] ({ctype})")
+    return value
+
+
+def c_text(name: str, value: Any) -> bytes:
+    """A str (UTF-8) or bytes argument as bytes without NUL: a NUL would end the string on the C side,
+    so two different values would name the same thing. KvtierError(INVALID_ARGUMENT) otherwise."""
+    if isinstance(value, str):
+        try:
+            raw = value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise KvtierError(Status.INVALID_ARGUMENT, f"{name} is not valid UTF-8: {e}") from None
+    elif isinstance(value, (bytes, bytearray)):
+        raw = bytes(value)
+    else:
+        raise KvtierError(Status.INVALID_ARGUMENT, f"{name} must be a str, not {type(value).__name__}")
+    if b"\0" in raw:
+        raise KvtierError(Status.INVALID_ARGUMENT, f"{name} contains a NUL character: {value!r}")
+    return raw
 
 
 class KvKey(Structure):
@@ -101,6 +144,8 @@ _SIGNATURES = {
     "kvtier_status_name": (c_char_p, [c_int]),
     "kvtier_last_error": (c_char_p, []),
     "kvtier_ns_create": (_STATUS, [c_char_p, POINTER(KvLayout), c_char_p, c_char_p, POINTER(_NS)]),
+    "kvtier_ns_create_n": (_STATUS, [c_char_p, c_size_t, POINTER(KvLayout), c_char_p, c_size_t, c_char_p,
+                                     c_size_t, POINTER(_NS)]),
     "kvtier_ns_free": (None, [_NS]),
     "kvtier_ns_chunk_bytes": (c_uint64, [_NS]),
     "kvtier_ns_tokens_per_chunk": (c_uint32, [_NS]),

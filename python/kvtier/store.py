@@ -6,16 +6,18 @@ saves of several Python threads proceed in parallel. Failures raise KvtierError 
 from __future__ import annotations
 
 import array
+import contextlib
 import ctypes
 import hashlib
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, TypeVar
+from typing import Any, Iterator, Optional, Sequence, TypeVar
 
 from . import _lib
 from ._buffers import ChunkBuf, Pieces
-from ._lib import KEY_BYTES, KvKey, KvLayout, KvStoreOptions, KvtierError, Status, check
+from ._lib import (KEY_BYTES, KvKey, KvLayout, KvStoreOptions, KvtierError, Status, c_text, check,
+                   checked_int)
 
 _DTYPES = {"fp32": (0, 4), "fp16": (1, 2), "bf16": (2, 2), "fp8": (3, 1)}
 
@@ -24,15 +26,53 @@ _H = TypeVar("_H", bound="_Handle")
 
 
 class _Handle:
-    """A C handle freed once by a `_free` function: close() (idempotent), context manager, finaliser."""
+    """A C handle freed once by a `_free` function: close() (idempotent), context manager, finaliser.
+
+    Calls into C hold the handle through _use(), which counts its users; close() from any thread takes
+    the handle away (later calls raise KvtierError "... is closed"), waits until the calls already inside
+    C have returned, and only then frees it. So a close() racing loads of other threads never frees
+    memory a call is still using."""
 
     _handle: Any = None
+    _what = "handle"
+
+    def _set_handle(self, handle: Any) -> None:
+        self._cv = threading.Condition()
+        self._users = 0
+        self._handle = handle
+
+    @contextlib.contextmanager
+    def _use(self) -> Iterator[Any]:
+        cv = self.__dict__.get("_cv")
+        if cv is None:
+            raise KvtierError(Status.INVALID_ARGUMENT, f"{self._what} is closed")
+        with cv:
+            handle = self._handle
+            if handle is None:
+                raise KvtierError(Status.INVALID_ARGUMENT, f"{self._what} is closed")
+            self._users += 1
+        try:
+            yield handle
+        finally:
+            with cv:
+                self._users -= 1
+                if self._users == 0:
+                    cv.notify_all()
 
     def _free(self, handle: Any) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
-        handle, self._handle = self._handle, None
+        cv = self.__dict__.get("_cv")
+        if cv is None:  # a subclass that sets _handle itself and does not count users
+            handle, self._handle = self._handle, None
+            if handle is not None:
+                self._free(handle)
+            return
+        with cv:
+            handle, self._handle = self._handle, None
+            while self._users:
+                cv.wait()
         if handle is not None:
             self._free(handle)
 
@@ -67,8 +107,11 @@ class Layout:
                 * self.tokens_per_chunk)
 
     def _c(self) -> KvLayout:
-        return KvLayout(self.layers, self.kv_heads, self.head_dim, _dtype(self.dtype)[0],
-                        self.tokens_per_chunk)
+        # Each field is a uint32 on the C side: a larger or negative value is refused, never wrapped
+        # (2**32 + 1 layers would otherwise become 1 and share a namespace with a 1-layer layout).
+        fields = [checked_int(f"Layout.{name}", getattr(self, name), "uint32")
+                  for name in ("layers", "kv_heads", "head_dim", "tokens_per_chunk")]
+        return KvLayout(fields[0], fields[1], fields[2], _dtype(self.dtype)[0], fields[3])
 
 
 def _dtype(name: str) -> tuple[int, int]:
@@ -133,18 +176,22 @@ class Namespace(_Handle):
     asynchronous operation that uses it runs (its Handle holds a reference).
     """
 
+    _what = "namespace"
+
     def __init__(self, model_id: str, layout: Layout, tenant: str = "", salt: str = "") -> None:
         lib = _lib.lib()
         self.layout = layout
         c_layout = layout._c()
+        # Strings go with their lengths (kvtier_ns_create_n); a NUL in one is refused, here and in C.
+        model, ten, slt = c_text("model_id", model_id), c_text("tenant", tenant), c_text("salt", salt)
         handle = ctypes.c_void_p()
-        check(lib.kvtier_ns_create(model_id.encode(), ctypes.byref(c_layout), tenant.encode(),
-                                   salt.encode(), ctypes.byref(handle)))
-        self._handle: Optional[int] = handle.value
-        self.chunk_bytes: int = lib.kvtier_ns_chunk_bytes(self._handle)
-        self.tokens_per_chunk: int = lib.kvtier_ns_tokens_per_chunk(self._handle)
+        check(lib.kvtier_ns_create_n(model, len(model), ctypes.byref(c_layout), ten, len(ten), slt,
+                                     len(slt), ctypes.byref(handle)))
+        self._set_handle(handle.value)
+        self.chunk_bytes: int = lib.kvtier_ns_chunk_bytes(handle.value)
+        self.tokens_per_chunk: int = lib.kvtier_ns_tokens_per_chunk(handle.value)
         raw = (ctypes.c_uint8 * KEY_BYTES)()
-        lib.kvtier_ns_id(self._handle, raw)
+        lib.kvtier_ns_id(handle.value, raw)
         self.id: str = bytes(raw).hex()
 
     @property
@@ -159,7 +206,8 @@ class Namespace(_Handle):
         values = _tokens_array(tokens)
         cap = len(values) // self.tokens_per_chunk
         out = (KvKey * max(cap, 1))()
-        n = _lib.lib().kvtier_chunk_keys(self.handle, _uint32_pointer(values), len(values), out, cap)
+        with self._use() as handle:
+            n = _lib.lib().kvtier_chunk_keys(handle, _uint32_pointer(values), len(values), out, cap)
         if n > cap:
             raise KvtierError(Status.INTERNAL, f"kvtier_chunk_keys wants {n} keys, expected {cap}")
         raw = bytes(out)
@@ -172,8 +220,9 @@ class Namespace(_Handle):
         if prev is not None:
             prev_key, _ = _key_array([prev])
         out = KvKey()
-        check(_lib.lib().kvtier_next_chunk_key(self.handle, prev_key, _uint32_pointer(values), len(values),
-                                               ctypes.byref(out)))
+        with self._use() as handle:
+            check(_lib.lib().kvtier_next_chunk_key(handle, prev_key, _uint32_pointer(values), len(values),
+                                                   ctypes.byref(out)))
         return bytes(out)
 
     def _free(self, handle: Any) -> None:
@@ -237,7 +286,9 @@ class Handle:
 
     def _wait_op(self, op: int, timeout: Optional[float]) -> None:
         lib = _lib.lib()
-        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        if timeout is not None and not timeout >= 0:  # negative or NaN
+            raise KvtierError(Status.INVALID_ARGUMENT, f"timeout must be >= 0 seconds, not {timeout}")
+        ms = -1 if timeout is None else min(int(timeout * 1000), (1 << 63) - 1)
         status = lib.kvtier_op_wait(op, ms)
         if status == Status.BUSY and ms >= 0:
             # Not finished in time (or the operation's own Busy): nothing cached, a later wait asks again.
@@ -303,20 +354,24 @@ class Store(_Handle):
         lib = _lib.lib()
         opts = KvStoreOptions()
         lib.kvtier_store_options_init(ctypes.byref(opts))
-        urls = (ctypes.c_char_p * max(len(tiers), 1))(*[t.encode() for t in tiers])
+        # Every value is checked against its C type here: nothing is cut at a NUL or wrapped.
+        encoded = [c_text(f"tiers[{i}]", t) for i, t in enumerate(tiers)]
+        urls = (ctypes.c_char_p * max(len(encoded), 1))(*encoded)
         opts.tiers = ctypes.cast(urls, ctypes.POINTER(ctypes.c_char_p))
-        opts.tier_count = len(tiers)
-        opts.promote_on_load = int(promote_on_load)
-        opts.admit_on_second_use = int(admit_on_second_use)
-        opts.save_queue_bytes = save_queue_bytes
-        opts.save_queue_chunks = save_queue_chunks
-        opts.background_threads = background_threads
-        opts.async_threads = async_threads
-        opts.key_file = key_file.encode() if key_file else None
+        opts.tier_count = len(encoded)
+        opts.promote_on_load = int(bool(promote_on_load))
+        opts.admit_on_second_use = int(bool(admit_on_second_use))
+        opts.save_queue_bytes = checked_int("save_queue_bytes", save_queue_bytes, "uint64")
+        opts.save_queue_chunks = checked_int("save_queue_chunks", save_queue_chunks, "uint32")
+        opts.background_threads = checked_int("background_threads", background_threads, "uint32")
+        opts.async_threads = checked_int("async_threads", async_threads, "uint32")
+        opts.key_file = c_text("key_file", key_file) if key_file else None
         handle = ctypes.c_void_p()
         check(lib.kvtier_store_open(ctypes.byref(opts), ctypes.byref(handle)))
-        self._handle: Optional[int] = handle.value
+        self._set_handle(handle.value)
         self.tiers = list(tiers)
+
+    _what = "store"
 
     @property
     def handle(self) -> int:
@@ -332,7 +387,8 @@ class Store(_Handle):
     def lookup(self, ns: Namespace, keys: Sequence[bytes]) -> int:
         """Number of leading keys present in some tier (a later load may still return fewer)."""
         arr, n = _key_array(keys)
-        return _lib.lib().kvtier_lookup(self.handle, ns.handle, arr, n)
+        with self._use() as handle, ns._use() as ns_handle:
+            return _lib.lib().kvtier_lookup(handle, ns_handle, arr, n)
 
     def load(self, ns: Namespace, keys: Sequence[bytes], dsts: Sequence[ChunkBuf]) -> int:
         """Loads chunks into dsts, verified; returns how many leading chunks were loaded. Destinations of
@@ -340,8 +396,12 @@ class Store(_Handle):
         arr, n = _key_array(keys)
         pieces = self._pieces(dsts, n, writable=True)
         loaded = ctypes.c_size_t()
-        check(_lib.lib().kvtier_load(self.handle, ns.handle, arr, n, pieces.bufs, pieces.per_chunk,
-                                     ctypes.byref(loaded)))
+        try:
+            with self._use() as handle, ns._use() as ns_handle:
+                check(_lib.lib().kvtier_load(handle, ns_handle, arr, n, pieces.bufs, pieces.per_chunk,
+                                             ctypes.byref(loaded)))
+        finally:
+            pieces.release()
         return loaded.value
 
     def save(self, ns: Namespace, keys: Sequence[bytes], srcs: Sequence[ChunkBuf]) -> None:
@@ -349,7 +409,8 @@ class Store(_Handle):
         arr, n = _key_array(keys)
         pieces = self._pieces(srcs, n, writable=False)
         try:
-            check(_lib.lib().kvtier_save(self.handle, ns.handle, arr, n, pieces.bufs, pieces.per_chunk))
+            with self._use() as handle, ns._use() as ns_handle:
+                check(_lib.lib().kvtier_save(handle, ns_handle, arr, n, pieces.bufs, pieces.per_chunk))
         finally:
             pieces.release()
 
@@ -366,12 +427,14 @@ class Store(_Handle):
 
     def _start(self, fn: Any, ns: Namespace, keys: Sequence[bytes], bufs: Sequence[ChunkBuf],
                writable: bool, notify_fd: int) -> Handle:
+        notify_fd = checked_int("notify_fd", notify_fd, "int", minimum=-1)
         arr, n = _key_array(keys)
         pieces = self._pieces(bufs, n, writable)
         op = ctypes.c_void_p()
         try:
-            check(fn(self.handle, ns.handle, arr, n, pieces.bufs, pieces.per_chunk, notify_fd,
-                     ctypes.byref(op)))
+            with self._use() as handle, ns._use() as ns_handle:
+                check(fn(handle, ns_handle, arr, n, pieces.bufs, pieces.per_chunk, notify_fd,
+                         ctypes.byref(op)))
         except BaseException:
             pieces.release()
             raise
@@ -389,19 +452,23 @@ class Store(_Handle):
     def prefetch(self, ns: Namespace, keys: Sequence[bytes]) -> None:
         """Promotes the leading available chunks into the top tier in the background."""
         arr, n = _key_array(keys)
-        _lib.lib().kvtier_prefetch(self.handle, ns.handle, arr, n)
+        with self._use() as handle, ns._use() as ns_handle:
+            _lib.lib().kvtier_prefetch(handle, ns_handle, arr, n)
 
     def flush(self) -> None:
         """Waits for every queued background write, then flushes every tier."""
-        check(_lib.lib().kvtier_store_flush(self.handle))
+        with self._use() as handle:
+            check(_lib.lib().kvtier_store_flush(handle))
 
     def stats(self) -> dict:
         """The store's statistics (the fields of kvtier::StoreStats) as a dict."""
-        return json.loads(_lib.read_text(_lib.lib().kvtier_store_stats_json, self.handle))
+        with self._use() as handle:
+            return json.loads(_lib.read_text(_lib.lib().kvtier_store_stats_json, handle))
 
     def metrics_text(self) -> str:
         """Counters and latency histograms in the Prometheus text exposition format (kvtier_*)."""
-        return _lib.read_text(_lib.lib().kvtier_store_metrics_text, self.handle)
+        with self._use() as handle:
+            return _lib.read_text(_lib.lib().kvtier_store_metrics_text, handle)
 
     def _free(self, handle: Any) -> None:
         """close() waits for asynchronous operations and background writes, then frees the store;

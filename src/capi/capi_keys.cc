@@ -52,6 +52,27 @@ kvtier_status kvtier_ns_create(const char* model_id, const kvtier_layout* layout
   });
 }
 
+kvtier_status kvtier_ns_create_n(const char* model_id, size_t model_id_len, const kvtier_layout* layout,
+                                 const char* tenant, size_t tenant_len, const char* salt, size_t salt_len,
+                                 kvtier_ns** out) {
+  const char* fn = "kvtier_ns_create_n";
+  return Guard(fn, [&]() -> Status {
+    if (out == nullptr) return NullArgument(fn, "out");
+    *out = nullptr;
+    if (model_id == nullptr && model_id_len > 0) return NullArgument(fn, "model_id");
+    if (tenant == nullptr && tenant_len > 0) return NullArgument(fn, "tenant");
+    if (salt == nullptr && salt_len > 0) return NullArgument(fn, "salt");
+    if (layout == nullptr) return NullArgument(fn, "layout");
+    KVTIER_ASSIGN_OR_RETURN(kvtier::Layout l, ToLayout(*layout));
+    auto view = [](const char* s, size_t n) { return n == 0 ? std::string_view() : std::string_view(s, n); };
+    KVTIER_ASSIGN_OR_RETURN(kvtier::Namespace ns,
+                            kvtier::Namespace::Make(view(model_id, model_id_len), l, view(tenant, tenant_len),
+                                                    view(salt, salt_len)));
+    *out = new kvtier_ns{ns};
+    return Status::OK();
+  });
+}
+
 void kvtier_ns_free(kvtier_ns* ns) { delete ns; }
 
 uint64_t kvtier_ns_chunk_bytes(const kvtier_ns* ns) {

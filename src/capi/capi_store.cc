@@ -72,6 +72,7 @@ kvtier_status kvtier_store_open(const kvtier_store_options* options, kvtier_stor
     auto handle = std::make_unique<kvtier_store>();
     handle->store = std::move(store);
     handle->async = std::make_unique<kvtier::internal::ThreadPool>(options->async_threads);
+    KVTIER_RETURN_IF_ERROR(handle->async->status());  // the OS refused a thread: an error, not an abort
     *out = handle.release();
     return Status::OK();
   });

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <memory>
 
+#include "core/input_file.h"
+
 namespace kvtier::internal {
 namespace {
 
@@ -113,25 +115,16 @@ Result<std::shared_ptr<const ChunkCipher>> ChunkCipher::FromKeyMaterial(std::spa
 }
 
 Result<std::shared_ptr<const ChunkCipher>> ChunkCipher::FromKeyFile(const std::string& path) {
-  if (path.empty() || path[0] != '/') {
-    return Status::InvalidArgument("key_file must be an absolute path, got '" + path + "'");
-  }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return Status::InvalidArgument("cannot open key file " + path + ": " + std::strerror(errno));
-  struct stat st {};
-  const bool stat_ok = ::fstat(fd, &st) == 0;
+  // The one opener of secrets (core/input_file.h): absolute, no link, regular, bounded, owner-only.
+  auto opened = OpenUserFile(path, kMaxKeyFileBytes, "key file", /*secret=*/true);
+  if (!opened.ok()) return Status::InvalidArgument(opened.status().message());
+  const int fd = *opened;
   std::array<unsigned char, kMaxKeyFileBytes + 1> buf{};
   ssize_t n = -1;
-  if (stat_ok && S_ISREG(st.st_mode) && (st.st_mode & 077) == 0 && st.st_size <= (off_t)kMaxKeyFileBytes) {
-    do {
-      n = ::pread(fd, buf.data(), buf.size(), 0);
-    } while (n < 0 && errno == EINTR);
-  }
+  do {
+    n = ::pread(fd, buf.data(), buf.size(), 0);
+  } while (n < 0 && errno == EINTR);
   ::close(fd);
-  if (!stat_ok || !S_ISREG(st.st_mode)) return Status::InvalidArgument("key file " + path + " is not a regular file");
-  if ((st.st_mode & 077) != 0) {
-    return Status::InvalidArgument("key file " + path + " is accessible by group or others (chmod 600 it)");
-  }
   std::array<unsigned char, kCipherKeyBytes> key{};
   const bool parsed = n >= 0 && static_cast<size_t>(n) <= kMaxKeyFileBytes &&
                       ParseKeyBytes(buf.data(), static_cast<size_t>(n), key.data());

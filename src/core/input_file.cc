@@ -28,10 +28,23 @@ Status TooBig(const std::string& what, const std::string& path, uint64_t max_byt
                                  FormatBytes(max_bytes));
 }
 
-// Opens without blocking (a FIFO with no writer would block a plain open) and accepts only a
-// regular file no larger than `max_bytes`.
-Result<int> OpenRegular(const std::string& path, uint64_t max_bytes, const std::string& what) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+// read(2) that retries on EINTR; -1 with errno set on failure.
+ssize_t ReadSome(int fd, char* dst, size_t n);
+
+}  // namespace
+
+// Opens without blocking (a FIFO with no writer would block a plain open), never through a link, and
+// accepts only a regular file no larger than `max_bytes`.
+Result<int> OpenUserFile(const std::string& path, uint64_t max_bytes, const std::string& what, bool secret) {
+  if (path.empty()) return Status::InvalidArgument(what + ": no path given");
+  if (secret && path[0] != '/') {
+    return Status::InvalidArgument(what + " must be an absolute path, got '" + path + "'");
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+  if (fd < 0 && errno == ELOOP) {
+    return Status::InvalidArgument(what + " " + path + " is a symbolic link; kvtier does not follow links "
+                                   "(name the file itself)");
+  }
   if (fd < 0) return Status::FromErrno(errno, "open " + what + " " + path);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -44,6 +57,10 @@ Result<int> OpenRegular(const std::string& path, uint64_t max_bytes, const std::
     return Status::InvalidArgument(what + " " + path + " is " + KindOf(st.st_mode) +
                                    "; kvtier reads only regular files");
   }
+  if (secret && (st.st_mode & 077) != 0) {
+    ::close(fd);
+    return Status::InvalidArgument(what + " " + path + " is accessible by group or others (chmod 600 it)");
+  }
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);
     return TooBig(what, path, max_bytes);
@@ -51,7 +68,12 @@ Result<int> OpenRegular(const std::string& path, uint64_t max_bytes, const std::
   return fd;
 }
 
-// read(2) that retries on EINTR; -1 with errno set on failure.
+namespace {
+
+Result<int> OpenRegular(const std::string& path, uint64_t max_bytes, const std::string& what) {
+  return OpenUserFile(path, max_bytes, what, /*secret=*/false);
+}
+
 ssize_t ReadSome(int fd, char* dst, size_t n) {
   for (;;) {
     const ssize_t got = ::read(fd, dst, n);
@@ -76,6 +98,28 @@ Result<std::string> ReadBoundedFile(const std::string& path, uint64_t max_bytes,
     if (out.size() + static_cast<size_t>(got) > max_bytes) {  // it grew after the size check
       ::close(fd);
       return TooBig(what, path, max_bytes);
+    }
+    out.append(block, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return out;
+}
+
+Result<std::string> ReadSecretFile(const std::string& path, const std::string& what) {
+  KVTIER_ASSIGN_OR_RETURN(const int fd, OpenUserFile(path, kMaxSecretFileBytes, what, /*secret=*/true));
+  std::string out;
+  char block[4096];
+  for (;;) {
+    const ssize_t got = ReadSome(fd, block, sizeof(block));
+    if (got < 0) {
+      const int err = errno;
+      ::close(fd);
+      return Status::FromErrno(err, "read " + what + " " + path);
+    }
+    if (got == 0) break;
+    if (out.size() + static_cast<size_t>(got) > kMaxSecretFileBytes) {
+      ::close(fd);
+      return TooBig(what, path, kMaxSecretFileBytes);
     }
     out.append(block, static_cast<size_t>(got));
   }

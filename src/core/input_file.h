@@ -1,11 +1,12 @@
-// Reading files named by users (bench results, request traces, fio's output): every such file is
-// opened without blocking, must be a regular file (a FIFO, socket or device such as /dev/zero is
-// refused before a byte is read), and is read under a bound on its size and, for line-oriented
-// files, on the length of each line. Memory use is therefore bounded by the caller's limits whatever
-// the file holds. Errors are one line naming the file.
-//
-// Symbolic links given by the user are followed (the user named the file); what they lead to must
-// be a regular file. Thread-compatible.
+// The one opener of every file kvtier reads on a user's behalf: secrets (key_file=, redis
+// password_file=, s3 credentials_file=, rados keyring=) and inputs (rados conf=, request traces, bench
+// results, fio's output). Every such file is opened without blocking and without following a
+// symbolic link (O_NOFOLLOW: a link is refused, never followed), must be a regular file (a FIFO,
+// socket or device such as /dev/zero is refused before a byte is read), and is read under a bound on
+// its size and, for line-oriented files, on the length of each line, so memory use is bounded by the
+// caller's limits whatever the file holds. Secrets must also be named by an absolute path and be
+// accessible by their owner only (no group or other permission bits). Errors are one line naming
+// the file. Thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,17 @@ namespace kvtier::internal {
 
 // Whole-file limit for the small JSON documents kvtier reads (bench results, fio output).
 inline constexpr uint64_t kMaxJsonInputBytes = 64ull << 20;
+// Limit for secret files (passwords, credentials, keyrings).
+inline constexpr uint64_t kMaxSecretFileBytes = 64ull << 10;
+
+// The opener itself: a descriptor of the regular file at `path` (see above), no larger than
+// `max_bytes`. `secret`: also an absolute path and owner-only permissions. InvalidArgument for a
+// link, a non-regular file, a relative secret path, a group/other-accessible secret or a file over
+// the bound; NotFound/IOError when it cannot be opened. The caller closes the descriptor.
+Result<int> OpenUserFile(const std::string& path, uint64_t max_bytes, const std::string& what, bool secret);
+
+// A whole secret file (OpenUserFile with secret = true, at most kMaxSecretFileBytes).
+Result<std::string> ReadSecretFile(const std::string& path, const std::string& what);
 
 // The whole file, at most `max_bytes` of it. InvalidArgument when it is not a regular file or is
 // larger than `max_bytes` (also when it grows past it while being read); NotFound/IOError when it

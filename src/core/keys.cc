@@ -1,6 +1,8 @@
 #include "kvtier/keys.h"
 
 #include <bit>
+#include <string>
+#include <utility>
 
 #include "core/sha256.h"
 
@@ -41,6 +43,14 @@ Result<Digest> DigestFromHex(std::string_view hex) {
 Result<Namespace> Namespace::Make(std::string_view model_id, const Layout& layout,
                                   std::string_view tenant, std::string_view salt) {
   if (model_id.empty()) return Status::InvalidArgument("a namespace needs a model id");
+  // A NUL would end the string in C and Python callers: two ids differing after it would be one.
+  const std::pair<const char*, std::string_view> texts[] = {{"model id", model_id}, {"tenant", tenant},
+                                                            {"salt", salt}};
+  for (const auto& [what, text] : texts) {
+    if (text.find('\0') != std::string_view::npos) {
+      return Status::InvalidArgument(std::string("a namespace ") + what + " contains a NUL character");
+    }
+  }
   KVTIER_RETURN_IF_ERROR(layout.Validate());
   internal::Sha256 h;
   h.UpdateLengthPrefixed("kvtier-namespace-v1");

@@ -61,8 +61,14 @@ Status Layout::Validate() const {
     return Status::InvalidArgument("layout fields must be positive: " + ToString());
   }
   if (DTypeBytes(dtype) == 0) return Status::InvalidArgument("layout has an unknown dtype");
-  if (BytesPerChunk() > (4ull << 30)) {
-    return Status::InvalidArgument("a chunk of layout " + ToString() + " would exceed 4 GiB");
+  // Every product is checked: a geometry whose size wraps (e.g. 2^31 layers x 2^31 heads) would
+  // otherwise validate with a small or 0-byte chunk.
+  uint64_t bytes = 2ull * DTypeBytes(dtype);
+  for (uint64_t factor : {uint64_t{layers}, uint64_t{kv_heads}, uint64_t{head_dim},
+                          uint64_t{tokens_per_chunk}}) {
+    if (__builtin_mul_overflow(bytes, factor, &bytes) || bytes > (4ull << 30)) {
+      return Status::InvalidArgument("a chunk of layout " + ToString() + " would exceed 4 GiB");
+    }
   }
   return Status::OK();
 }

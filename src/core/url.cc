@@ -138,6 +138,17 @@ Result<TierUrl> TierUrl::Parse(std::string_view url) {
     return Status::InvalidArgument("not a tier URL (expected scheme://path?options): '" +
                                    std::string(url) + "'");
   }
+  // A '#fragment', a space (a trailing one pasted from a shell or a config) or a control character
+  // would otherwise become part of a path or a value and silently name another pool: refused; write
+  // them percent-encoded (%23, %20) when they are meant.
+  for (const char c : url) {
+    if (c == '#' || static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
+      return Status::InvalidArgument("tier URL '" + std::string(url) + "' holds " +
+                                     (c == '#' ? std::string("a '#' (fragment)")
+                                               : "whitespace or a control character") +
+                                     "; percent-encode it if it is meant (e.g. %23, %20)");
+    }
+  }
   TierUrl out;
   out.scheme = std::string(url.substr(0, sep));
   if (!ValidScheme(out.scheme)) {
@@ -154,12 +165,35 @@ Result<TierUrl> TierUrl::Parse(std::string_view url) {
   return out;
 }
 
+namespace {
+
+// What Parse refuses raw ('#', whitespace, control characters) and '%' itself, percent-encoded, so
+// that Parse(ToString()) gives the same URL back.
+std::string EncodeRefused(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '#' || c == '%' || u <= 0x20 || u == 0x7f) {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string TierUrl::ToString() const {
-  std::string s = scheme + "://" + path;
+  std::string s = scheme + "://" + EncodeRefused(path);
   char sep = '?';
   for (const auto& [k, v] : params) {
     s += sep;
-    s += k + "=" + v;
+    s += EncodeRefused(k) + "=" + EncodeRefused(v);
     sep = '&';
   }
   return s;

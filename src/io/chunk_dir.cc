@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <algorithm>
 
 #include "core/chunk_format.h"
@@ -70,6 +72,10 @@ Status ChunkDir::Mark(bool create) {
     }
     KVTIER_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(spec_.marker, 4096));
     KVTIER_ASSIGN_OR_RETURN(found_version_, ParseDirMarker(text, spec_, root()));
+    if (!read_only_) {
+      auto entries = fs_->List("");
+      if (entries.ok()) RemoveStaleMarkerTemps(*entries);  // a creator killed after publishing
+    }
   } else if (!st.status().IsNotFound()) {
     return st.status();
   } else if (!read_only_ && !create) {
@@ -87,15 +93,41 @@ Status ChunkDir::Mark(bool create) {
   return Status::OK();
 }
 
+bool ChunkDir::IsMarkerTemp(const DirEntry& e) const {
+  return e.type == FileType::kRegular &&
+         ParseTempName(e.name, [this](std::string_view n) { return n == spec_.marker; }).has_value();
+}
+
+void ChunkDir::RemoveStaleMarkerTemps(const std::vector<DirEntry>& entries) {
+  if (read_only_) return;
+  struct timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const int64_t now_ns = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+  for (const DirEntry& e : entries) {
+    if (!IsMarkerTemp(e)) continue;
+    const auto temp = ParseTempName(e.name, [this](std::string_view n) { return n == spec_.marker; });
+    auto st = fs_->Stat(e.name);
+    if (st.ok() && st->type == FileType::kRegular && IsStaleTemp(*temp, st->mtime_ns, now_ns, kMarkerTempGrace)) {
+      (void)fs_->Unlink(e.name);  // a killed creator's half-made marker: ours, and nobody's now
+    }
+  }
+}
+
 Status ChunkDir::CheckAdoptable() {
   KVTIER_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, fs_->List(""));
   const bool creating = !read_only_;
+  // Another opener's marker temporary (it is creating the directory right now), or one a killed
+  // creator left: kvtier's own, so the directory is still new. Stale ones are cleaned up.
+  RemoveStaleMarkerTemps(entries);
+  std::erase_if(entries, [this](const DirEntry& e) { return IsMarkerTemp(e); });
   if (entries.empty()) {
     if (creating) return Status::OK();
     return Status::NotFound("no kvtier tier at " + root() + " (the directory has no " + spec_.marker + ")");
   }
   for (const DirEntry& e : entries) {
     if (spec_.legacy_entry && spec_.legacy_entry(e.name, e.type)) continue;
+    // Another opener published the marker (and perhaps its first folders) since our Stat: not foreign.
+    if (auto st = fs_->Stat(spec_.marker); st.ok() && st->type == FileType::kRegular) return Status::OK();
     return Status::InvalidArgument("directory " + root() + " holds files that are not kvtier's (e.g. '" + e.name +
                                    "') and no " + spec_.marker + " marker; kvtier uses only empty directories "
                                    "or ones it created: point it at a new or empty directory");

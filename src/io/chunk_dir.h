@@ -160,6 +160,10 @@ class ChunkDir {
       : fs_(std::move(fs)), spec_(std::move(spec)), read_only_(read_only) {}
   Status Mark(bool create);
   Status CheckAdoptable();
+  bool IsMarkerTemp(const DirEntry& e) const;
+  // Removes marker temporaries left by a creator that is gone (dead pid, or idle past the grace).
+  void RemoveStaleMarkerTemps(const std::vector<DirEntry>& entries);
+  static constexpr std::chrono::seconds kMarkerTempGrace{600};
   Status PublishMarker();
   // Writes `text` to the new file `tmp` and fsyncs it; the caller publishes or removes it.
   Status WriteTextTemp(const std::string& tmp, std::string_view text);

@@ -125,6 +125,8 @@ class ChunkReader {
   virtual void ReadMany(std::span<ChunkRead> reads) = 0;
   // "io_uring+O_DIRECT", "io_uring", "preadv+O_DIRECT" or "preadv": what this reader actually uses.
   virtual std::string_view engine() const = 0;
+  // OK, or why a thread of the reader could not start (its owner then fails to open).
+  virtual Status status() const { return Status::OK(); }
 
   // What the reader did since it was created (for tests and benches). Thread-safe.
   struct Stats {

@@ -22,6 +22,10 @@ class PreadvReader final : public ChunkReader {
 
   void ReadMany(std::span<ChunkRead> reads) override;
   std::string_view engine() const override { return options_.direct_io ? "preadv+O_DIRECT" : "preadv"; }
+  Status status() const override {
+    if (!pool_.status().ok()) return pool_.status();
+    return verify_pool_ ? verify_pool_->status() : Status::OK();
+  }
   Stats stats() const override {
     Stats s;
     s.bounce_chunks = chunks_.load(std::memory_order_relaxed);

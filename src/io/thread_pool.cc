@@ -1,11 +1,21 @@
 #include "io/thread_pool.h"
 
+#include "core/threads.h"
+
 namespace kvtier::internal {
 
 ThreadPool::ThreadPool(unsigned threads) {
   if (threads == 0) threads = 1;
-  workers_.reserve(threads);
-  for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+  status_ = StartThreads(&workers_, threads, [this] { Work(); }, "a thread pool");
+  if (!status_.ok()) {  // none at all rather than fewer than asked: see the header
+    {
+      MutexLock lock(mu_);
+      stop_ = true;
+    }
+    cv_.NotifyAll();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -18,6 +28,10 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::Schedule(std::function<void()> task) {
+  if (workers_.empty()) {  // the pool could not start: run here
+    task();
+    return;
+  }
   {
     MutexLock lock(mu_);
     tasks_.push_back(std::move(task));

@@ -1,5 +1,9 @@
 // A fixed set of worker threads running queued tasks in FIFO order. The destructor finishes queued
 // tasks, then joins. Schedule is thread-safe.
+//
+// When the OS refuses a thread, the pool starts none (status() says why) and Schedule runs each task
+// on the caller's thread: an owner that checks status() reports the error; one that does not still
+// works, never aborts.
 #pragma once
 
 #include <deque>
@@ -8,6 +12,7 @@
 #include <vector>
 
 #include "core/thread_annotations.h"
+#include "kvtier/status.h"
 
 namespace kvtier::internal {
 
@@ -20,6 +25,8 @@ class ThreadPool {
 
   void Schedule(std::function<void()> task) EXCLUDES(mu_);
   unsigned size() const { return static_cast<unsigned>(workers_.size()); }
+  // OK, or the error of the thread the OS refused (the pool then has no workers).
+  const Status& status() const { return status_; }
 
  private:
   void Work() EXCLUDES(mu_);
@@ -29,6 +36,7 @@ class ThreadPool {
   std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
+  Status status_;
 };
 
 }  // namespace kvtier::internal

@@ -98,6 +98,7 @@ class UringReader final : public ChunkReader {
   std::string_view engine() const override {
     return options_.direct_io ? "io_uring+O_DIRECT" : "io_uring";
   }
+  Status status() const override { return verify_pool_ ? verify_pool_->status() : Status::OK(); }
   Stats stats() const override {
     Stats s;
     s.in_place_chunks = counters_.in_place.load();

@@ -1,11 +1,12 @@
 #include "store/save_queue.h"
 
+#include "core/threads.h"
+
 namespace kvtier::internal {
 
 SaveQueue::SaveQueue(uint64_t max_bytes, uint32_t max_jobs, uint32_t threads, RunFn run)
     : max_bytes_(max_bytes), max_jobs_(max_jobs), run_(std::move(run)) {
-  workers_.reserve(threads);
-  for (uint32_t i = 0; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  status_ = StartThreads(&workers_, threads, [this] { WorkerLoop(); }, "the background save queue");
 }
 
 SaveQueue::~SaveQueue() {

@@ -37,6 +37,7 @@ class SaveQueue {
   // REQUIRES: threads >= 1.
   SaveQueue(uint64_t max_bytes, uint32_t max_jobs, uint32_t threads, RunFn run);
   ~SaveQueue();
+  const Status& status() const { return status_; }
   SaveQueue(const SaveQueue&) = delete;
   SaveQueue& operator=(const SaveQueue&) = delete;
 
@@ -65,6 +66,7 @@ class SaveQueue {
   uint32_t running_ GUARDED_BY(mu_) = 0;
   bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
+  Status status_;  // OK, or why a worker could not start (the Store then fails to open)
 };
 
 }  // namespace kvtier::internal

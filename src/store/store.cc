@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "core/threads.h"
 #include "core/uri_encode.h"
 #include "store/store_impl.h"
 
@@ -23,7 +24,9 @@ Result<std::unique_ptr<Store>> Store::Open(std::vector<std::unique_ptr<Tier>> ti
   if (options.background_threads == 0) {
     return Status::InvalidArgument("StoreOptions::background_threads must be at least 1");
   }
-  return std::unique_ptr<Store>(new StoreImpl(std::move(tiers), options));
+  auto store = std::make_unique<StoreImpl>(std::move(tiers), options);
+  KVTIER_RETURN_IF_ERROR(store->StartStatus());  // background_threads the OS would not start
+  return std::unique_ptr<Store>(std::move(store));
 }
 
 namespace {
@@ -141,6 +144,15 @@ size_t StoreImpl::Lookup(const Namespace& ns, std::span<const ChunkKey> keys) {
   return n;
 }
 
+void StoreImpl::RemoveIfLengthDisagrees(size_t tier, const ChunkId& id, const Status& st) {
+  // Load checked every destination against the layout's chunk size before reading, so a tier's
+  // InvalidArgument (its "destination holds N bytes but the stored chunk has M") means the stored
+  // chunk's length disagrees with the layout its header names: a tampered or broken header. Kept,
+  // later saves would skip the key as present and it would miss forever: removed (a miss now).
+  if (st.code() != Code::kInvalidArgument) return;
+  (void)tiers_[tier]->Remove(id);
+}
+
 size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
                               std::vector<int>& from, std::vector<bool>& read) {
   const size_t n = ids.size();
@@ -159,7 +171,8 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
     if (first < 0) {
       first = static_cast<int>(t);
     } else {
-      helpers.emplace_back([this, t, &batches] { tiers_[t]->GetMany(batches[t]); });
+      auto job = [this, t, &batches] { tiers_[t]->GetMany(batches[t]); };
+      if (!TryStartThread(&helpers, job)) job();  // no thread to spare: read this tier here
     }
   }
   if (first >= 0) tiers_[first]->GetMany(batches[first]);
@@ -169,6 +182,7 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
     for (size_t b = 0; b < batches[t].size(); ++b) {
       ok[index[t][b]] = batches[t][b].status.ok();
       read[index[t][b]] = !batches[t][b].status.IsNotFound();
+      RemoveIfLengthDisagrees(t, batches[t][b].id, batches[t][b].status);
     }
   }
   // A bad or vanished copy is a miss in that tier, not the end: slower tiers may hold a good one.
@@ -178,6 +192,7 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
       if (t < 0) return i;
       from[i] = t;
       const Status st = tiers_[t]->Get(ids[i], dsts[i]);
+      RemoveIfLengthDisagrees(static_cast<size_t>(t), ids[i], st);
       ok[i] = st.ok();
       if (!st.IsNotFound()) read[i] = true;
     }

@@ -42,6 +42,8 @@ class StoreImpl final : public Store {
  public:
   StoreImpl(std::vector<std::unique_ptr<Tier>> tiers, const StoreOptions& options);
   ~StoreImpl() override;
+  // OK, or why a background thread could not start (Store::Open then fails with it).
+  const Status& StartStatus() const { return queue_->status(); }
 
   size_t Lookup(const Namespace& ns, std::span<const ChunkKey> keys) override;
   Result<size_t> Load(const Namespace& ns, std::span<const ChunkKey> keys,
@@ -68,6 +70,9 @@ class StoreImpl final : public Store {
   // Returns the length of the prefix that was read; updates from[i] to the tier that served chunk i.
   // read[i] is set when a tier's read of chunk i got further than NotFound (its destination may hold
   // bytes: Load zeroes it unless it is loaded).
+  // Removes a chunk whose stored length disagrees with its layout (the tier said InvalidArgument for
+  // a destination Load had checked).
+  void RemoveIfLengthDisagrees(size_t tier, const ChunkId& id, const Status& st);
   size_t ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
                      std::vector<int>& from, std::vector<bool>& read);
   // Queues a background copy of chunk `id` from tier `from` into the top tier; counts a drop when the

@@ -9,6 +9,7 @@
 #include "eval/benchlib/results.h"
 #include "kvtier/tier.h"
 #include "tools/cli_numbers.h"
+#include "core/output_file.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {
@@ -80,10 +81,9 @@ int Run(const Args& a) {
   }
   std::cout << internal::FormatSummary(*result);
   if (!a.json.empty()) {
-    std::ofstream out(a.json);
-    out << internal::ToJson(*result).dump(2) << "\n";
-    if (!out) {
-      std::cerr << "kvtier bench datapath: cannot write " << a.json << "\n";
+    const Status written = internal::WriteOutputFile(a.json, internal::ToJson(*result).dump(2) + "\n", "results");
+    if (!written.ok()) {
+      std::cerr << "kvtier bench datapath: " << written.ToString() << "\n";
       return 1;
     }
     std::cerr << "results written to " << a.json << "\n";

@@ -6,6 +6,7 @@
 #include "eval/e2e/e2e_bench.h"
 #include "kvtier/tier.h"
 #include "tools/cli_numbers.h"
+#include "core/output_file.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {
@@ -65,10 +66,9 @@ int Run(Args a) {
   }
   std::cout << internal::FormatTable(*report) << internal::MatchLine(*report) << "\n";
   if (!a.json.empty()) {
-    std::ofstream out(a.json);
-    out << internal::ToJson(*report).dump(2) << "\n";
-    if (!out) {
-      std::cerr << "kvtier bench e2e: cannot write " << a.json << "\n";
+    const Status written = internal::WriteOutputFile(a.json, internal::ToJson(*report).dump(2) + "\n", "results");
+    if (!written.ok()) {
+      std::cerr << "kvtier bench e2e: " << written.ToString() << "\n";
       return 1;
     }
     std::cerr << "results written to " << a.json << "\n";

@@ -11,6 +11,7 @@
 #include "kvtier/tier.h"
 #include "progress/progress.h"
 #include "tools/cli_numbers.h"
+#include "core/output_file.h"
 #include "tools/command.h"
 #include "eval/ttft/results.h"
 #include "eval/ttft/run.h"
@@ -100,10 +101,9 @@ int Run(const Args& a) {
   const auto rows = internal::SummarizeTtft(*o, *points);
   std::cout << internal::FormatTtftTable(*o, rows);
   if (!a.json.empty()) {
-    std::ofstream out(a.json);
-    out << internal::TtftJson(*o, rows, started, HostName()).dump(2) << "\n";
-    if (!out) {
-      std::cerr << "kvtier bench ttft: cannot write " << a.json << "\n";
+    const Status written = internal::WriteOutputFile(a.json, internal::TtftJson(*o, rows, started, HostName()).dump(2) + "\n", "results");
+    if (!written.ok()) {
+      std::cerr << "kvtier bench ttft: " << written.ToString() << "\n";
       return 1;
     }
     std::cerr << "results written to " << a.json << "\n";

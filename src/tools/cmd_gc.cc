@@ -63,6 +63,8 @@ void PrintReport(const internal::GcReport& r, const internal::GcOptions& o, bool
                         {"temp_bytes_removed", r.temp_bytes_removed},
                         {"skipped_in_use", r.skipped_in_use},
                         {"corrupt_removed", r.corrupt_removed},
+                        {"unverified_skipped", r.unverified},
+                        {"remove_failed", r.remove_failed},
                         {"links_skipped", r.skipped.links},
                         {"special_files_skipped", r.skipped.special},
                         {"foreign_files_skipped", r.skipped.foreign},
@@ -98,6 +100,11 @@ int RunGc(const GcArgs& a) {
     return 1;
   }
   PrintReport(*report, *options, a.json);
+  if (report->remove_failed > 0) {  // a removal that failed is a failure, never a silent skip
+    std::fprintf(stderr, "kvtier gc: %llu removals failed (permissions?)\n",
+                 static_cast<unsigned long long>(report->remove_failed));
+    return 1;
+  }
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "eval/replay/report.h"
 #include "eval/replay/trace.h"
 #include "tools/cli_numbers.h"
+#include "core/output_file.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {
@@ -140,9 +141,7 @@ Status WriteOutputs(const ReplayArgs& a, const ReplayReport& report) {
     }
   }
   if (!a.json_path.empty()) {
-    std::ofstream out(a.json_path);
-    out << j.dump(2) << "\n";
-    if (!out) return Status::IOError("write " + a.json_path);
+    KVTIER_RETURN_IF_ERROR(internal::WriteOutputFile(a.json_path, j.dump(2) + "\n", "results"));
     std::cout << "json: " << a.json_path << "\n";
   }
   return Status::OK();

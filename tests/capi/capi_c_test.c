@@ -101,6 +101,32 @@ static void TestVersion(void) {
   CHECK(strcmp(kvtier_status_name(-1), "Unknown") == 0);
 }
 
+/* Issue 23: layout sizes never overflow; identity strings are taken whole (with lengths), NUL refused. */
+static void TestLayoutOverflowAndLengthTakingNamespaces(void) {
+  kvtier_ns* ns = NULL;
+  kvtier_layout wraps = {1u << 31, 1u << 31, 128, KVTIER_DTYPE_BF16, 256}; /* 2^71 bytes: wraps to 0 */
+  CHECK_STATUS(kvtier_ns_create("m", &wraps, NULL, NULL, &ns), KVTIER_INVALID_ARGUMENT);
+  CHECK(ns == NULL);
+  CHECK_STATUS(kvtier_ns_create_n("m", 1, &wraps, NULL, 0, NULL, 0, &ns), KVTIER_INVALID_ARGUMENT);
+  kvtier_ns* a = NULL;
+  kvtier_ns* b = NULL;
+  CHECK_STATUS(kvtier_ns_create_n("t\0x", 3, &kLayout, NULL, 0, NULL, 0, &a), KVTIER_INVALID_ARGUMENT);
+  CHECK_STATUS(kvtier_ns_create_n("m", 1, &kLayout, "t\0x", 3, NULL, 0, &a), KVTIER_INVALID_ARGUMENT);
+  CHECK_STATUS(kvtier_ns_create_n("m", 1, &kLayout, NULL, 0, "s\0y", 4, &a), KVTIER_INVALID_ARGUMENT);
+  CHECK(a == NULL);
+  /* Without a terminator: the same namespace as the NUL-terminated call with the same bytes. */
+  const char model[] = {'m', 'o', 'd'};
+  CHECK_STATUS(kvtier_ns_create_n(model, sizeof(model), &kLayout, "ten", 3, NULL, 0, &a), KVTIER_OK);
+  CHECK_STATUS(kvtier_ns_create("mod", &kLayout, "ten", NULL, &b), KVTIER_OK);
+  uint8_t ida[KVTIER_KEY_BYTES], idb[KVTIER_KEY_BYTES];
+  kvtier_ns_id(a, ida);
+  kvtier_ns_id(b, idb);
+  CHECK(memcmp(ida, idb, sizeof(ida)) == 0);
+  kvtier_ns_free(a);
+  kvtier_ns_free(b);
+  CHECK_STATUS(kvtier_ns_create_n(NULL, 1, &kLayout, NULL, 0, NULL, 0, &a), KVTIER_INVALID_ARGUMENT);
+}
+
 static void TestBadNamespaceArguments(void) {
   kvtier_ns* ns = (kvtier_ns*)&ns; /* must be reset to NULL on failure */
   CHECK_STATUS(kvtier_ns_create(NULL, &kLayout, NULL, NULL, &ns), KVTIER_INVALID_ARGUMENT);
@@ -712,6 +738,7 @@ static void TestMetricsText(void) {
 int main(void) {
   TestVersion();
   TestBadNamespaceArguments();
+  TestLayoutOverflowAndLengthTakingNamespaces();
   TestBadStoreOptions();
   TestBadBufferArguments();
   TestKeys();

@@ -1,6 +1,8 @@
 // `kvtier report`: reading results, report.md, and drawing the charts with gnuplot.
 #include "eval/benchlib/report.h"
 
+#include "core/output_file.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -153,9 +155,7 @@ Result<std::vector<std::string>> WriteReport(const ReportInputs& in, const Repor
   std::vector<std::string> written;
   auto write = [&](const std::string& name, const std::string& text) -> Status {
     const std::string path = (fs::path(options.out_dir) / name).string();
-    std::ofstream out(path);
-    out << text;
-    if (!out) return Status::IOError("cannot write " + path);
+    KVTIER_RETURN_IF_ERROR(WriteOutputFile(path, text, "report output"));
     written.push_back(path);
     return Status::OK();
   };

@@ -25,10 +25,17 @@ struct ReportInputs {
   std::vector<std::pair<std::string, nlohmann::json>> e2e;
 };
 
+// The memory bound of `kvtier report`: all inputs together hold at most this many JSON values, nested
+// at most this deep (counted without building them, before they are parsed). A parsed value costs
+// about 100 bytes, so the documents take at most about 200 MB; a real result has a few thousand.
+inline constexpr uint64_t kMaxReportJsonValues = 2'000'000;
+inline constexpr uint64_t kMaxReportJsonDepth = 64;
+
 // Reads, classifies and checks the shape of each file (every field the report reads must be present
 // with its type), so rendering never meets a value of the wrong type. InvalidArgument naming the file
-// (and the field) when it is not a regular file, is larger than 64 MiB, is not JSON, is not a result
-// kvtier knows or has the wrong shape; NotFound when it is missing; IOError when it cannot be read.
+// (and the field) when it is not a regular file, is larger than 64 MiB, holds more values or deeper
+// nesting than the bound above, is not JSON, is not a result kvtier knows or has the wrong shape;
+// NotFound when it is missing; IOError when it cannot be read.
 Result<ReportInputs> LoadReportInputs(const std::vector<std::string>& paths);
 
 struct PlotSeries {

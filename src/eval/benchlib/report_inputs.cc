@@ -1,6 +1,7 @@
 // `kvtier report`: reading result files and checking their shape before anything is drawn from them.
 // Every field the report reads is checked here for presence and type, so a file of the wrong shape is
 // one clear error naming the file and the field, never an exception or a wrong figure.
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -166,12 +167,49 @@ bool IsString(const nlohmann::json& doc, const char* key, const char* value) {
   return it != doc.end() && it->is_string() && it->get<std::string>() == value;
 }
 
+// Counts the values and the nesting of a JSON text without building it (nlohmann's SAX interface),
+// so the document is parsed into memory only when it is within the stated bound: a 60 MB text of
+// tiny nested values would otherwise take gigabytes as a DOM.
+class JsonShape : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  uint64_t values = 0;
+  uint64_t depth = 0, max_depth = 0;
+  bool Value() { return ++values <= kMaxReportJsonValues; }
+  bool Open() {
+    max_depth = std::max(max_depth, ++depth);
+    return Value() && depth <= kMaxReportJsonDepth;
+  }
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override { return Value(); }
+  bool string(string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool start_object(std::size_t) override { return Open(); }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return --depth, true; }
+  bool start_array(std::size_t) override { return Open(); }
+  bool end_array() override { return --depth, true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
+
 }  // namespace
 
 Result<ReportInputs> LoadReportInputs(const std::vector<std::string>& paths) {
   ReportInputs in;
+  uint64_t values_left = kMaxReportJsonValues;  // the bound holds for all inputs together
   for (const std::string& path : paths) {
     KVTIER_ASSIGN_OR_RETURN(const std::string text, ReadBoundedFile(path, kMaxJsonInputBytes, "result file"));
+    JsonShape shape;
+    const bool parsed = nlohmann::json::sax_parse(text, &shape, nlohmann::json::input_format_t::json, false);
+    if (shape.values > values_left || shape.max_depth > kMaxReportJsonDepth) {
+      return Status::InvalidArgument(path + " is too large a JSON document for a bench result (more than " +
+                                     std::to_string(kMaxReportJsonValues) + " values in all, or nested deeper than " +
+                                     std::to_string(kMaxReportJsonDepth) + ")");
+    }
+    if (!parsed) return Status::InvalidArgument(path + " is not a JSON object");
+    values_left -= shape.values;
     nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded() || !doc.is_object()) {
       return Status::InvalidArgument(path + " is not a JSON object");

@@ -86,10 +86,15 @@ class FileTier final : public Tier {
 Status FileTier::Init() {
   KVTIER_ASSIGN_OR_RETURN(dir_, ChunkDir::Open(options_.dir, FileDirSpec(),
                                                ChunkDirOptions{.read_only = options_.read_only, .fs = options_.fs}));
-  if (options_.capacity_bytes == 0) options_.capacity_bytes = kDefaultFileCapacity;
+  if (options_.repair) {
+    options_.capacity_bytes = UINT64_MAX;  // a repair removes what fails verification, nothing else
+  } else if (options_.capacity_bytes == 0) {
+    options_.capacity_bytes = kDefaultFileCapacity;
+  }
   index_ = std::make_unique<FileIndex>(options_.capacity_bytes);
   options_.reader.direct_io = options_.reader.direct_io && dir_->ProbeDirectIo();
   reader_ = ChunkReader::Create(options_.reader);
+  KVTIER_RETURN_IF_ERROR(reader_->status());  // e.g. verify_threads=64 under a process limit
   report_.io_engine = std::string(reader_->engine());
   report_.read_only = options_.read_only;
 
@@ -322,9 +327,15 @@ Status FileTier::Check(const ChunkInfo& info) {
   auto header = VerifyChunkFile(dir_->fs(), path, info.id, options_.reader.cipher.get());
   if (header.ok()) return Status::OK();
   const Status s = header.status();
-  if (s.IsCorruption()) {
+  if (s.IsCorruption() && !options_.read_only) {
     ++counters_.corrupt;
-    DropIfSameGeneration(info.id, generation, /*unlink_file=*/true);
+    DropIfSameGeneration(info.id, generation, /*unlink_file=*/false);
+    const Status removed = dir_->RemoveChunk(info.id);  // OK when already gone
+    if (!removed.ok()) {
+      return Status::IOError(s.message() + "; the corrupt chunk could not be removed: " + removed.ToString());
+    }
+  } else if (s.IsCorruption()) {
+    ++counters_.corrupt;
   } else if (s.IsNotFound()) {
     DropIfSameGeneration(info.id, generation, /*unlink_file=*/false);
   }

@@ -31,6 +31,10 @@
 // must exist; nothing is created, evicted, touched or removed; Put and Remove fail with NotSupported;
 // a corrupt chunk is reported and left in place.
 //
+// Repair (FileTierOptions::repair, `kvtier verify --repair`): writable, but no capacity applies (not
+// capacity=, not the default): nothing is evicted; Check removes what fails verification and returns
+// IOError ("could not be removed") when the filesystem refuses the removal.
+//
 // One engine process per directory: two writers sharing one DIR would each enforce the capacity on
 // their own view (use fs:// for a pool shared by several processes or hosts). Tools such as
 // `kvtier verify` may open it beside the engine: open leaves the temporaries of live writers alone.
@@ -54,6 +58,9 @@ struct FileTierOptions {
   uint64_t capacity_bytes = 0;  // 0: kDefaultFileCapacity
   bool sync = false;
   bool read_only = false;
+  // `kvtier verify --repair`: writable, but no capacity bound (neither capacity= nor the 10 GiB
+  // default): nothing is evicted; Check removes only what fails verification.
+  bool repair = false;
   ReaderOptions reader;  // direct_io is cleared at open when the filesystem refuses O_DIRECT
   std::shared_ptr<FileSystem> fs = nullptr;  // optional: the filesystem under DIR (tests inject faults here)
 };

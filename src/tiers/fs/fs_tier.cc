@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/threads.h"
 #include "core/latency.h"
 #include "core/tier_counters.h"
 #include "core/thread_annotations.h"
@@ -84,7 +85,8 @@ class FsTier final : public Tier {
     };
     std::vector<std::thread> helpers;
     helpers.reserve(threads - 1);
-    for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(work);
+    for (unsigned t = 1; t < threads && TryStartThread(&helpers, work); ++t) {
+    }
     work();
     for (auto& h : helpers) h.join();
   }
@@ -125,7 +127,12 @@ class FsTier final : public Tier {
   Status Check(const ChunkInfo& info) override {
     auto header = VerifyChunkFile(pool_->fs(), pool_->ChunkPath(info.id), info.id, options_.cipher.get());
     if (header.ok()) return Status::OK();
-    if (header.status().IsCorruption()) RemoveCorrupt(info.id);
+    if (!header.status().IsCorruption()) return header.status();
+    const Status removed = RemoveCorrupt(info.id);
+    if (!removed.ok()) {
+      return Status::IOError(header.status().message() + "; the corrupt chunk could not be removed: " +
+                             removed.ToString());
+    }
     return header.status();
   }
 
@@ -146,7 +153,7 @@ class FsTier final : public Tier {
   Status Reserve(uint64_t stored);
   // One gc pass down to `max_bytes`; refreshes the usage figures.
   Status EvictTo(uint64_t max_bytes) REQUIRES(evict_mu_);
-  void RemoveCorrupt(const ChunkId& id);
+  Status RemoveCorrupt(const ChunkId& id);  // OK when removed, gone, or read-only (then left)
   void Forget(uint64_t stored) {
     SubClamped(usage_, stored);
     SubClamped(chunks_, 1);
@@ -178,7 +185,8 @@ class FsTier final : public Tier {
 };
 
 Status FsTier::Init() {
-  if (options_.capacity_bytes == 0 || options_.read_only) {
+  KVTIER_RETURN_IF_ERROR(reader_->status());  // e.g. verify_threads=64 under a process limit
+  if (options_.capacity_bytes == 0 || options_.read_only || options_.repair) {  // a repair never evicts
     auto u = ReadPoolUsage(*pool_);
     if (u.ok()) {
       usage_ = u->bytes;
@@ -257,12 +265,14 @@ Status FsTier::EvictTo(uint64_t max_bytes) {
   return Status::OK();
 }
 
-void FsTier::RemoveCorrupt(const ChunkId& id) {
+Status FsTier::RemoveCorrupt(const ChunkId& id) {
   // A writer may have renamed a good copy over it since; removing that one costs only a miss.
   counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
-  if (options_.read_only) return;  // reported, left in place
+  if (options_.read_only) return Status::OK();  // reported, left in place
   auto st = pool_->StatChunk(id);
-  if (pool_->RemoveChunk(id).ok() && st.ok()) Forget(st->size);
+  const Status removed = pool_->RemoveChunk(id);
+  if (removed.ok() && st.ok()) Forget(st->size);
+  return removed;
 }
 
 void FsTier::ReadBatch(std::span<ReadOp> ops) {
@@ -294,7 +304,7 @@ void FsTier::Finish(ChunkRead& read, ReadOp* op) {
   if (op->status.IsNotFound()) {
     missing_.Insert(op->id);
   } else if (op->status.IsCorruption()) {
-    RemoveCorrupt(op->id);
+    (void)RemoveCorrupt(op->id);
   }
 }
 

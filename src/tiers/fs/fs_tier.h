@@ -72,6 +72,7 @@ struct FsTierOptions {
   bool sync = false;
   bool create = true;
   bool read_only = false;
+  bool repair = false;  // `kvtier verify --repair`: writable, but nothing evicted, at open or later
   unsigned verify_threads = 0;  // threads verifying or decrypting one chunk's pieces in parallel
   // optional: the filesystem under the pool (tests inject faults here; direct=auto then times no probe)
   std::shared_ptr<FileSystem> fs = nullptr;

@@ -9,6 +9,7 @@
 
 #include "core/chunk_format.h"
 #include "tiers/fs/pool_layout.h"
+#include "io/chunk_io.h"
 #include "io/fd.h"
 
 namespace kvtier::internal {
@@ -87,7 +88,12 @@ class GcPass {
   const GcReport& report() const { return report_; }
 
  private:
-  bool Remove(const WalkEntry& e) { return options_.dry_run || pool_.RemoveEntry(e).ok(); }
+  bool Remove(const WalkEntry& e) {
+    if (options_.dry_run) return true;
+    const Status s = pool_.RemoveEntry(e);
+    if (!s.ok() && !s.IsNotFound()) report_.remove_failed++;
+    return s.ok();
+  }
 
   void VisitChunk(const WalkEntry& e) {
     if (!PossibleChunkFile(e.stat)) {
@@ -98,7 +104,21 @@ class GcPass {
       }
       return;
     }
-    chunks_.push_back({e, RecencyNs(e.stat)});
+    // Sizes come from the verified header, never from st_size alone: a chunk-named file whose header
+    // does not decode, names another chunk or disagrees with the file's size (a sparse 2 GiB file,
+    // say) is corrupt. Counted against the pool it would make gc evict good chunks to make room.
+    const auto header = ReadChunkHeader(pool_.fs(), e.rel, e.id);
+    if (!header.ok()) {
+      if (header.status().IsCorruption() && Remove(e)) {
+        report_.corrupt_removed++;
+        Report({pool_.Describe(e.rel), e.stat.size, GcReason::kCorrupt, 0});
+      } else if (!header.status().IsCorruption() && !header.status().IsNotFound()) {
+        report_.unverified++;  // a newer format or unreadable: neither counted nor evicted
+      }
+      return;
+    }
+    // A modification time in the future buys no more than "used just now".
+    chunks_.push_back({e, std::min(RecencyNs(e.stat), now_ns_)});
     report_.chunks_scanned++;
     report_.chunk_bytes_scanned += e.stat.size;
   }
@@ -120,7 +140,9 @@ class GcPass {
   bool EvictOne(const Candidate& c) {
     auto st = pool_.fs().Stat(c.entry.rel);
     if (!st.ok()) return st.status().IsNotFound();
-    if (st->inode != c.entry.stat.inode || RecencyNs(*st) != c.recency_ns) {
+    // Rewritten (another inode) or touched by a reader (mtime, tier.touch_s) since the scan. Not atime:
+    // the scan's own header read may have moved it (relatime).
+    if (st->inode != c.entry.stat.inode || st->mtime_ns != c.entry.stat.mtime_ns) {
       report_.skipped_in_use++;  // read or rewritten since the scan: not least recently used after all
       return false;
     }

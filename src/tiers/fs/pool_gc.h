@@ -46,7 +46,9 @@ struct GcReport {
   uint64_t chunks_evicted = 0, bytes_evicted = 0;
   uint64_t temps_removed = 0, temp_bytes_removed = 0;
   uint64_t skipped_in_use = 0;  // eviction candidates used or rewritten during the scan
-  uint64_t corrupt_removed = 0; // chunk-named files of an impossible size or type
+  uint64_t corrupt_removed = 0; // chunk-named files whose header, size or type is wrong
+  uint64_t unverified = 0;      // chunk files of a newer format or unreadable: not counted, not evicted
+  uint64_t remove_failed = 0;   // removals the filesystem refused (kvtier gc then exits non-zero)
   WalkCounts skipped;           // links, special files and foreign names left alone
   uint64_t bytes_after = 0;     // chunks + live temporaries after this run (as measured by it)
   uint64_t chunks_after = 0;

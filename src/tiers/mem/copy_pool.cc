@@ -1,12 +1,15 @@
 #include "tiers/mem/copy_pool.h"
 
+#include "core/threads.h"
+
 #include <algorithm>
 
 namespace kvtier::internal {
 
 CopyPool::CopyPool(unsigned helpers) {
-  threads_.reserve(helpers);
-  for (unsigned i = 0; i < helpers; ++i) threads_.emplace_back([this] { HelperLoop(); });
+  // Helpers only share work the caller also does: when the OS refuses some, fewer help (none: the
+  // caller copies alone).
+  (void)StartThreads(&threads_, helpers, [this] { HelperLoop(); }, "memory copies");
 }
 
 CopyPool::~CopyPool() {

@@ -2,6 +2,8 @@
 
 #include "core/xxh3.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -437,6 +439,16 @@ Result<std::unique_ptr<Tier>> OpenMemTier(const TierUrl& url, const TierOpenOpti
     return Status::InvalidArgument("mem:// takes no path, got '" + url.path + "'");
   }
   KVTIER_ASSIGN_OR_RETURN(uint64_t capacity, url.GetSize("capacity", kDefaultCapacity));
+  // A capacity this host cannot hold would be accepted and then fail (or swap, or meet the OOM killer)
+  // only once it fills: refused at open instead (issue 23).
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0) {
+    const uint64_t host = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+    if (capacity > host) {
+      return Status::InvalidArgument("mem:// capacity " + FormatBytes(capacity) + " is more than this host's memory (" +
+                                     FormatBytes(host) + ")");
+    }
+  }
   KVTIER_ASSIGN_OR_RETURN(uint64_t page, url.GetSize("page", kDefaultPage));
   KVTIER_ASSIGN_OR_RETURN(bool verify, url.GetBool("verify", false));
   KVTIER_ASSIGN_OR_RETURN(uint64_t threads, url.GetUint("threads", 0, 256));

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/threads.h"
 #include "core/chunk_format.h"
 #include "core/latency.h"
 #include "io/chunk_encode.h"
@@ -179,9 +180,10 @@ void ObjectTier::GetMany(std::span<ReadOp> ops) {
     }
   };
   if (!overlap || windows.size() < 2) return work();
-  std::thread second(work);
+  std::vector<std::thread> second;
+  (void)internal::TryStartThread(&second, work);  // refused: this thread reads every window
   work();
-  second.join();
+  for (auto& t : second) t.join();
 }
 
 void ObjectTier::ReadWindow(std::span<ReadOp> ops) {

@@ -1,8 +1,11 @@
 #include "tiers/rados/rados_conn.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 
+#include "core/input_file.h"
 #include "tiers/rados/rados_client.h"
 
 namespace kvtier::rados {
@@ -31,6 +34,17 @@ Result<std::unique_ptr<RadosConn>> RadosConn::Open(const RadosOptions& o) {
   auto conn = std::unique_ptr<RadosConn>(new RadosConn());
   const std::string who = "client." + o.user;
   const std::string where = o.conf.empty() ? std::string("the default ceph.conf") : "conf " + o.conf;
+  // librados reads these itself: check them first with the one opener (a FIFO would hang it, a link
+  // or an open keyring is refused as key_file= refuses them).
+  if (!o.conf.empty()) {
+    KVTIER_ASSIGN_OR_RETURN(const int fd, internal::OpenUserFile(o.conf, 4ull << 20, "rados: conf", /*secret=*/false));
+    ::close(fd);
+  }
+  if (!o.keyring.empty()) {
+    KVTIER_ASSIGN_OR_RETURN(const int fd, internal::OpenUserFile(o.keyring, internal::kMaxSecretFileBytes,
+                                                                 "rados: keyring", /*secret=*/true));
+    ::close(fd);
+  }
   KVTIER_RETURN_IF_ERROR(RadosStatus(rados_create2(&conn->cluster_, o.cluster.c_str(), who.c_str(), 0),
                                      "create a handle for " + who));
   KVTIER_RETURN_IF_ERROR(RadosStatus(rados_conf_read_file(conn->cluster_, o.conf.empty() ? nullptr : o.conf.c_str()),

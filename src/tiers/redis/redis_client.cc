@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/threads.h"
 #include "tiers/redis/conn.h"
 #include "tiers/redis/pool.h"
 
@@ -291,11 +292,7 @@ class RedisClient final : public object::ObjectClient {
         auto job = [&, node = node, ops = &ops, readonly] {
           RunGroup(node, *ops, readonly, encode, decode, direct, result, outcome);
         };
-        if (++g == groups.size()) {
-          job();
-        } else {
-          threads.emplace_back(job);
-        }
+        if (++g == groups.size() || !internal::TryStartThread(&threads, job)) job();
       }
       for (auto& t : threads) t.join();
       std::vector<Pending> next;

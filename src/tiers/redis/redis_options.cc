@@ -5,14 +5,16 @@
 
 #include "tiers/redis/redis_client.h"
 
+#include "core/input_file.h"
+
 namespace kvtier::redis {
 namespace {
 
 Result<std::string> ReadPassword(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::InvalidArgument("redis: cannot read password_file " + path);
-  std::string line;
-  std::getline(in, line);
+  // The one opener of secrets: absolute, no link, regular, bounded, owner-only (core/input_file.h).
+  auto text = internal::ReadSecretFile(path, "redis: password_file");
+  if (!text.ok()) return Status::InvalidArgument(text.status().message());
+  std::string line = text->substr(0, text->find('\n'));
   while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
   if (line.empty()) return Status::InvalidArgument("redis: password_file " + path + " is empty");
   return line;

@@ -1,8 +1,10 @@
 // The options and credentials of s3:// URLs (s3_client.h).
 #include <cstdlib>
-#include <fstream>
+#include <sstream>
 
 #include "tiers/s3/s3_client.h"
+
+#include "core/input_file.h"
 
 namespace kvtier::s3 {
 namespace {
@@ -20,8 +22,10 @@ std::string Env(const char* name) {
 
 // The [profile] section of an AWS shared-credentials file.
 Result<S3Credentials> ReadCredentialsFile(const std::string& path, const std::string& profile) {
-  std::ifstream in(path);
-  if (!in) return Status::InvalidArgument("s3: cannot read the credentials file " + path);
+  // The one opener of secrets: absolute, no link, regular, bounded, owner-only (core/input_file.h).
+  auto text = internal::ReadSecretFile(path, "s3: credentials file");
+  if (!text.ok()) return Status::InvalidArgument(text.status().message());
+  std::istringstream in(*text);
   S3Credentials c;
   std::string line, section;
   while (std::getline(in, line)) {

@@ -3,6 +3,7 @@
 // stopped gives failures (never wrong bytes, destinations zeroed) and after its restart every chunk
 // loads again.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <iostream>
@@ -38,6 +39,7 @@ class S3Fault : public kvtier::testing::StoreTestBase {
 TEST_F(S3Fault, WrongCredentialsAreOneClearError) {
   const std::string bad = g_ceph->dir() + "/bad.credentials";
   std::ofstream(bad) << "[default]\naws_access_key_id = KVTIERTESTACCESS0001\naws_secret_access_key = wrong\n";
+  ::chmod(bad.c_str(), 0600);  // a secret: owner-only, or kvtier refuses it
   std::string url = Url("creds");
   url = url.substr(0, url.find("&credentials_file=")) + "&credentials_file=" + bad + "&create_bucket=1";
   auto t = OpenTier(url);

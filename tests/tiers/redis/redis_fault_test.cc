@@ -2,6 +2,7 @@
 // noeviction (NoSpace), a master killed with replicas (retryable errors, then success after the
 // failover, 0 wrong bytes) and a node restarted empty (misses).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <thread>
@@ -30,6 +31,7 @@ class RedisFaults : public ::testing::Test {
   std::string WriteFile(const std::string& name, const std::string& text) {
     const std::string path = redis_->dir() + "/" + name;
     std::ofstream(path) << text << "\n";
+    ::chmod(path.c_str(), 0600);  // a secret: owner-only, or kvtier refuses it
     return path;
   }
   std::unique_ptr<LocalRedis> redis_;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "tiers/redis/redis_client.h"
@@ -141,6 +142,7 @@ TEST(RedisOptions, UrlOptions) {
 
   const std::string pw = ::testing::TempDir() + "/redis-router-test-pw";
   std::ofstream(pw) << "hunter2\n";
+  std::filesystem::permissions(pw, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   auto withpw = TierUrl::Parse("redis://h:1?password_file=" + pw + "&user=alice");
   ASSERT_TRUE(withpw.ok());
   auto p = ParseRedisOptions(*withpw);
