@@ -274,6 +274,10 @@ Status ShmPool::CheckFile(bool check_name) const {
 // ---------------------------------------------------------------- the lock
 
 Status ShmPool::Lock() {
+  if (::getpid() != pid_) {  // pins and reservations carry the opener's pid: a forked child would forge them
+    return Status::IOError(path_ + " was opened by process " + std::to_string(pid_) +
+                           "; a child of fork() must open the pool itself");
+  }
   const int r = pthread_mutex_lock(&hdr_->mu);
   if (r == 0) return Status::OK();
   if (r == EOWNERDEAD) {  // the holder died: its half-done change is undone by rebuilding from the slots
