@@ -28,6 +28,16 @@ using shm::Slot;
 
 constexpr uint64_t kHashBlock = 256ull << 10;  // hashed, then copied while still in this core's cache
 
+// Orders a lock-free reader's copy before its re-check of the slot's state word (a seqlock's read side).
+// GCC's TSan does not support thread fences; it gets a compiler barrier (x86 keeps loads in order).
+inline void ReadFence() {
+#if defined(__SANITIZE_THREAD__)
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#else
+  std::atomic_thread_fence(std::memory_order_acquire);
+#endif
+}
+
 uint64_t PiecesOf(uint64_t bytes) { return std::max<uint64_t>(1, (bytes + kPieceBytes - 1) / kPieceBytes); }
 uint64_t TableBytes(uint64_t bytes) { return (PiecesOf(bytes) * 8 + 63) / 64 * 64; }
 
@@ -361,7 +371,7 @@ void ShmTier::ReadBatch(std::span<ReadOp> ops) {
   }
   VerifyAll(held, ops);
   if (ro) {
-    std::atomic_thread_fence(std::memory_order_acquire);
+    ReadFence();
   } else {
     Release(held);
   }
@@ -465,7 +475,7 @@ Status ShmTier::Check(const ChunkInfo& info) {
   }
   VerifyAll({&h, 1}, {});
   if (ro) {
-    std::atomic_thread_fence(std::memory_order_acquire);
+    ReadFence();
     if (pool_->slot(h.s).word.load(std::memory_order_acquire) != h.word) {
       return Status::NotFound(url_ + ": chunk " + info.id.key.Hex() + " went away");
     }

@@ -256,7 +256,7 @@ TEST_F(ShmTest, HostileFilesAreRefusedAndNeverWritten) {
     refuse("foreign", "not a kvtier shm pool");
   }
   {  // made by kvtier, then damaged in various ways (copies of a real pool)
-    auto t = Open(Url("good"));
+    auto t = Open(Url("good", "2MiB"));
     ASSERT_NE(t, nullptr);
     ASSERT_TRUE(PutChunk(*t, 1).ok());
     t.reset();
@@ -285,7 +285,7 @@ TEST_F(ShmTest, HostileFilesAreRefusedAndNeverWritten) {
     EXPECT_EQ(FileHash(PoolPath("good")), XXH3_64bits(good.data(), good.size()));
   }
   {  // truncated or replaced under an open pool: the pool refuses further use
-    auto t = Open(Url("under"));
+    auto t = Open(Url("under", "2MiB"));
     ASSERT_NE(t, nullptr);
     ASSERT_TRUE(PutChunk(*t, 2).ok());
     const std::string path = PoolPath("under");
@@ -297,7 +297,7 @@ TEST_F(ShmTest, HostileFilesAreRefusedAndNeverWritten) {
     EXPECT_TRUE(s.code() == Code::kIOError && s.message().find("replaced") != std::string::npos) << s.ToString();
     EXPECT_EQ(FileHash(path), replacement);
     t.reset();
-    auto u = Open(Url("under2"));
+    auto u = Open(Url("under2", "2MiB"));
     ASSERT_NE(u, nullptr);
     ASSERT_EQ(::truncate(PoolPath("under2").c_str(), 8192), 0);
     bool wrong = false;
@@ -348,7 +348,7 @@ TEST_F(ShmTest, BorrowIsVerifiedAndPinnedAgainstEviction) {
 }
 
 TEST_F(ShmTest, ListLooksAndRemoveRemovesOnlyPools) {
-  auto t = Open(Url("listed"));
+  auto t = Open(Url("listed", "2MiB"));
   ASSERT_NE(t, nullptr);
   ASSERT_TRUE(PutChunk(*t, 1).ok());
   std::ofstream(PoolPath("junk")) << "not a pool";
