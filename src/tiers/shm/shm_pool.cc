@@ -221,6 +221,15 @@ Result<std::unique_ptr<ShmPool>> ShmPool::Map(int fd, const std::string& path, c
   pool->base_ = static_cast<std::byte*>(p);
   pool->hdr_ = reinterpret_cast<PoolHeader*>(p);
   KVTIER_RETURN_IF_ERROR(pool->Validate(pool->map_bytes_));
+  if (spec.populate) {  // fill this process's page tables now (and commit the pool's memory), not at first touch
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#define MADV_POPULATE_WRITE 23
+#endif
+    if (::madvise(p, pool->map_bytes_, spec.read_only ? MADV_POPULATE_READ : MADV_POPULATE_WRITE) != 0) {
+      return Status::IOError(Err("populate " + path + " (populate= needs Linux 5.14)"));
+    }
+  }
   const PoolHeader& h = *pool->hdr_;
   pool->slots_ = reinterpret_cast<Slot*>(pool->base_ + h.slots_off);
   pool->index_ = reinterpret_cast<std::atomic<uint32_t>*>(pool->base_ + h.index_off);

@@ -27,6 +27,7 @@ struct PoolSpec {
   uint64_t page_bytes = 64ull << 10;
   long group = -1;             // gid the file is shared with (mode 0660); -1: mode 0600
   bool read_only = false;
+  bool populate = false;       // map with MAP_POPULATE: page tables filled at open, no faults on first reads
 };
 
 // "kvtier-shm-NAME": the file name of pool NAME; InvalidArgument for a name that is not allowed.

@@ -140,6 +140,20 @@ TEST_F(ShmTest, EightProcessesOverlappingKeysByteExactOrMiss) {
   ExpectRecovered(*tier);
 }
 
+TEST_F(ShmTest, PopulateAndUnverifiedReadsStillExact) {
+  auto writer = Open(Url("opts", "4MiB") + "&populate=1");
+  ASSERT_NE(writer, nullptr);
+  for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(PutChunk(*writer, i).ok());
+  auto plain = Open("shm://opts?dir=" + dir_ + "&verify=false");  // same pool, a second opener
+  ASSERT_NE(plain, nullptr);
+  bool wrong = false;
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_TRUE(GetChecked(*plain, i, &wrong).ok()) << i;
+  EXPECT_FALSE(wrong);
+  ASSERT_TRUE(internal::CorruptShmChunkForTesting(*writer, IdOf(1)).ok());
+  EXPECT_TRUE(GetChecked(*writer, 1, &wrong).IsCorruption()) << "the verifying opener still checks";
+  EXPECT_FALSE(OpenTier("shm://opts?dir=" + dir_ + "&page=4096").ok()) << "another page size is refused";
+}
+
 TEST_F(ShmTest, KillCyclesLeaveNoWrongBytesNoLeakNoLock) {
   const std::string url = Url("kill", "8MiB");
   auto tier = Open(url);
