@@ -11,6 +11,16 @@
 #include "tiers/shm/shm_pool.h"
 
 namespace kvtier::internal {
+namespace {
+
+// A pool shared with a group (group=) is looked at as that group's pool: mode 0660 is then expected.
+long GroupOf(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || (st.st_mode & 0070) == 0) return -1;
+  return static_cast<long>(st.st_gid);
+}
+
+}  // namespace
 
 Result<std::vector<ShmPoolInfo>> ListShmPools(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
@@ -34,6 +44,7 @@ Result<std::vector<ShmPoolInfo>> ListShmPools(const std::string& dir) {
     spec.name = info.name;
     spec.dir = dir;
     spec.read_only = true;
+    spec.group = GroupOf(info.path);
     auto pool = shm::ShmPool::Open(spec);
     if (!pool.ok()) {
       info.status = pool.status();
@@ -61,6 +72,8 @@ Status RemoveShmPool(const std::string& dir, const std::string& name) {
   spec.name = name;
   spec.dir = dir;
   spec.read_only = true;
+  KVTIER_ASSIGN_OR_RETURN(const std::string file, shm::PoolFileName(name));
+  spec.group = GroupOf(dir + "/" + file);
   KVTIER_ASSIGN_OR_RETURN(auto pool, shm::ShmPool::Open(spec));  // only a kvtier pool of this user
   const std::string path = pool->path();
   pool.reset();
