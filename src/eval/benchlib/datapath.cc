@@ -382,6 +382,7 @@ Status RunSharedMemory(const DatapathConfig& c, const TierUrl& url, ReadArea* ar
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTier(url.ToString()));
   Progress(c, "  reading in process " + std::to_string(::getpid()) + ", the pool mapped afresh");
   Status s = RunMemory(c, *tier, area, r);
+  r->target.cold_method = "in-memory, written by another process";
   RemoveObjectChunks(*tier, *area);
   return s;
 }

@@ -266,6 +266,11 @@ Status ShmTier::HoldLockFree(const ChunkId& id, uint64_t dst_bytes, Held* h) {
 }
 
 bool ShmTier::LoadTable(Held* h) const {
+  // A slot whose length does not fit its own pages (a damaged pool) is corrupt, never sized from.
+  if (h->bytes > kMaxChunkPayload || h->pages > pool_->page_count() ||
+      TableBytes(h->bytes) + h->bytes > h->pages * pool_->page_bytes()) {
+    return false;
+  }
   h->sums.assign(PiecesOf(h->bytes), 0);
   auto* to = reinterpret_cast<std::byte*>(h->sums.data());
   const auto runs = pool_->Runs(h->first, h->pages, 0, h->sums.size() * 8);
