@@ -113,7 +113,7 @@ uint64_t UnitMultiplier(std::string unit) {
 // Tier paths are absolute or empty: a relative one would depend on the working directory and "~" is
 // not expanded here (it would create a folder named "~").
 // Schemes whose path is not a directory: a node list (redis://host:port,...), a pool or a bucket.
-bool PathIsNodeList(const std::string& scheme) { return scheme == "redis" || scheme == "rados" || scheme == "s3"; }
+bool PathIsNodeList(const std::string& scheme) { return scheme == "redis" || scheme == "rados" || scheme == "s3" || scheme == "shm"; }
 
 Status CheckAbsolute(const std::string& scheme, const std::string& path) {
   if (path.empty() || path[0] == '/' || PathIsNodeList(scheme)) return Status::OK();

@@ -8,11 +8,13 @@
 #include "tiers/rados/rados_client.h"
 #include "tiers/redis/redis_client.h"
 #include "tiers/s3/s3_client.h"
+#include "tiers/shm/shm_tier.h"
 
 namespace kvtier::internal {
 
 void RegisterBuiltinTiers(const RegisterFn& add) {
   add("mem", [](const TierUrl& url, const TierOpenOptions& open) { return OpenMemTier(url, open); });
+  add("shm", [](const TierUrl& url, const TierOpenOptions& open) { return OpenShmTier(url, open); });
   add("fs", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFsTier(url, open); });
   add("file", [](const TierUrl& url, const TierOpenOptions& open) { return OpenFileTier(url, open); });
   add("redis", object::ObjectTierFactory(redis::OpenRedisObjectClient, redis::RedisUrlOptionNames()));

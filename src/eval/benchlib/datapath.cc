@@ -1,6 +1,7 @@
 #include "eval/benchlib/datapath.h"
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -345,6 +346,47 @@ void RemoveObjectChunks(Tier& tier, const ReadArea& area) {
   for (uint64_t i = 0; i < area.chunks(); ++i) (void)tier.Remove(area.id(i));
 }
 
+// shm:// is shared between processes, so it is measured as it is used: a child process (fork) writes
+// the chunks into the pool and exits; this process maps the pool afresh and reads what the child wrote.
+// The bench's chunks are removed from the pool afterwards (the pool itself stays; `kvtier shm remove`).
+Status RunSharedMemory(const DatapathConfig& c, const TierUrl& url, ReadArea* area, DatapathResult* r) {
+  int fds[2];
+  if (::pipe(fds) != 0) return Status::FromErrno(errno, "pipe");
+  const pid_t child = ::fork();
+  if (child < 0) return Status::FromErrno(errno, "fork");
+  if (child == 0) {
+    ::close(fds[0]);
+    PhaseResult out;
+    bool ok = false;
+    {
+      auto tier = OpenTier(url.ToString());
+      if (tier.ok()) {
+        auto written = WritePass(**tier, *area);
+        ok = written.ok();
+        if (ok) out = *written;
+      }
+    }
+    const bool sent = ::write(fds[1], &ok, sizeof(ok)) == sizeof(ok) && ::write(fds[1], &out, sizeof(out)) == sizeof(out);
+    ::_exit(sent && ok ? 0 : 1);
+  }
+  ::close(fds[1]);
+  bool ok = false;
+  PhaseResult written;
+  const bool got = ::read(fds[0], &ok, sizeof(ok)) == sizeof(ok) && ::read(fds[0], &written, sizeof(written)) == sizeof(written);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!got || !ok) return Status::IOError("the writer process (pid " + std::to_string(child) + ") failed to write " + url.ToString());
+  r->write = written;
+  Progress(c, "  write (process " + std::to_string(child) + "): " + GbpsText(r->write.BytesPerSecond()));
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTier(url.ToString()));
+  Progress(c, "  reading in process " + std::to_string(::getpid()) + ", the pool mapped afresh");
+  Status s = RunMemory(c, *tier, area, r);
+  r->target.cold_method = "in-memory, written by another process";
+  RemoveObjectChunks(*tier, *area);
+  return s;
+}
+
 }  // namespace
 
 Result<DatapathPlan> PlanDatapath(const DatapathConfig& c) {
@@ -409,7 +451,9 @@ Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
     if (ec) return Status::FromErrno(ec.value(), "create " + plan.bench_dir);
   }
   Status s;
-  {
+  if (url.scheme == "shm") {
+    s = RunSharedMemory(c, url, &area, &r);
+  } else {
     bool swept = true;
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier,
                             OpenTierForPass(url, plan.inflight.front(), &swept));

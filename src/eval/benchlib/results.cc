@@ -189,7 +189,8 @@ std::string FormatSummary(const DatapathResult& r) {
   std::string out;
   char line[256];
   out += "target " + r.target.url + " (" + (r.target.persistent ? "persistent" : "volatile") + ", " +
-         (r.target.shared ? "shared across hosts" : "local") + ", cold reads: " +
+         (!r.target.shared ? "local" : r.target.scheme == "shm" ? "shared by this host's processes" : "shared across hosts") +
+         ", cold reads: " +
          (r.target.cold ? r.target.cold_method : "NO, page cache may serve reads") + ")\n";
   out += "model " + r.model_preset + ": " + r.layout + " = " + FormatBytes(r.chunk_bytes) +
          " per chunk; " + std::to_string(r.write.chunks) + " chunks, " + FormatBytes(r.write.bytes) +

@@ -17,7 +17,7 @@
 #include "core/latency.h"
 #include "core/thread_annotations.h"
 #include "core/tier_counters.h"
-#include "tiers/mem/copy_pool.h"
+#include "core/copy_pool.h"
 #include "tiers/mem/mem_index.h"
 #include "tiers/mem/page_arena.h"
 

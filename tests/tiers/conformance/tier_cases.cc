@@ -7,6 +7,7 @@
 #include "tiers/file/file_tier.h"
 #include "tiers/fs/fs_tier.h"
 #include "tiers/mem/mem_tier.h"
+#include "tiers/shm/shm_tier.h"
 #include "core/chunk_format.h"
 #include "tiers/object/object_names.h"
 #include "tiers/redis/redis_harness.h"
@@ -138,6 +139,13 @@ const std::vector<TierCase>& TierCases() {
        },
        [](Tier& tier, const std::string&, const ChunkId& id) {
          return internal::CorruptMemChunkForTesting(tier, id);
+       }},
+      {"shm",  // the pool file in the test's directory (dir=), so it goes with it
+       [](const std::string& dir, uint64_t cap) {
+         return "shm://conformance?dir=" + dir + "&capacity=" + std::to_string(cap) + "&page=256";
+       },
+       [](Tier& tier, const std::string&, const ChunkId& id) {
+         return internal::CorruptShmChunkForTesting(tier, id);
        }},
       {"file",
        [](const std::string& dir, uint64_t cap) {

@@ -14,7 +14,7 @@
 
 #include "kvtier/store.h"
 #include "kvtier/tier.h"
-#include "tiers/mem/copy_pool.h"
+#include "core/copy_pool.h"
 #include "store/store_fixture.h"
 
 namespace kvtier {

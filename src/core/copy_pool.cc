@@ -1,4 +1,4 @@
-#include "tiers/mem/copy_pool.h"
+#include "core/copy_pool.h"
 
 #include "core/threads.h"
 

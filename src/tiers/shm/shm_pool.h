@@ -1,0 +1,124 @@
+// ShmPool: one shm:// pool file mapped into this process: opening (create-then-link, or validate an
+// existing file), the robust pool lock with its repair pass, and the slot, page, index and pin
+// operations the tier builds on. Every *Locked method REQUIRES the pool lock (a PoolLock in scope).
+//
+// Thread-safety: the lock serialises threads of this process and of every other process mapping the pool.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvtier/status.h"
+#include "kvtier/tier.h"
+#include "tiers/shm/shm_layout.h"
+
+namespace kvtier::internal::shm {
+
+struct PoolSpec {
+  std::string name;            // [A-Za-z0-9._-], 1 to 64 characters, not starting with '.'
+  std::string dir = "/dev/shm";
+  bool hugetlbfs = false;      // dir must be a hugetlbfs mount (hugepages=DIR)
+  uint64_t capacity = 0;       // 0: open an existing pool at its own bound
+  uint64_t page_bytes = 64ull << 10;
+  long group = -1;             // gid the file is shared with (mode 0660); -1: mode 0600
+  bool read_only = false;
+  bool populate = false;       // map with MAP_POPULATE: page tables filled at open, no faults on first reads
+};
+
+// "kvtier-shm-NAME": the file name of pool NAME; InvalidArgument for a name that is not allowed.
+Result<std::string> PoolFileName(const std::string& name);
+
+// Start time of process `pid` (field 22 of /proc/PID/stat); 0 when it is gone or a zombie.
+uint64_t ProcessStartTime(pid_t pid);
+
+class ShmPool {
+ public:
+  static Result<std::unique_ptr<ShmPool>> Open(const PoolSpec& spec);
+  ~ShmPool();
+  ShmPool(const ShmPool&) = delete;
+  ShmPool& operator=(const ShmPool&) = delete;
+
+  const std::string& path() const { return path_; }
+  PoolHeader& header() const { return *hdr_; }
+  bool read_only() const { return read_only_; }
+  uint64_t page_bytes() const { return hdr_->page_bytes; }
+  uint64_t page_count() const { return hdr_->page_count; }
+  uint64_t slot_count() const { return hdr_->slot_count; }
+  Slot& slot(uint32_t s) const { return slots_[s]; }
+
+  // IOError when the file under the pool's name is no longer the file this process mapped, or has
+  // been cut short: nothing may then be read or written through the mapping.
+  Status CheckFile(bool check_name) const;
+
+  // The pool lock. Lock() repairs the pool when the previous holder died holding it.
+  Status Lock();
+  void Unlock();
+
+  // --- REQUIRES the lock ---
+  // A free slot owning `pages` pages in state kReserved by this process, evicting and reclaiming as
+  // needed; NoSpace when the bound (or pinned chunks) leave no room.
+  Result<uint32_t> ReserveLocked(uint64_t pages);
+  // Publishes a kReserved slot of this process whose fields are set; false (and the slot freed) when
+  // another copy of the same chunk was published first.
+  bool PublishLocked(uint32_t s);
+  uint32_t FindLocked(const ChunkId& id) const;
+  void RemoveLocked(uint32_t s);  // a published slot: out of the index; freed now, or by its last reader
+  void FreeLocked(uint32_t s);    // back to kFree with its pages
+  bool PinLocked(uint32_t s);     // false: no pin record free
+  void UnpinLocked(uint32_t s);
+  bool EvictOneLocked();
+  // Takes back reservations and pins of processes that are gone; returns how many.
+  uint64_t ReclaimDeadLocked();
+  void RepairLocked();  // rebuilds every derived structure from the slots and pin records
+  // Lowers (or raises, up to the arena) the bound and evicts down to it.
+  void SetCapacityLocked(uint64_t bytes);
+
+  // --- no lock needed while the slot is pinned or reserved by this process ---
+  // The runs of bytes [offset, offset + len) of a chunk stored from `first_page` over its page chain.
+  // Empty when the chain leaves the arena (only possible for a lock-free reader racing a writer).
+  std::vector<std::span<std::byte>> Runs(uint32_t first_page, uint64_t pages, uint64_t offset, uint64_t len) const;
+
+  static void SetId(Slot& x, const ChunkId& id);
+  static bool SameId(const Slot& x, const ChunkId& id);
+  static ChunkId IdOf(const Slot& x);
+
+  pid_t pid() const { return pid_; }
+
+ private:
+  ShmPool() = default;
+  static Result<std::unique_ptr<ShmPool>> Map(int fd, const std::string& path, const PoolSpec& spec);
+  static Status Create(const PoolSpec& spec, const std::string& path);
+  void InitFresh(const Geometry& g, uint64_t capacity);
+  Status Validate(uint64_t file_size) const;
+  uint64_t HashId(const ChunkId& id) const;
+  uint64_t HashSlot(uint32_t s) const;
+  void IndexInsertLocked(uint32_t s);
+  void IndexEraseLocked(uint32_t s);
+  bool TakePagesLocked(uint64_t pages, uint32_t* first);
+  void SetBits(uint32_t first, uint64_t pages, bool on);
+  bool Alive(uint64_t pid, uint64_t start) const;
+
+  std::string path_;
+  int fd_ = -1;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  bool read_only_ = false;
+  pid_t pid_ = 0;
+  uint64_t start_ = 0;
+  std::byte* base_ = nullptr;
+  uint64_t map_bytes_ = 0;
+  PoolHeader* hdr_ = nullptr;
+  Slot* slots_ = nullptr;
+  std::atomic<uint32_t>* index_ = nullptr;
+  std::atomic<uint64_t>* bitmap_ = nullptr;
+  std::atomic<uint32_t>* next_ = nullptr;
+  PinRecord* pins_ = nullptr;
+  std::byte* arena_ = nullptr;
+};
+
+}  // namespace kvtier::internal::shm

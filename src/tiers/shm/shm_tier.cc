@@ -1,0 +1,633 @@
+#include "tiers/shm/shm_tier.h"
+
+#include <grp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/chunk_format.h"
+#include "core/copy_pool.h"
+#include "core/latency.h"
+#include "core/stream_copy.h"
+#include "core/tier_counters.h"
+#include "core/xxh3.h"
+#include "tiers/shm/shm_pool.h"
+
+namespace kvtier::internal {
+namespace {
+
+using shm::kNone;
+using shm::kPieceBytes;
+using shm::ShmPool;
+using shm::Slot;
+
+constexpr uint64_t kHashBlock = 256ull << 10;  // hashed, then copied while still in this core's cache
+
+// Orders a lock-free reader's copy before its re-check of the slot's state word (a seqlock's read side).
+// GCC's TSan does not support thread fences; it gets a compiler barrier (x86 keeps loads in order).
+inline void ReadFence() {
+#if defined(__SANITIZE_THREAD__)
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#else
+  std::atomic_thread_fence(std::memory_order_acquire);
+#endif
+}
+
+uint64_t PiecesOf(uint64_t bytes) { return std::max<uint64_t>(1, (bytes + kPieceBytes - 1) / kPieceBytes); }
+uint64_t TableBytes(uint64_t bytes) { return (PiecesOf(bytes) * 8 + 63) / 64 * 64; }
+
+// The RAII form of the pool lock; ok() false when the lock is unusable.
+class PoolLock {
+ public:
+  explicit PoolLock(ShmPool& p) : pool_(p), status_(p.Lock()) {}
+  ~PoolLock() {
+    if (status_.ok()) pool_.Unlock();
+  }
+  const Status& status() const { return status_; }
+  PoolLock(const PoolLock&) = delete;
+  PoolLock& operator=(const PoolLock&) = delete;
+
+ private:
+  ShmPool& pool_;
+  Status status_;
+};
+
+// A chunk held for reading: pinned (read-write openers) or observed at `word` (lock-free readers).
+struct Held {
+  uint32_t s = kNone;
+  uint64_t word = 0;
+  uint32_t first = 0;
+  uint64_t pages = 0, bytes = 0, table_sum = 0;
+  std::vector<uint64_t> sums;
+  bool bad = false;
+};
+
+class ShmTier final : public Tier {
+ public:
+  ShmTier(std::string url, std::unique_ptr<ShmPool> pool, unsigned threads, bool verify)
+      : url_(std::move(url)), pool_(std::move(pool)), threads_(threads), verify_(verify) {}
+
+  const std::string& url() const override { return url_; }
+  TierCapabilities capabilities() const override {
+    TierCapabilities c;
+    c.in_memory = true;
+    c.persistent = true;  // the pool outlives this process (not a reboot)
+    c.shared = true;
+    c.read_only = pool_->read_only();
+    return c;
+  }
+
+  bool Contains(const ChunkId& id) override {
+    if (pool_->read_only()) return FindLockFree(id) != kNone;
+    if (!pool_->CheckFile(false).ok()) return false;
+    PoolLock lock(*pool_);
+    return lock.status().ok() && pool_->FindLocked(id) != kNone;
+  }
+  Status Put(const ChunkId& id, GatherList payload) override;
+  Status Get(const ChunkId& id, ScatterList dst) override {
+    ScopedLatency timer(&counters_.get_latency);
+    ReadOp op{id, dst, Status::OK()};
+    ReadBatch({&op, 1});
+    return op.status;
+  }
+  void GetMany(std::span<ReadOp> ops) override {
+    const auto start = std::chrono::steady_clock::now();
+    ReadBatch(ops);
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    for (size_t i = 0; i < ops.size(); ++i) counters_.get_latency.Record(us);
+  }
+  Result<BorrowedChunk> Borrow(const ChunkId& id) override;
+  Status Remove(const ChunkId& id) override;
+  Status List(const std::function<bool(const ChunkInfo&)>& fn) override;
+  Status Check(const ChunkInfo& info) override;
+  TierStats Stats() const override;
+
+  ShmPool& pool() { return *pool_; }
+
+ private:
+  uint32_t FindLockFree(const ChunkId& id) const;
+  // Pins (or, read-only, observes) the chunk for a read of `dst_bytes` (UINT64_MAX: any size).
+  Status HoldLocked(const ChunkId& id, uint64_t dst_bytes, Held* h);
+  Status HoldLockFree(const ChunkId& id, uint64_t dst_bytes, Held* h);
+  // Reads and checks the piece-checksum table; false when it fails its own checksum.
+  bool LoadTable(Held* h) const;
+  // Hashes piece `i` of a held chunk and, with `dst`, copies it there; true when it matches its sum.
+  bool Piece(const Held& h, uint64_t i, ScatterList dst) const;
+  // Verifies every piece of the held chunks (copying into the ops' destinations when given) on the copy threads.
+  void VerifyAll(std::span<Held> held, std::span<ReadOp> ops);
+  void Release(std::span<Held> held);  // unpins; removes chunks that failed verification
+  void ReadBatch(std::span<ReadOp> ops);
+  CopyPool* Pool() {
+    std::call_once(pool_once_, [this] { copy_pool_ = std::make_unique<CopyPool>(threads_ - 1); });
+    return copy_pool_.get();
+  }
+
+  const std::string url_;
+  const std::unique_ptr<ShmPool> pool_;
+  const unsigned threads_;
+  const bool verify_;  // false (verify=false): reads copy without checking the piece checksums
+  std::once_flag pool_once_;
+  std::unique_ptr<CopyPool> copy_pool_;
+  TierCounters counters_;
+};
+
+Status ShmTier::Put(const ChunkId& id, GatherList payload) {
+  if (pool_->read_only()) return Status::NotSupported(url_ + " is open read-only");
+  const uint64_t bytes = TotalBytes(payload);
+  const uint64_t table = TableBytes(bytes), pb = pool_->page_bytes();
+  const uint64_t pages = (table + bytes + pb - 1) / pb;
+  if (bytes > kMaxChunkPayload || pages * pb > pool_->header().capacity_bytes.load(std::memory_order_relaxed)) {
+    counters_.put_errors.fetch_add(1, std::memory_order_relaxed);
+    return Status::NoSpace(url_ + ": a chunk of " + FormatBytes(bytes) + " can never fit in capacity " +
+                           FormatBytes(pool_->header().capacity_bytes.load(std::memory_order_relaxed)));
+  }
+  KVTIER_RETURN_IF_ERROR(pool_->CheckFile(true));
+  uint32_t s;
+  {
+    PoolLock lock(*pool_);
+    KVTIER_RETURN_IF_ERROR(lock.status());
+    if (const uint32_t old = pool_->FindLocked(id); old != kNone) {  // one copy per key
+      pool_->slot(old).ref.store(1, std::memory_order_relaxed);
+      return Status::OK();
+    }
+    auto r = pool_->ReserveLocked(pages);
+    if (!r.ok()) {
+      counters_.put_errors.fetch_add(1, std::memory_order_relaxed);
+      return r.status();
+    }
+    s = *r;
+  }
+  // The pages are this writer's alone until published: the bytes and checksums go in without the lock.
+  Slot& x = pool_->slot(s);
+  const uint64_t pg = x.pages.load(std::memory_order_relaxed);
+  const uint32_t first = static_cast<uint32_t>(pg);
+  std::vector<uint64_t> sums(PiecesOf(bytes));
+  std::vector<std::span<const std::byte>> sub;
+  for (uint64_t i = 0; i < sums.size(); ++i) {
+    const uint64_t off = i * kPieceBytes, len = std::min(kPieceBytes, bytes - std::min(bytes, off));
+    SubList(payload, off, len, sub);
+    sums[i] = PayloadChecksum(GatherList(sub));
+    uint64_t at = 0;
+    for (const auto& run : pool_->Runs(first, pages, table + off, len)) {
+      std::vector<std::span<const std::byte>> part;
+      SubList(GatherList(sub), at, run.size(), part);
+      std::byte* to = run.data();
+      for (const auto& p : part) {
+        StreamCopy(to, p.data(), p.size());
+        to += p.size();
+      }
+      at += run.size();
+    }
+  }
+  std::byte* t = reinterpret_cast<std::byte*>(sums.data());
+  uint64_t left = sums.size() * 8;
+  for (const auto& run : pool_->Runs(first, pages, 0, left)) {
+    std::memcpy(run.data(), t, run.size());
+    t += run.size();
+  }
+  const uint64_t table_sum = XXH3_64bits(sums.data(), sums.size() * 8);
+  PoolLock lock(*pool_);
+  KVTIER_RETURN_IF_ERROR(lock.status());
+  ShmPool::SetId(x, id);
+  x.bytes.store(bytes, std::memory_order_relaxed);
+  x.table_sum.store(table_sum, std::memory_order_relaxed);
+  if (pool_->PublishLocked(s)) {  // one store makes it visible: bytes, sums and identity are in place
+    counters_.puts.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes_written.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  return Status::OK();
+}
+
+uint32_t ShmTier::FindLockFree(const ChunkId& id) const {
+  for (uint64_t i = 0; i < pool_->slot_count(); ++i) {
+    const Slot& x = pool_->slot(static_cast<uint32_t>(i));
+    if (shm::StateOf(x.word.load(std::memory_order_acquire)) == shm::kPublished && ShmPool::SameId(x, id)) {
+      return static_cast<uint32_t>(i);
+    }
+  }
+  return kNone;
+}
+
+Status ShmTier::HoldLocked(const ChunkId& id, uint64_t dst_bytes, Held* h) {
+  const uint32_t s = pool_->FindLocked(id);
+  if (s == kNone) {
+    counters_.misses.fetch_add(1, std::memory_order_relaxed);
+    return Status::NotFound(url_ + ": no chunk " + id.key.Hex());
+  }
+  Slot& x = pool_->slot(s);
+  const uint64_t bytes = x.bytes.load(std::memory_order_relaxed);
+  if (dst_bytes != UINT64_MAX && dst_bytes != bytes) {
+    return Status::InvalidArgument(url_ + ": destination holds " + std::to_string(dst_bytes) + " bytes, chunk has " +
+                                   std::to_string(bytes));
+  }
+  const uint64_t layout = x.layout.load(std::memory_order_relaxed);
+  if (id.layout_fingerprint != 0 && layout != 0 && id.layout_fingerprint != layout) {
+    pool_->RemoveLocked(s);
+    counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
+    counters_.misses.fetch_add(1, std::memory_order_relaxed);
+    return Status::Corruption(url_ + ": chunk " + id.key.Hex() + " has another layout (removed)");
+  }
+  if (!pool_->PinLocked(s)) {
+    counters_.misses.fetch_add(1, std::memory_order_relaxed);
+    return Status::NotFound(url_ + ": chunk " + id.key.Hex() + " not readable now (every pin record is taken)");
+  }
+  x.ref.store(1, std::memory_order_relaxed);
+  const uint64_t pg = x.pages.load(std::memory_order_relaxed);
+  h->s = s;
+  h->word = x.word.load(std::memory_order_relaxed);
+  h->first = static_cast<uint32_t>(pg);
+  h->pages = pg >> 32;
+  h->bytes = bytes;
+  h->table_sum = x.table_sum.load(std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status ShmTier::HoldLockFree(const ChunkId& id, uint64_t dst_bytes, Held* h) {
+  const uint32_t s = FindLockFree(id);
+  const Slot& x = pool_->slot(s == kNone ? 0 : s);
+  const uint64_t word = s == kNone ? 0 : x.word.load(std::memory_order_acquire);
+  if (s == kNone || shm::StateOf(word) != shm::kPublished) {
+    counters_.misses.fetch_add(1, std::memory_order_relaxed);
+    return Status::NotFound(url_ + ": no chunk " + id.key.Hex());
+  }
+  const uint64_t bytes = x.bytes.load(std::memory_order_relaxed);
+  if (dst_bytes != UINT64_MAX && dst_bytes != bytes) {
+    return Status::InvalidArgument(url_ + ": destination holds " + std::to_string(dst_bytes) + " bytes, chunk has " +
+                                   std::to_string(bytes));
+  }
+  const uint64_t pg = x.pages.load(std::memory_order_relaxed);
+  *h = Held{s, word, static_cast<uint32_t>(pg), pg >> 32, bytes, x.table_sum.load(std::memory_order_relaxed), {}, false};
+  return Status::OK();
+}
+
+bool ShmTier::LoadTable(Held* h) const {
+  // A slot whose length does not fit its own pages (a damaged pool) is corrupt, never sized from.
+  if (h->bytes > kMaxChunkPayload || h->pages > pool_->page_count() ||
+      TableBytes(h->bytes) + h->bytes > h->pages * pool_->page_bytes()) {
+    return false;
+  }
+  h->sums.assign(PiecesOf(h->bytes), 0);
+  auto* to = reinterpret_cast<std::byte*>(h->sums.data());
+  const auto runs = pool_->Runs(h->first, h->pages, 0, h->sums.size() * 8);
+  if (runs.empty()) return false;
+  for (const auto& run : runs) {
+    std::memcpy(to, run.data(), run.size());
+    to += run.size();
+  }
+  return XXH3_64bits(h->sums.data(), h->sums.size() * 8) == h->table_sum;
+}
+
+bool ShmTier::Piece(const Held& h, uint64_t i, ScatterList dst) const {
+  const uint64_t off = i * kPieceBytes, len = std::min(kPieceBytes, h.bytes - std::min(h.bytes, off));
+  const auto runs = pool_->Runs(h.first, h.pages, TableBytes(h.bytes) + off, len);
+  if (runs.empty() && len > 0) return false;
+  std::vector<std::span<std::byte>> out;
+  if (!dst.empty()) SubList(dst, off, len, out);
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  size_t oi = 0, oat = 0;
+  for (const auto& run : runs) {
+    for (uint64_t at = 0; at < run.size();) {
+      const uint64_t n = std::min<uint64_t>(kHashBlock, run.size() - at);
+      const std::byte* src = run.data() + at;
+      if (verify_ || out.empty()) XXH3_64bits_update(&state, src, n);
+      for (uint64_t done = 0; done < n && oi < out.size();) {  // the same block into the destination pieces
+        const uint64_t m = std::min<uint64_t>(n - done, out[oi].size() - oat);
+        StreamCopy(out[oi].data() + oat, src + done, m);
+        done += m;
+        oat += m;
+        if (oat == out[oi].size()) {
+          ++oi;
+          oat = 0;
+        }
+      }
+      at += n;
+    }
+  }
+  return (!verify_ && !out.empty()) || XXH3_64bits_digest(&state) == h.sums[i];
+}
+
+void ShmTier::VerifyAll(std::span<Held> held, std::span<ReadOp> ops) {
+  struct Task {
+    uint32_t h;
+    uint64_t piece;
+  };
+  std::vector<Task> tasks;
+  uint64_t total = 0;
+  for (size_t k = 0; k < held.size(); ++k) {
+    if (held[k].s == kNone) continue;
+    if (!LoadTable(&held[k])) {
+      held[k].bad = true;
+      continue;
+    }
+    total += held[k].bytes;
+    for (uint64_t i = 0; i < held[k].sums.size(); ++i) tasks.push_back(Task{static_cast<uint32_t>(k), i});
+  }
+  std::vector<char> bad(tasks.size(), 0);
+  const std::function<void(size_t)> run = [&](size_t t) {
+    const Held& h = held[tasks[t].h];
+    bad[t] = !Piece(h, tasks[t].piece, ops.empty() ? ScatterList{} : ops[tasks[t].h].dst);
+  };
+  if (threads_ <= 1 || tasks.size() < 2 || total < 4 * kPieceBytes) {
+    for (size_t t = 0; t < tasks.size(); ++t) run(t);
+  } else {
+    Pool()->Run(tasks.size(), run);
+  }
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    if (bad[t]) held[tasks[t].h].bad = true;
+  }
+}
+
+void ShmTier::Release(std::span<Held> held) {
+  PoolLock lock(*pool_);
+  if (!lock.status().ok()) return;
+  for (const Held& h : held) {
+    if (h.s == kNone) continue;
+    Slot& x = pool_->slot(h.s);
+    if (h.bad && x.word.load(std::memory_order_relaxed) == h.word) pool_->RemoveLocked(h.s);
+    pool_->UnpinLocked(h.s);
+  }
+}
+
+void ShmTier::ReadBatch(std::span<ReadOp> ops) {
+  std::vector<Held> held(ops.size());
+  auto zero = [](ScatterList dst) {
+    for (const auto& piece : dst) std::memset(piece.data(), 0, piece.size());
+  };
+  if (Status s = pool_->CheckFile(false); !s.ok()) {
+    for (ReadOp& op : ops) {
+      zero(op.dst);
+      op.status = s;
+    }
+    return;
+  }
+  const bool ro = pool_->read_only();
+  if (ro) {
+    for (size_t i = 0; i < ops.size(); ++i) ops[i].status = HoldLockFree(ops[i].id, TotalBytes(ops[i].dst), &held[i]);
+  } else {
+    PoolLock lock(*pool_);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      ops[i].status = lock.status().ok() ? HoldLocked(ops[i].id, TotalBytes(ops[i].dst), &held[i]) : lock.status();
+    }
+  }
+  VerifyAll(held, ops);
+  if (ro) {
+    ReadFence();
+  } else {
+    Release(held);
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Held& h = held[i];
+    if (h.s == kNone) {
+      if (!ops[i].status.ok() && !ops[i].status.IsNotFound()) zero(ops[i].dst);
+      continue;
+    }
+    // A lock-free reader whose chunk changed state while it copied read bytes that may be reused: a miss.
+    if (ro && pool_->slot(h.s).word.load(std::memory_order_acquire) != h.word) {
+      zero(ops[i].dst);
+      counters_.misses.fetch_add(1, std::memory_order_relaxed);
+      ops[i].status = Status::NotFound(url_ + ": chunk " + ops[i].id.key.Hex() + " went away while read");
+      continue;
+    }
+    if (h.bad) {
+      zero(ops[i].dst);
+      counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
+      counters_.misses.fetch_add(1, std::memory_order_relaxed);
+      ops[i].status = Status::Corruption(url_ + ": chunk " + ops[i].id.key.Hex() + " failed its checksum" +
+                                         (ro ? std::string(" (left in place: read-only)") : std::string(" (removed)")));
+      continue;
+    }
+    counters_.hits.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes_read.fetch_add(h.bytes, std::memory_order_relaxed);
+  }
+}
+
+Result<BorrowedChunk> ShmTier::Borrow(const ChunkId& id) {
+  if (pool_->read_only()) return Status::NotSupported(url_ + ": a read-only opener cannot pin chunks");
+  KVTIER_RETURN_IF_ERROR(pool_->CheckFile(false));
+  Held h;
+  {
+    PoolLock lock(*pool_);
+    KVTIER_RETURN_IF_ERROR(lock.status());
+    KVTIER_RETURN_IF_ERROR(HoldLocked(id, UINT64_MAX, &h));
+  }
+  VerifyAll({&h, 1}, {});
+  if (h.bad) {
+    Release({&h, 1});
+    counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
+    counters_.misses.fetch_add(1, std::memory_order_relaxed);
+    return Status::Corruption(url_ + ": chunk " + id.key.Hex() + " failed its checksum (removed)");
+  }
+  counters_.hits.fetch_add(1, std::memory_order_relaxed);
+  counters_.bytes_read.fetch_add(h.bytes, std::memory_order_relaxed);
+  std::vector<std::span<const std::byte>> view;
+  for (const auto& run : pool_->Runs(h.first, h.pages, TableBytes(h.bytes), h.bytes)) view.emplace_back(run);
+  const uint32_t s = h.s;
+  return BorrowedChunk(std::move(view), [this, s] {
+    PoolLock lock(*pool_);
+    if (lock.status().ok()) pool_->UnpinLocked(s);
+  });
+}
+
+Status ShmTier::Remove(const ChunkId& id) {
+  if (pool_->read_only()) return Status::NotSupported(url_ + " is open read-only");
+  KVTIER_RETURN_IF_ERROR(pool_->CheckFile(true));
+  PoolLock lock(*pool_);
+  KVTIER_RETURN_IF_ERROR(lock.status());
+  if (const uint32_t s = pool_->FindLocked(id); s != kNone) pool_->RemoveLocked(s);
+  return Status::OK();
+}
+
+Status ShmTier::List(const std::function<bool(const ChunkInfo&)>& fn) {
+  KVTIER_RETURN_IF_ERROR(pool_->CheckFile(false));
+  std::vector<ChunkInfo> infos;  // a snapshot, so `fn` may call back into the tier
+  auto collect = [&] {
+    for (uint64_t i = 0; i < pool_->slot_count(); ++i) {
+      const Slot& x = pool_->slot(static_cast<uint32_t>(i));
+      if (shm::StateOf(x.word.load(std::memory_order_acquire)) != shm::kPublished) continue;
+      infos.push_back(ChunkInfo{ShmPool::IdOf(x), (x.pages.load(std::memory_order_relaxed) >> 32) * pool_->page_bytes()});
+    }
+  };
+  if (pool_->read_only()) {
+    collect();
+  } else {
+    PoolLock lock(*pool_);
+    KVTIER_RETURN_IF_ERROR(lock.status());
+    collect();
+  }
+  for (const ChunkInfo& info : infos) {
+    if (!fn(info)) break;
+  }
+  return Status::OK();
+}
+
+Status ShmTier::Check(const ChunkInfo& info) {
+  KVTIER_RETURN_IF_ERROR(pool_->CheckFile(false));
+  Held h;
+  const bool ro = pool_->read_only();
+  if (ro) {
+    KVTIER_RETURN_IF_ERROR(HoldLockFree(info.id, UINT64_MAX, &h));
+  } else {
+    PoolLock lock(*pool_);
+    KVTIER_RETURN_IF_ERROR(lock.status());
+    const uint32_t s = pool_->FindLocked(info.id);
+    if (s == kNone) return Status::NotFound(url_ + ": no chunk " + info.id.key.Hex());
+    KVTIER_RETURN_IF_ERROR(HoldLocked(info.id, UINT64_MAX, &h));
+  }
+  VerifyAll({&h, 1}, {});
+  if (ro) {
+    ReadFence();
+    if (pool_->slot(h.s).word.load(std::memory_order_acquire) != h.word) {
+      return Status::NotFound(url_ + ": chunk " + info.id.key.Hex() + " went away");
+    }
+  } else {
+    Release({&h, 1});
+  }
+  if (!h.bad) return Status::OK();
+  counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
+  return Status::Corruption(url_ + ": chunk " + info.id.key.Hex() + " failed its checksum" +
+                            (ro ? std::string(" (left in place: read-only)") : std::string(" (removed)")));
+}
+
+TierStats ShmTier::Stats() const {
+  TierStats s;
+  s.url = url_;
+  counters_.FillInto(s);
+  const shm::PoolHeader& h = pool_->header();
+  s.chunks = h.live_chunks.load(std::memory_order_relaxed);
+  s.usage_bytes = h.used_pages.load(std::memory_order_relaxed) * h.page_bytes;
+  s.capacity_bytes = h.capacity_bytes.load(std::memory_order_relaxed);
+  s.evictions = h.evictions.load(std::memory_order_relaxed);  // by every process: the pool's eviction count
+  return s;
+}
+
+Result<long> ParseGroup(const std::string& g) {
+  if (!g.empty() && std::all_of(g.begin(), g.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return static_cast<long>(std::stoul(g));
+  }
+  struct group gr {};
+  struct group* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getgrnam_r(g.c_str(), &gr, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return Status::InvalidArgument("shm:// group=" + g + " is not a known group");
+  }
+  return static_cast<long>(found->gr_gid);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Tier>> OpenShmTier(const TierUrl& url, const TierOpenOptions& open) {
+  if (url.params.count("key_file") != 0) {
+    return Status::InvalidArgument(
+        "shm:// does not encrypt: its chunks never leave this host's memory and the pool file is 0600 (or "
+        "group=); drop key_file= for shm:// (docs/shared-pool.md)");
+  }
+  KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "page", "hugepages", "dir", "group", "threads", "populate", "verify"}));
+  shm::PoolSpec spec;
+  spec.name = !url.path.empty() && url.path[0] == '/' ? url.path.substr(1) : url.path;
+  if (spec.name.empty()) return Status::InvalidArgument("shm:// needs a pool name, e.g. shm://engines?capacity=64GiB");
+  KVTIER_ASSIGN_OR_RETURN(spec.capacity, url.GetSize("capacity", 0));
+  if (url.params.count("capacity") != 0 && spec.capacity == 0) return Status::InvalidArgument("shm:// capacity must be positive");
+  KVTIER_ASSIGN_OR_RETURN(spec.page_bytes, url.GetSize("page", 64ull << 10, 1ull << 30));
+  if (spec.page_bytes < 256 || spec.page_bytes % 64 != 0) {
+    return Status::InvalidArgument("shm:// page must be a multiple of 64 bytes, at least 256");
+  }
+  const auto huge = url.params.find("hugepages"), dir = url.params.find("dir");
+  if (huge != url.params.end() && dir != url.params.end()) return Status::InvalidArgument("shm:// takes hugepages= or dir=, not both");
+  if (huge != url.params.end()) {
+    spec.dir = huge->second;
+    spec.hugetlbfs = true;
+  } else if (dir != url.params.end()) {
+    spec.dir = dir->second;
+  }
+  if (spec.dir.empty() || spec.dir[0] != '/') return Status::InvalidArgument("shm:// directory must be absolute: " + spec.dir);
+  if (auto g = url.params.find("group"); g != url.params.end()) {
+    KVTIER_ASSIGN_OR_RETURN(spec.group, ParseGroup(g->second));
+  }
+  KVTIER_ASSIGN_OR_RETURN(uint64_t threads, url.GetUint("threads", 0, 256));
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  KVTIER_ASSIGN_OR_RETURN(spec.populate, url.GetBool("populate", false));
+  KVTIER_ASSIGN_OR_RETURN(const bool verify, url.GetBool("verify", true));
+  spec.read_only = open.read_only;
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<ShmPool> pool, ShmPool::Open(spec));
+  if (url.params.count("page") != 0 && pool->page_bytes() != spec.page_bytes) {
+    return Status::InvalidArgument(pool->path() + " has pages of " + std::to_string(pool->page_bytes()) +
+                                   " bytes, the URL says page=" + std::to_string(spec.page_bytes) + "; refused");
+  }
+  const uint64_t arena = pool->page_count() * pool->page_bytes();
+  if (spec.capacity / pool->page_bytes() * pool->page_bytes() > arena) {
+    return Status::InvalidArgument(pool->path() + " was made with room for " + FormatBytes(arena) + "; capacity=" +
+                                   FormatBytes(spec.capacity) + " does not fit (remove the pool to make it larger)");
+  }
+  if (!spec.read_only) {
+    PoolLock lock(*pool);
+    KVTIER_RETURN_IF_ERROR(lock.status());
+    pool->ReclaimDeadLocked();  // what dead writers and readers held comes back at every open
+    if (spec.capacity != 0) pool->SetCapacityLocked(spec.capacity);
+  }
+  return std::unique_ptr<Tier>(std::make_unique<ShmTier>(url.ToString(), std::move(pool), static_cast<unsigned>(threads), verify));
+}
+
+Status CorruptShmChunkForTesting(Tier& tier, const ChunkId& id) {
+  auto* t = dynamic_cast<ShmTier*>(&tier);
+  if (t == nullptr) return Status::InvalidArgument(tier.url() + " is not a shm:// tier");
+  ShmPool& pool = t->pool();
+  PoolLock lock(pool);
+  KVTIER_RETURN_IF_ERROR(lock.status());
+  const uint32_t s = pool.FindLocked(id);
+  if (s == kNone) return Status::NotFound("no such chunk");
+  const Slot& x = pool.slot(s);
+  const uint64_t bytes = x.bytes.load(), pg = x.pages.load();
+  if (bytes == 0) return Status::NotFound("chunk has no payload bytes to corrupt");
+  const auto runs = pool.Runs(static_cast<uint32_t>(pg), pg >> 32, TableBytes(bytes) + bytes / 2, 1);
+  if (runs.empty()) return Status::Internal("chunk pages out of range");
+  runs[0][0] ^= std::byte{0x5A};
+  return Status::OK();
+}
+
+Result<ShmAudit> AuditShmTier(Tier& tier, bool reclaim) {
+  auto* t = dynamic_cast<ShmTier*>(&tier);
+  if (t == nullptr) return Status::InvalidArgument(tier.url() + " is not a shm:// tier");
+  ShmPool& pool = t->pool();
+  if (pool.read_only()) return Status::NotSupported("audit needs a read-write opener");
+  PoolLock lock(pool);
+  KVTIER_RETURN_IF_ERROR(lock.status());
+  if (reclaim) pool.ReclaimDeadLocked();
+  const shm::PoolHeader& h = pool.header();
+  ShmAudit a;
+  a.used_pages = h.used_pages.load();
+  a.live_chunks = h.live_chunks.load();
+  a.capacity_bytes = h.capacity_bytes.load();
+  a.page_bytes = h.page_bytes;
+  a.page_count = h.page_count;
+  a.repairs = h.repairs.load();
+  a.reclaimed = h.reclaimed.load();
+  a.evictions = h.evictions.load();
+  const uint64_t bits = h.page_count;
+  for (uint64_t p = 0; p < bits; ++p) {
+    const auto* bm = reinterpret_cast<const std::atomic<uint64_t>*>(reinterpret_cast<const std::byte*>(&h) + h.bitmap_off);
+    if ((bm[p / 64].load() >> (p % 64)) & 1) ++a.bitmap_pages;
+  }
+  for (uint64_t i = 0; i < pool.slot_count(); ++i) {
+    const Slot& x = pool.slot(static_cast<uint32_t>(i));
+    const uint64_t st = shm::StateOf(x.word.load()), n = x.pages.load() >> 32;
+    if (st == shm::kFree) continue;
+    a.slot_pages += n;
+    if (x.pins.load() > 0) ++a.pinned_slots;
+    if (st == shm::kReserved) ++a.reserved_slots;
+    if (st == shm::kDead) ++a.dead_slots;
+    if (st == shm::kPublished) {
+      ++a.published_slots;
+      a.published_pages += n;
+      if (pool.FindLocked(ShmPool::IdOf(x)) == i) ++a.indexed;
+    }
+  }
+  return a;
+}
+
+}  // namespace kvtier::internal
