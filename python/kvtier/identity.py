@@ -127,11 +127,11 @@ def _identity_namespace(encoding: str, layout: Layout, tenant: str) -> Namespace
     lib = _lib.lib()
     c_layout = layout._c()
     handle = ctypes.c_void_p()
-    check(lib.kvtier_ns_create_identity(encoding.encode(), ctypes.byref(c_layout), tenant.encode(),
-                                        ctypes.byref(handle)))
+    check(lib.kvtier_ns_create_identity(_lib.c_text("identity", encoding), ctypes.byref(c_layout),
+                                        _lib.c_text("tenant", tenant), ctypes.byref(handle)))
     ns = Namespace.__new__(Namespace)  # the same object Namespace() makes, from another constructor
     ns.layout = layout
-    ns._handle = handle.value
+    ns._set_handle(handle.value)  # counted like Namespace()'s handle, so close() waits for its users
     ns.chunk_bytes = lib.kvtier_ns_chunk_bytes(ns._handle)
     ns.tokens_per_chunk = lib.kvtier_ns_tokens_per_chunk(ns._handle)
     raw = (ctypes.c_uint8 * KEY_BYTES)()

@@ -41,3 +41,22 @@ def test_tier_urls_accept_a_list_or_a_comma_separated_string():
     for bad in (None, "", []):
         with pytest.raises(ValueError):
             tier_urls(bad)
+
+
+def test_identity_namespaces_keep_the_boundary_rules_of_every_namespace():
+    """A namespace made from an identity refuses a tenant holding NUL (it would name another tenant
+    once cut by C) and, once closed, refuses use with a clear error instead of a freed handle."""
+    import kvtier
+    from kvtier import EngineIdentity
+    ident = EngineIdentity(engine="test", model="m", layout="x")
+    layout = kvtier.Layout(2, 2, 8, "fp16", 16)
+    with pytest.raises(kvtier.KvtierError) as e:
+        ident.namespace(layout, tenant="a\0b")
+    assert e.value.status == kvtier.Status.INVALID_ARGUMENT
+    ns = ident.namespace(layout, tenant="a")
+    assert ns.id != ident.namespace(layout, tenant="b").id
+    keys = ns.chunk_keys(list(range(32)))
+    assert len(keys) == 2
+    ns.close()
+    with pytest.raises(kvtier.KvtierError, match="closed"):
+        ns.chunk_keys(list(range(32)))
