@@ -83,8 +83,11 @@ ssize_t ReadSome(int fd, char* dst, size_t n) {
 
 }  // namespace
 
-Result<std::string> ReadBoundedFile(const std::string& path, uint64_t max_bytes, const std::string& what) {
-  KVTIER_ASSIGN_OR_RETURN(const int fd, OpenRegular(path, max_bytes, what));
+namespace {
+
+// Reads all of an open file (closed here) of at most `max_bytes`: a file that grew past it after the
+// size check is refused, never read further.
+Result<std::string> ReadAllAndClose(int fd, const std::string& path, uint64_t max_bytes, const std::string& what) {
   std::string out;
   char block[kReadBlock];
   for (;;) {
@@ -105,26 +108,16 @@ Result<std::string> ReadBoundedFile(const std::string& path, uint64_t max_bytes,
   return out;
 }
 
+}  // namespace
+
+Result<std::string> ReadBoundedFile(const std::string& path, uint64_t max_bytes, const std::string& what) {
+  KVTIER_ASSIGN_OR_RETURN(const int fd, OpenRegular(path, max_bytes, what));
+  return ReadAllAndClose(fd, path, max_bytes, what);
+}
+
 Result<std::string> ReadSecretFile(const std::string& path, const std::string& what) {
   KVTIER_ASSIGN_OR_RETURN(const int fd, OpenUserFile(path, kMaxSecretFileBytes, what, /*secret=*/true));
-  std::string out;
-  char block[4096];
-  for (;;) {
-    const ssize_t got = ReadSome(fd, block, sizeof(block));
-    if (got < 0) {
-      const int err = errno;
-      ::close(fd);
-      return Status::FromErrno(err, "read " + what + " " + path);
-    }
-    if (got == 0) break;
-    if (out.size() + static_cast<size_t>(got) > kMaxSecretFileBytes) {
-      ::close(fd);
-      return TooBig(what, path, kMaxSecretFileBytes);
-    }
-    out.append(block, static_cast<size_t>(got));
-  }
-  ::close(fd);
-  return out;
+  return ReadAllAndClose(fd, path, kMaxSecretFileBytes, what);
 }
 
 Result<LineReader> LineReader::Open(const std::string& path, uint64_t max_file_bytes,
