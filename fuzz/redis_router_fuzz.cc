@@ -12,6 +12,7 @@
 
 #include "fuzz_check.h"
 #include "tiers/redis/conn.h"
+#include "tiers/redis/bounded_reader.h"
 #include "tiers/redis/router.h"
 
 namespace kvtier::fuzz {
@@ -22,6 +23,7 @@ using redis::kSlotCount;
 void CheckSlotMap(std::string_view text) {
   redisReader* reader = redisReaderCreate();
   KVTIER_FUZZ_CHECK(reader != nullptr);
+  redis::BoundReader(reader);  // as every connection's reader (tiers/redis/conn.cc)
   if (redisReaderFeed(reader, text.data(), text.size()) == REDIS_OK) {
     for (int i = 0; i < 4; ++i) {
       void* reply = nullptr;

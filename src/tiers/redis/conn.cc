@@ -7,6 +7,8 @@
 #include <cstring>
 #include <sys/time.h>
 
+#include "tiers/redis/bounded_reader.h"
+
 namespace kvtier::redis {
 namespace {
 
@@ -50,6 +52,7 @@ Result<std::unique_ptr<Conn>> Conn::Open(const NodeAddr& node, const ConnOptions
     redisFree(ctx);
     return s;
   }
+  BoundReader(ctx->reader);
   std::unique_ptr<Conn> c(new Conn(node, ctx));
   if (redisSetTimeout(ctx, ToTimeval(options.timeout)) != REDIS_OK) return c->Fail("set timeout");
   if (!options.password.empty()) {

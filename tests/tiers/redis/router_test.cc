@@ -6,6 +6,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include <hiredis/hiredis.h>
+
+#include <string>
+
+#include "tiers/redis/bounded_reader.h"
+#include "tiers/redis/conn.h"
 #include "tiers/redis/redis_client.h"
 #include "tiers/redis/router.h"
 
@@ -158,6 +164,32 @@ TEST(RedisOptions, UrlOptions) {
     ASSERT_TRUE(url.ok()) << bad;
     EXPECT_EQ(ParseRedisOptions(*url).status().code(), Code::kInvalidArgument) << bad;
   }
+}
+
+// A reply that announces more elements than any kvtier asks for is a protocol error, not an allocation
+// of the announced size (hiredis sizes an array's table from its header: *666666663 was 5 GB).
+TEST(BoundedReader, AnArrayAnnouncingTooManyElementsIsAnErrorNotAnAllocation) {
+  auto get = [](const std::string& wire, void** reply) {
+    redisReader* r = redisReaderCreate();
+    BoundReader(r);
+    EXPECT_EQ(redisReaderFeed(r, wire.data(), wire.size()), REDIS_OK);
+    const int rc = redisReaderGetReply(r, reply);
+    redisReaderFree(r);
+    return rc;
+  };
+  void* reply = nullptr;
+  EXPECT_EQ(get("*666666663\r\n:1\r\n", &reply), REDIS_ERR);
+  EXPECT_EQ(reply, nullptr);
+  EXPECT_EQ(get("*" + std::to_string(kMaxReplyElements + 1) + "\r\n", &reply), REDIS_ERR);
+  // Nested replies within the bound read as before.
+  ASSERT_EQ(get("*2\r\n*2\r\n:7\r\n$2\r\nid\r\n*0\r\n", &reply), REDIS_OK);
+  ASSERT_NE(reply, nullptr);
+  const ReplyNode node = ToReplyNode(static_cast<redisReply*>(reply));
+  freeReplyObject(reply);
+  ASSERT_EQ(node.elements.size(), 2u);
+  EXPECT_EQ(node.elements[0].elements[0].integer, 7);
+  EXPECT_EQ(node.elements[0].elements[1].str, "id");
+  EXPECT_TRUE(node.elements[1].elements.empty());
 }
 
 }  // namespace
