@@ -29,7 +29,7 @@ import re
 from typing import Any, Mapping, Optional
 
 from . import _lib
-from ._lib import KEY_BYTES, KvtierError, Status, check
+from ._lib import KvtierError, Status, check
 from .store import Layout, Namespace
 
 __all__ = ["EngineIdentity", "VERSION_LINE"]
@@ -130,13 +130,7 @@ def _identity_namespace(encoding: str, layout: Layout, tenant: str) -> Namespace
     check(lib.kvtier_ns_create_identity(_lib.c_text("identity", encoding), ctypes.byref(c_layout),
                                         _lib.c_text("tenant", tenant), ctypes.byref(handle)))
     ns = Namespace.__new__(Namespace)  # the same object Namespace() makes, from another constructor
-    ns.layout = layout
-    ns._set_handle(handle.value)  # counted like Namespace()'s handle, so close() waits for its users
-    ns.chunk_bytes = lib.kvtier_ns_chunk_bytes(ns._handle)
-    ns.tokens_per_chunk = lib.kvtier_ns_tokens_per_chunk(ns._handle)
-    raw = (ctypes.c_uint8 * KEY_BYTES)()
-    lib.kvtier_ns_id(ns._handle, raw)
-    ns.id = bytes(raw).hex()
+    ns._adopt(handle.value, layout)
     return ns
 
 

@@ -187,11 +187,18 @@ class Namespace(_Handle):
         handle = ctypes.c_void_p()
         check(lib.kvtier_ns_create_n(model, len(model), ctypes.byref(c_layout), ten, len(ten), slt,
                                      len(slt), ctypes.byref(handle)))
-        self._set_handle(handle.value)
-        self.chunk_bytes: int = lib.kvtier_ns_chunk_bytes(handle.value)
-        self.tokens_per_chunk: int = lib.kvtier_ns_tokens_per_chunk(handle.value)
+        self._adopt(handle.value, layout)
+
+    def _adopt(self, handle: int, layout: Layout) -> None:
+        """Takes a kvtier_ns* just created (by any of the C constructors): a counted handle, so close()
+        waits for the calls inside C, and the figures read from it."""
+        lib = _lib.lib()
+        self.layout = layout
+        self._set_handle(handle)
+        self.chunk_bytes: int = lib.kvtier_ns_chunk_bytes(handle)
+        self.tokens_per_chunk: int = lib.kvtier_ns_tokens_per_chunk(handle)
         raw = (ctypes.c_uint8 * KEY_BYTES)()
-        lib.kvtier_ns_id(handle.value, raw)
+        lib.kvtier_ns_id(handle, raw)
         self.id: str = bytes(raw).hex()
 
     @property
