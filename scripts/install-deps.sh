@@ -13,6 +13,7 @@ PACKAGES=(
   clang libclang-rt-14-dev
   fio gnuplot-nox
   python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
+  python3-torch
   redis-server redis-tools libhiredis-dev
   ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse radosgw librados-dev uuid-runtime bc fuse3 curl libcurl4-openssl-dev
 )

@@ -3,10 +3,12 @@
 Random bf16 weights; one layer's weights serve every layer (the FLOPs and the KV are those of the full
 model, the weights' memory is not). The KV cache is vLLM's layout: per layer one K and one V tensor
 [num_blocks][block_tokens][kv_heads][head_dim]; a request's token t is in block table[t // block_tokens],
-row t % block_tokens. Attention runs through torch's scaled_dot_product_attention. Needs CUDA.
+row t % block_tokens. Attention runs through torch's scaled_dot_product_attention (written out on a torch
+without it). Runs on CUDA at full size and on the CPU at a small Shape (the connector tests).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -72,6 +74,21 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).to(x.dtype)
 
 
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False,
+          attn_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """torch's scaled_dot_product_attention; on a torch without it (Debian's 1.13, CPU runs) the
+    same attention written out in fp32."""
+    sdpa = getattr(F, "scaled_dot_product_attention", None)
+    if sdpa is not None:
+        return sdpa(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
+    scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if is_causal:
+        attn_mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    return (scores.softmax(-1) @ v.float()).to(q.dtype)
+
+
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal_square: bool, offset: int) -> torch.Tensor:
     """q [T, qh, d], k/v [S, kvh, d] -> [T, qh*d]. `causal_square`: S == T from position 0; else the
     queries are the last T positions of S (query i sees keys j <= offset + i)."""
@@ -83,13 +100,13 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal_square:
     rep = qh // kvh
     kt, vt = kt.repeat_interleave(rep, dim=1), vt.repeat_interleave(rep, dim=1)
     if causal_square:
-        out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
+        out = _sdpa(qt, kt, vt, is_causal=True)
     else:
         mask = None
         if T > 1:
             qpos = torch.arange(offset, offset + T, device=q.device)[:, None]
             mask = torch.arange(S, device=q.device)[None, :] <= qpos
-        out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask)
+        out = _sdpa(qt, kt, vt, attn_mask=mask)
     return out[0].transpose(0, 1).reshape(T, qh * d)
 
 

@@ -1,0 +1,118 @@
+"""Block-table loads and saves for a paged KV cache in host memory.
+
+The same plan as the GPU path (src/gpu/gpu_plan.h): a chunk is 2 x layers pieces in the order
+layer 0 K, layer 0 V, layer 1 K, ...; a piece is tokens_per_chunk rows of one token's
+kv_heads x head_dim values (src/core/chunk_geometry.h). Token t of a request lives in block
+``block_table[t // block_tokens]``, row ``t % block_tokens``, so with chunks aligned to blocks the
+bytes of (chunk, layer, K or V) are, block by block, whole (block, K or V) regions of the paged
+cache. Each such region is one kvtier piece: ``kvtier_load`` copies the verified chunk bytes
+straight into the block addresses and ``kvtier_save`` reads them from there -- no staging buffer and
+no extra copy in Python. The piece lists are built with numpy (one array operation per call).
+
+Any layout whose (block, K or V) region is one contiguous run of block_tokens x kv_heads x head_dim
+values is served: ``PagedCache`` holds, per layer, the address of block 0's K and V region and the
+byte stride between blocks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .. import _lib
+from ..store import Handle, Namespace, Store, _key_array
+
+_SIZE_T = ctypes.c_size_t
+
+
+@dataclass
+class PagedCache:
+    """Addresses of a registered paged cache in host memory (see the module docstring)."""
+
+    k_base: np.ndarray       # uint64 [layers]: address of block 0's K region
+    v_base: np.ndarray       # uint64 [layers]: address of block 0's V region
+    block_stride: np.ndarray  # uint64 [layers]: bytes from block b to block b + 1
+    num_blocks: int
+    block_tokens: int
+    row_bytes: int           # one token of one layer's K (or V)
+    keepalive: Any = None    # the tensors
+
+    @property
+    def layers(self) -> int:
+        return int(self.k_base.shape[0])
+
+    @property
+    def region_bytes(self) -> int:
+        return self.block_tokens * self.row_bytes
+
+    def pieces(self, blocks: np.ndarray, scratch: Optional[np.ndarray] = None) -> np.ndarray:
+        """kvtier_buf entries [n_chunks * layers * 2 * blocks_per_chunk, 2] (address, size) for the
+        chunks whose blocks are the rows of ``blocks`` (uint32 [n_chunks, blocks_per_chunk]), in
+        chunk byte order. An entry of ``blocks`` that is -1 goes to ``scratch`` instead (a block the
+        engine already holds: those bytes are read and dropped)."""
+        blocks = np.asarray(blocks, dtype=np.int64)
+        if blocks.ndim != 2:
+            raise ValueError("blocks must be [n_chunks, blocks_per_chunk]")
+        if blocks.size and (blocks.max() >= self.num_blocks or blocks.min() < -1):
+            raise ValueError(f"block table names a block outside [0, {self.num_blocks})")
+        bases = np.stack([self.k_base, self.v_base], axis=1).astype(np.uint64)  # [L, 2]
+        b = np.where(blocks < 0, 0, blocks).astype(np.uint64)
+        addr = bases[None, :, :, None] + b[:, None, None, :] * self.block_stride[None, :, None, None]
+        skipped = np.broadcast_to((blocks < 0)[:, None, None, :], addr.shape)
+        if skipped.any():
+            if scratch is None or scratch.nbytes < int(skipped.sum()) * self.region_bytes:
+                raise ValueError("skipped blocks need a scratch buffer of one region each")
+            offsets = np.cumsum(skipped.ravel()) - 1
+            base = np.uint64(scratch.ctypes.data)
+            scratch_addr = base + offsets.reshape(addr.shape).astype(np.uint64) * np.uint64(self.region_bytes)
+            addr = np.where(skipped, scratch_addr, addr)
+        out = np.empty((addr.size, 2), dtype=np.uint64)
+        out[:, 0] = addr.ravel()
+        out[:, 1] = self.region_bytes
+        return out
+
+
+class _Keep:
+    """What one operation keeps alive; Handle.close() calls release()."""
+
+    def __init__(self, *objs: Any) -> None:
+        self.objs: Optional[tuple] = objs
+
+    def release(self) -> None:
+        self.objs = None
+
+
+def _start(fn: Any, store: Store, ns: Namespace, keys: Sequence[bytes], pieces: np.ndarray,
+           n_chunks: int, extra: Any) -> Handle:
+    if not pieces.flags.c_contiguous or pieces.dtype != np.uint64:
+        raise ValueError("pieces must be a C-contiguous uint64 [n, 2] array")
+    arr, n = _key_array(keys)
+    if n != n_chunks:
+        raise ValueError(f"{n} keys for {n_chunks} chunks")
+    per_chunk = (_SIZE_T * max(n, 1))(*([pieces.shape[0] // max(n, 1)] * n))
+    bufs = pieces.ctypes.data_as(ctypes.POINTER(_lib.KvBuf))
+    op = ctypes.c_void_p()
+    with store._use() as handle, ns._use() as ns_handle:
+        _lib.check(fn(handle, ns_handle, arr, n, bufs, per_chunk, -1, ctypes.byref(op)))
+    return Handle(op.value, (_Keep(pieces, per_chunk, extra), arr, ns, store))
+
+
+def load_async(store: Store, ns: Namespace, keys: Sequence[bytes], cache: PagedCache,
+               blocks: np.ndarray) -> Handle:
+    """Starts loading ``keys`` (one per row of ``blocks``) into the cache's blocks; Handle.wait()
+    gives the verified leading chunks loaded. Blocks of -1 are read into a scratch buffer."""
+    skipped = int((np.asarray(blocks) < 0).sum()) * cache.layers * 2
+    scratch = np.empty(skipped * cache.region_bytes, dtype=np.uint8) if skipped else None
+    pieces = cache.pieces(blocks, scratch)
+    return _start(_lib.lib().kvtier_load_async, store, ns, keys, pieces, len(blocks),
+                  (scratch, cache.keepalive))
+
+
+def save_async(store: Store, ns: Namespace, keys: Sequence[bytes], cache: PagedCache,
+               blocks: np.ndarray) -> Handle:
+    """Starts saving the chunks held by the cache's blocks (one row of ``blocks`` per key)."""
+    pieces = cache.pieces(blocks)
+    return _start(_lib.lib().kvtier_save_async, store, ns, keys, pieces, len(blocks), cache.keepalive)

@@ -1,0 +1,699 @@
+"""kvtier as a vLLM ``KVConnectorBase_V1`` connector, loaded by module path::
+
+    --kv-transfer-config '{"kv_connector":"KvtierConnector",
+                           "kv_connector_module_path":"kvtier.connectors.vllm_v1",
+                           "kv_role":"kv_both","kv_load_failure_policy":"recompute",
+                           "kv_connector_extra_config":{"tiers":["file:///kv?capacity=64GiB"]}}'
+
+Written against vLLM's vllm/distributed/kv_transfer/kv_connector/v1/base.py (docs/connectors.md
+names the revision). ``KvtierConnectorCore`` holds the logic under vLLM's method names and
+signatures and needs no vLLM; ``KvtierConnector`` is the thin adapter: a ``KVConnectorBase_V1``
+subclass when vLLM is importable, which reads the model geometry from the ``VllmConfig``.
+
+Scheduler side (one process):
+
+- ``get_num_new_matched_tokens`` computes kvtier's chained chunk keys of the prompt's token ids
+  (``Namespace.chunk_keys``: chunks of ``chunk_tokens`` tokens, a multiple of the block size) and
+  asks ``Store.lookup`` of every TP rank's namespace; the smallest answer counts. The keys depend
+  only on the tokens and the namespace, never on ``PYTHONHASHSEED``, so hits hold across processes,
+  hosts and restarts. At least one prompt token is always left to compute.
+- ``update_state_after_alloc`` records which chunks go to which blocks; ``build_connector_meta``
+  hands the loads, the saves of newly completed prompt chunks and the preempted requests to the
+  workers; ``request_finished`` answers True (hold the blocks) for a request with saves issued, and
+  the workers report it in ``finished_sending`` once those saves have read the blocks.
+
+Worker side (one per TP rank):
+
+- ``register_kv_caches``: per layer the FlashAttention layout ``[2, num_blocks, block_size,
+  kv_heads, head_dim]``, the FlashInfer layout ``[num_blocks, 2, block_size, kv_heads, head_dim]``
+  (both NHD: each block's K and V is one contiguous run), or a (K, V) pair of
+  ``[num_blocks, block_size, kv_heads, head_dim]``. Anything else (MLA's ``[num_blocks, block_size,
+  latent]``, an HND stride order, a cross-layer cache) is refused with ValueError.
+- ``start_load_kv`` starts one kvtier load per request over its block table (kvtier copies verified
+  chunk bytes straight into the blocks); ``wait_for_layer_load`` waits for the synchronous loads.
+  On host memory a chunk is verified whole, so every layer of it lands at once: the first layer's
+  wait waits for the loads, the others return at once.
+- ``save_kv_layer`` does nothing per layer (a chunk holds every layer); ``wait_for_save`` starts
+  one background kvtier save per request and returns without waiting for storage.
+- ``get_finished`` reports asynchronous loads that are done (``finished_recving``, also for a
+  request aborted while loading, so its blocks are freed only after kvtier stopped writing them)
+  and finished requests whose saves are done (``finished_sending``).
+- ``get_block_ids_with_load_errors``: the blocks of every chunk that was missing or failed
+  verification (kvtier never reports such a chunk loaded), so vLLM recomputes those tokens
+  (``kv_load_failure_policy: recompute``). A failed save is counted and logged, never raised; a
+  full tier drops the save softly (kvtier's ``dropped_saves``) and a later lookup misses.
+- ``handle_preemptions`` waits for the saves of preempted requests before their blocks are reused;
+  ``shutdown`` waits for every operation in flight, then closes the store.
+
+Only CPU tensors are served here (vLLM's CPU backend); CUDA caches are refused until the connector
+drives kvtier.gpu (docs/connectors.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+import kvtier
+
+from . import STORE_OPTION_NAMES, open_store
+from ._host_paged import PagedCache, load_async, save_async
+
+logger = logging.getLogger(__name__)
+
+try:  # vLLM's own types when it is installed, local stand-ins otherwise
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import (  # type: ignore
+        KVConnectorBase_V1 as _Base, KVConnectorMetadata as _MetaBase, KVConnectorRole)
+    HAVE_VLLM = True
+except Exception:  # pragma: no cover - depends on the environment
+    _Base = object  # type: ignore[assignment,misc]
+    _MetaBase = object  # type: ignore[assignment,misc]
+    KVConnectorRole = None  # type: ignore[assignment]
+    HAVE_VLLM = False
+
+SCHEDULER, WORKER = "scheduler", "worker"
+DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16",
+          "fp32": "fp32", "half": "fp16", "float": "fp32", "fp8": "fp8", "fp8_e4m3": "fp8",
+          "fp8_e5m2": "fp8"}
+OWN_OPTIONS = ("tiers", "chunk_tokens", "async_load", "tenant", "salt", "model_id", "model_revision",
+               "kv_cache_layout") + STORE_OPTION_NAMES
+KV_CACHE_LAYOUTS = ("auto", "flash_attn", "flashinfer")
+DEFAULT_CHUNK_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What both sides know of the engine: the geometry of one TP rank's KV cache."""
+
+    model: str
+    layers: int
+    kv_heads: int        # per TP rank
+    head_dim: int
+    kv_dtype: str        # the engine's name (bfloat16, fp8_e4m3, ...)
+    block_size: int
+    tp_size: int = 1
+    revision: Optional[str] = None
+
+    @property
+    def dtype(self) -> str:
+        try:
+            return DTYPES[self.kv_dtype]
+        except KeyError:
+            raise ValueError(f"KvtierConnector: KV cache dtype {self.kv_dtype!r} is not supported "
+                             f"(known: {', '.join(sorted(DTYPES))})") from None
+
+
+@dataclass
+class LoadSpec:
+    req_id: str
+    tokens: list           # the prompt tokens of the chunks [0, last_chunk)
+    first_chunk: int       # chunks before it are held by the engine already
+    blocks: list           # block ids of the chunks [first_chunk, last_chunk); -1: held already
+    is_async: bool
+
+
+@dataclass
+class SaveSpec:
+    req_id: str
+    tokens: list           # prompt tokens of the chunks [0, last_chunk)
+    first_chunk: int
+    blocks: list           # block ids of the chunks [first_chunk, last_chunk)
+
+
+@dataclass
+class KvtierConnectorMetadata(_MetaBase):  # type: ignore[misc,valid-type]
+    """Scheduler -> workers, once per step."""
+
+    loads: list = field(default_factory=list)
+    saves: list = field(default_factory=list)
+    preempted: set = field(default_factory=set)
+
+
+@dataclass
+class _ReqState:
+    tokens: list
+    block_ids: list
+    saved_chunks: int      # chunks [0, saved_chunks) are in kvtier or being saved
+    held: bool = False     # a save or an asynchronous load was handed to the workers
+
+
+@dataclass
+class _Op:
+    req_id: str
+    handle: Any
+    blocks: np.ndarray     # [n_chunks, blocks_per_chunk], -1 for blocks held already
+    is_load: bool
+    is_async: bool = False
+
+
+def chunk_tokens_of(extra: Mapping[str, Any], block_size: int) -> int:
+    """The chunk size in tokens: ``chunk_tokens`` of the configuration (a multiple of the block
+    size), else the multiple of the block size nearest below 256 (at least one block)."""
+    value = extra.get("chunk_tokens")
+    if value is None:
+        return block_size * max(1, DEFAULT_CHUNK_TOKENS // block_size)
+    value = int(value)
+    if value <= 0 or value % block_size:
+        raise ValueError(f"KvtierConnector: chunk_tokens {value} is not a positive multiple of the "
+                         f"block size {block_size}")
+    return value
+
+
+def check_options(extra: Mapping[str, Any]) -> None:
+    unknown = sorted(set(extra) - set(OWN_OPTIONS))
+    if unknown:
+        raise ValueError(f"KvtierConnector: unknown kv_connector_extra_config key(s) {unknown} "
+                         f"(known: {', '.join(OWN_OPTIONS)})")
+    if "tiers" not in extra:
+        raise ValueError("KvtierConnector: kv_connector_extra_config needs 'tiers' (kvtier tier URLs)")
+    layout = extra.get("kv_cache_layout", "auto")
+    if layout not in KV_CACHE_LAYOUTS:
+        raise ValueError(f"KvtierConnector: kv_cache_layout {layout!r} is not one of {KV_CACHE_LAYOUTS}")
+
+
+def identity_of(spec: ModelSpec, extra: Mapping[str, Any], tp_rank: int) -> kvtier.EngineIdentity:
+    """The engine identity of one TP rank's chunks. The chunk bytes are in kvtier's own order
+    (layout ``chunk``), whatever the attention backend's layout, so FlashAttention and FlashInfer
+    engines of one model share chunks."""
+    return kvtier.EngineIdentity(
+        engine="vllm", io_path="kv_connector_v1", layout="chunk", attention="mha",
+        model=extra.get("model_id") or spec.model,
+        model_revision=extra.get("model_revision") or spec.revision,
+        kv_dtype=spec.kv_dtype, page_tokens=spec.block_size, kv_heads=spec.kv_heads,
+        k_head_dim=spec.head_dim, v_head_dim=spec.head_dim, layers=spec.layers,
+        tp_size=spec.tp_size, tp_rank=tp_rank, hash_scheme="kvtier_chunk_chain",
+        salt=extra.get("salt") or None)
+
+
+class KvtierConnectorCore:
+    """The connector without vLLM (see the module docstring). ``role`` is "scheduler" or "worker";
+    ``tp_rank`` is the worker's rank (the scheduler looks up every rank's namespace)."""
+
+    def __init__(self, role: str, spec: ModelSpec, extra: Mapping[str, Any], tp_rank: int = 0,
+                 store: Optional[kvtier.Store] = None) -> None:
+        if role not in (SCHEDULER, WORKER):
+            raise ValueError(f"KvtierConnector: role {role!r} is neither {SCHEDULER!r} nor {WORKER!r}")
+        extra = dict(extra or {})
+        check_options(extra)
+        if spec.tp_size < 1 or not 0 <= tp_rank < spec.tp_size:
+            raise ValueError(f"KvtierConnector: TP rank {tp_rank} of size {spec.tp_size}")
+        self._core_role, self._spec, self._extra, self._tp_rank = role, spec, extra, tp_rank
+        self._chunk_tokens = chunk_tokens_of(extra, spec.block_size)
+        self._layout = kvtier.Layout(layers=spec.layers, kv_heads=spec.kv_heads, head_dim=spec.head_dim,
+                                     dtype=spec.dtype, tokens_per_chunk=self._chunk_tokens)
+        ranks = range(spec.tp_size) if role == SCHEDULER else [tp_rank]
+        tenant = str(extra.get("tenant", ""))
+        self._namespaces = [identity_of(spec, extra, r).namespace(self._layout, tenant) for r in ranks]
+        self._own_store = store is None
+        self._store = store if store is not None else open_store(extra["tiers"], extra,
+                                                                 {"tp_rank": tp_rank, "rank": tp_rank})
+        self._async_load = bool(extra.get("async_load", False))
+        self._lock = threading.Lock()
+        self._closed = False
+        self._meta: Optional[KvtierConnectorMetadata] = None
+        # scheduler state
+        self._reqs: dict[str, _ReqState] = {}
+        self._hits: dict[str, int] = {}          # req id -> chunks found by the last lookup
+        self._pending_loads: list[LoadSpec] = []
+        # worker state
+        self._cache: Optional[PagedCache] = None
+        self._ops: list[_Op] = []
+        self._sync_loads: list[_Op] = []
+        self._load_errors: set[int] = set()
+        self._held: set[str] = set()             # requests with saves or async loads, not yet reported
+        self._finished_seen: set[str] = set()
+        self._stats = {"lookups": 0, "hit_tokens": 0, "loads": 0, "loaded_chunks": 0, "load_errors": 0,
+                       "error_blocks": 0, "saves": 0, "saved_chunks": 0, "saves_failed": 0}
+
+    # ---- properties ----------------------------------------------------------------------------
+
+    @property
+    def chunk_tokens(self) -> int:
+        return self._chunk_tokens
+
+    @property
+    def namespace(self) -> kvtier.Namespace:
+        """This worker's namespace (the scheduler's: rank 0's)."""
+        return self._namespaces[0]
+
+    @property
+    def store(self) -> kvtier.Store:
+        return self._store
+
+    # ---- metadata (the base class's methods when vLLM is there) --------------------------------
+
+    def bind_connector_metadata(self, connector_metadata: KvtierConnectorMetadata) -> None:
+        self._meta = connector_metadata
+
+    def clear_connector_metadata(self) -> None:
+        self._meta = None
+
+    def _metadata(self) -> KvtierConnectorMetadata:
+        if self._meta is None:
+            raise RuntimeError("KvtierConnector: no connector metadata bound for this step")
+        return self._meta
+
+    # ---- scheduler side ------------------------------------------------------------------------
+
+    def _usable_chunks(self, tokens: Sequence[int]) -> int:
+        # at least one prompt token is left for the engine to compute
+        return max(0, (len(tokens) - 1) // self._chunk_tokens)
+
+    def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> tuple[int, bool]:
+        tokens = _prompt_tokens(request)
+        usable = self._usable_chunks(tokens)
+        hit = 0
+        if usable and not self._closed:
+            prefix = tokens[:usable * self._chunk_tokens]
+            try:
+                hit = min(self._store.lookup(ns, ns.chunk_keys(prefix)) for ns in self._namespaces)
+            except kvtier.KvtierError as e:  # a tier that cannot answer is a miss, never an error
+                logger.warning("KvtierConnector: lookup failed (%s); treated as a miss", e)
+                hit = 0
+        self._hits[request.request_id] = hit
+        self._stats["lookups"] += 1
+        new = hit * self._chunk_tokens - num_computed_tokens
+        if new <= 0:
+            return 0, False
+        return new, self._async_load
+
+    def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
+        rid = request.request_id
+        tokens = _prompt_tokens(request)
+        block_ids = _group0(blocks.get_block_ids()) if blocks is not None else []
+        hit = self._hits.pop(rid, 0)
+        state = self._reqs.get(rid)
+        if state is None:
+            state = self._reqs[rid] = _ReqState(list(tokens), list(block_ids), hit)
+        elif block_ids:
+            state.block_ids = list(block_ids)
+        state.saved_chunks = max(state.saved_chunks, hit)  # chunks found are in kvtier already
+        if num_external_tokens <= 0:
+            return
+        end_tokens = hit * self._chunk_tokens
+        local = end_tokens - num_external_tokens        # tokens the engine holds already
+        first = local // self._chunk_tokens
+        bs = self._spec.block_size
+        table = []
+        for b in range(first * self._chunk_tokens // bs, end_tokens // bs):
+            table.append(-1 if b < local // bs else int(block_ids[b]))
+        self._stats["hit_tokens"] += num_external_tokens
+        self._pending_loads.append(LoadSpec(rid, list(tokens[:end_tokens]), first, table,
+                                            self._async_load))
+
+    def build_connector_meta(self, scheduler_output: Any) -> KvtierConnectorMetadata:
+        meta = KvtierConnectorMetadata(loads=self._pending_loads,
+                                       preempted=set(getattr(scheduler_output, "preempted_req_ids", None) or ()))
+        self._pending_loads = []
+        for spec in meta.loads:
+            if spec.is_async and spec.req_id in self._reqs:
+                self._reqs[spec.req_id].held = True
+        computed: dict[str, int] = {}
+        for new in scheduler_output.scheduled_new_reqs:
+            state = self._reqs.get(new.req_id)
+            if state is not None:
+                state.block_ids = list(_group0(new.block_ids))
+                computed[new.req_id] = new.num_computed_tokens
+        cached = scheduler_output.scheduled_cached_reqs
+        resumed = set(getattr(cached, "resumed_req_ids", None) or ())
+        for i, rid in enumerate(cached.req_ids):
+            state = self._reqs.get(rid)
+            if state is None:
+                continue
+            new_ids = cached.new_block_ids[i]
+            if new_ids is not None:
+                ids = list(_group0(new_ids))
+                state.block_ids = ids if rid in resumed else state.block_ids + ids
+            computed[rid] = cached.num_computed_tokens[i]
+        for rid, done_before in computed.items():
+            state = self._reqs[rid]
+            done = done_before + scheduler_output.num_scheduled_tokens.get(rid, 0)
+            full = min(done, len(state.tokens)) // self._chunk_tokens
+            if full <= state.saved_chunks:
+                continue
+            bs = self._spec.block_size
+            first = state.saved_chunks
+            blocks = state.block_ids[first * self._chunk_tokens // bs: full * self._chunk_tokens // bs]
+            meta.saves.append(SaveSpec(rid, state.tokens[:full * self._chunk_tokens], first, list(blocks)))
+            state.saved_chunks, state.held = full, True
+        return meta
+
+    def update_connector_output(self, connector_output: Any) -> None:
+        """Blocks that failed to load are recomputed by the engine: their chunks are saved again."""
+        invalid = set(getattr(connector_output, "invalid_block_ids", None) or ())
+        if not invalid:
+            return
+        per_chunk = self._chunk_tokens // self._spec.block_size
+        for state in self._reqs.values():
+            bad = [i for i, b in enumerate(state.block_ids) if b in invalid]
+            if bad:
+                state.saved_chunks = min(state.saved_chunks, bad[0] // per_chunk)
+
+    def request_finished(self, request: Any, block_ids: Sequence[int]) -> tuple[bool, Optional[dict]]:
+        rid = request.request_id
+        self._hits.pop(rid, None)
+        self._pending_loads = [s for s in self._pending_loads if s.req_id != rid]
+        state = self._reqs.pop(rid, None)
+        return (state is not None and state.held), None
+
+    # ---- worker side ---------------------------------------------------------------------------
+
+    def register_kv_caches(self, kv_caches: Mapping[str, Any]) -> None:
+        self._cache = paged_cache_of(kv_caches, self._spec, self._extra.get("kv_cache_layout", "auto"))
+
+    def _keys(self, tokens: Sequence[int]) -> list:
+        return self.namespace.chunk_keys(tokens)
+
+    def _chunk_blocks(self, blocks: Sequence[int], n_chunks: int) -> np.ndarray:
+        per = self._chunk_tokens // self._spec.block_size
+        arr = np.asarray(blocks, dtype=np.int64)
+        if arr.size != n_chunks * per:
+            raise ValueError(f"KvtierConnector: {arr.size} blocks for {n_chunks} chunks of {per} blocks")
+        return arr.reshape(n_chunks, per)
+
+    def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
+        meta = self._metadata()
+        for spec in meta.loads:
+            keys = self._keys(spec.tokens)[spec.first_chunk:]
+            blocks = self._chunk_blocks(spec.blocks, len(keys))
+            op = _Op(spec.req_id, None, blocks, True, spec.is_async)
+            try:
+                self._require_cache()
+                op.handle = load_async(self._store, self.namespace, keys, self._cache, blocks)
+            except (kvtier.KvtierError, ValueError, RuntimeError) as e:
+                logger.warning("KvtierConnector: load of %s not started (%s); its tokens are recomputed",
+                               spec.req_id, e)
+            self._stats["loads"] += 1
+            if spec.is_async:
+                self._held.add(spec.req_id)
+            with self._lock:
+                self._ops.append(op)
+            if not spec.is_async:
+                self._sync_loads.append(op)
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        while self._sync_loads:
+            self._finish(self._sync_loads.pop())
+
+    def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any, **kwargs: Any) -> None:
+        return None  # a chunk holds every layer: saved whole in wait_for_save
+
+    def wait_for_save(self) -> None:
+        self.wait_for_layer_load("")  # a step whose layers never waited still finishes its loads
+        meta = self._metadata()
+        for spec in meta.saves:
+            self._held.add(spec.req_id)
+            keys = self._keys(spec.tokens)[spec.first_chunk:]
+            if not keys:
+                continue
+            op = _Op(spec.req_id, None, self._chunk_blocks(spec.blocks, len(keys)), False)
+            try:
+                self._require_cache()
+                op.handle = save_async(self._store, self.namespace, keys, self._cache, op.blocks)
+            except (kvtier.KvtierError, ValueError, RuntimeError) as e:
+                self._stats["saves_failed"] += 1
+                logger.warning("KvtierConnector: save of %s not started (%s)", spec.req_id, e)
+                continue
+            self._stats["saves"] += 1
+            with self._lock:
+                self._ops.append(op)
+
+    def handle_preemptions(self, kv_connector_metadata: KvtierConnectorMetadata) -> None:
+        preempted = set(getattr(kv_connector_metadata, "preempted", ()) or ())
+        for op in self._ops_of(lambda o: o.req_id in preempted):
+            self._finish(op)
+
+    def get_finished(self, finished_req_ids: set) -> tuple[Optional[set], Optional[set]]:
+        self._finished_seen |= set(finished_req_ids)
+        recving: set = set()
+        for op in self._ops_of(lambda o: o.handle is None or o.handle.done()):
+            self._finish(op)
+            if op.is_load and op.is_async:
+                recving.add(op.req_id)
+        with self._lock:
+            busy = {o.req_id for o in self._ops}
+        sending = {r for r in self._held if r in self._finished_seen and r not in busy}
+        self._held -= sending
+        self._finished_seen &= self._held  # only ids that may still be reported
+        return (sending or None), (recving or None)
+
+    def get_block_ids_with_load_errors(self) -> set:
+        errors, self._load_errors = self._load_errors, set()
+        return errors
+
+    def get_kv_connector_stats(self) -> Optional[dict]:
+        return self.stats()
+
+    def stats(self) -> dict:
+        """The connector's counters and the store's statistics (``store``)."""
+        out: dict[str, Any] = dict(self._stats)
+        if not self._closed:
+            out["store"] = self._store.stats()
+        return out
+
+    def shutdown(self) -> None:
+        """Waits for every load and save in flight, then closes the store it opened; idempotent."""
+        if self._closed:
+            return
+        for op in self._ops_of(lambda o: True):
+            self._finish(op)
+        self._sync_loads = []
+        self._closed = True
+        if self._own_store:
+            self._store.close()
+
+    # ---- internals -----------------------------------------------------------------------------
+
+    def _require_cache(self) -> None:
+        if self._closed:
+            raise RuntimeError("the connector is shut down")
+        if self._cache is None:
+            raise RuntimeError("register_kv_caches was not called")
+
+    def _ops_of(self, pred: Any) -> list:
+        with self._lock:
+            picked = [o for o in self._ops if pred(o)]
+        return picked
+
+    def _finish(self, op: _Op) -> None:
+        """Waits for one operation, accounts for it and forgets it (idempotent per op)."""
+        with self._lock:
+            if op not in self._ops:
+                return
+            self._ops.remove(op)
+        done = 0
+        if op.handle is not None:
+            try:
+                done = op.handle.wait()
+            except kvtier.KvtierError as e:
+                logger.warning("KvtierConnector: %s of %s failed: %s", "load" if op.is_load else "save",
+                               op.req_id, e)
+            finally:
+                op.handle.close()
+        if op.is_load:
+            self._stats["loaded_chunks"] += done
+            bad = op.blocks[done:]
+            bad = bad[bad >= 0]
+            if bad.size:
+                self._stats["load_errors"] += 1
+                self._stats["error_blocks"] += int(bad.size)
+                self._load_errors |= {int(b) for b in bad}
+        elif op.handle is None or done < len(op.blocks):
+            self._stats["saved_chunks"] += done
+            self._stats["saves_failed"] += 0 if op.handle is None else 1
+        else:
+            self._stats["saved_chunks"] += done
+
+
+def _prompt_tokens(request: Any) -> list:
+    tokens = getattr(request, "prompt_token_ids", None)
+    if tokens is None:
+        raise ValueError("KvtierConnector: a request without prompt_token_ids (prompt embeddings) "
+                         "cannot be keyed")
+    return list(tokens)
+
+
+def _group0(block_ids: Any) -> list:
+    """The block ids of KV cache group 0 from vLLM's tuple-of-lists (or a plain list)."""
+    if isinstance(block_ids, tuple):
+        if len(block_ids) != 1:
+            raise ValueError(f"KvtierConnector: {len(block_ids)} KV cache groups; one is supported")
+        return list(block_ids[0])
+    return list(block_ids)
+
+
+_LAYER_INDEX = re.compile(r"(\d+)")
+
+
+def _layer_order(names: Sequence[str]) -> list:
+    def key(item: tuple[int, str]) -> tuple:
+        nums = _LAYER_INDEX.findall(item[1])
+        return (int(nums[-1]) if nums else item[0], item[0])
+    return [name for _, name in sorted(enumerate(names), key=key)]
+
+
+def _nhd_region(t: Any, spec: ModelSpec, what: str) -> None:
+    """ValueError unless the last three dimensions of ``t`` are one contiguous NHD block."""
+    tail = tuple(t.shape[-3:])
+    want = (spec.block_size, spec.kv_heads, spec.head_dim)
+    if tail != want:
+        raise ValueError(f"KvtierConnector: {what}: block shape {tail}, expected (block_size, "
+                         f"kv_heads, head_dim) = {want}")
+    if tuple(t.stride()[-3:]) != (spec.kv_heads * spec.head_dim, spec.head_dim, 1):
+        raise ValueError(f"KvtierConnector: {what}: a block is not one contiguous NHD run (strides "
+                         f"{tuple(t.stride())}); HND and other stride orders are not supported")
+
+
+def _layer_regions(t: Any, spec: ModelSpec, layout: str, what: str) -> tuple[int, int, int, int]:
+    """(K address, V address, block stride in bytes, num_blocks) of one layer's cache."""
+    if isinstance(t, (tuple, list)):
+        if len(t) != 2:
+            raise ValueError(f"KvtierConnector: {what}: a tuple of {len(t)} tensors, not (K, V)")
+        k, v = t
+        for x, name in ((k, "K"), (v, "V")):
+            _check_tensor(x, spec, f"{what} {name}")
+            if x.dim() != 4:
+                raise ValueError(f"KvtierConnector: {what} {name}: shape {tuple(x.shape)} is not "
+                                 "[num_blocks, block_size, kv_heads, head_dim]")
+            _nhd_region(x, spec, f"{what} {name}")
+        if k.shape != v.shape or k.stride() != v.stride():
+            raise ValueError(f"KvtierConnector: {what}: K and V differ in shape or strides")
+        return k.data_ptr(), v.data_ptr(), k.stride(0) * k.element_size(), k.shape[0]
+    _check_tensor(t, spec, what)
+    shape = tuple(t.shape)
+    if t.dim() == 3:
+        raise ValueError(f"KvtierConnector: {what}: shape {shape} is an MLA latent cache; MLA is not "
+                         "supported by this connector")
+    if t.dim() != 5:
+        raise ValueError(f"KvtierConnector: {what}: unknown KV cache shape {shape} (supported: "
+                         "[2, num_blocks, block_size, kv_heads, head_dim], "
+                         "[num_blocks, 2, block_size, kv_heads, head_dim], or a (K, V) pair)")
+    if layout == "auto":
+        if shape[0] == 2 and shape[1] != 2:
+            layout = "flash_attn"
+        elif shape[1] == 2 and shape[0] != 2:
+            layout = "flashinfer"
+        else:
+            raise ValueError(f"KvtierConnector: {what}: shape {shape} is ambiguous; set "
+                             "kv_cache_layout to 'flash_attn' or 'flashinfer'")
+    kv_dim, block_dim = (0, 1) if layout == "flash_attn" else (1, 0)
+    if shape[kv_dim] != 2:
+        raise ValueError(f"KvtierConnector: {what}: shape {shape} does not fit layout {layout}")
+    _nhd_region(t, spec, what)
+    es = t.element_size()
+    base = t.data_ptr()
+    return (base, base + t.stride(kv_dim) * es, t.stride(block_dim) * es, shape[block_dim])
+
+
+_TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32",
+                 "fp8": ("torch.float8_e4m3fn", "torch.float8_e5m2", "torch.uint8")}
+
+
+def _check_tensor(t: Any, spec: ModelSpec, what: str) -> None:
+    device = getattr(getattr(t, "device", None), "type", None)
+    if device != "cpu":
+        raise ValueError(f"KvtierConnector: {what}: a {device} tensor; this connector serves host "
+                         "(CPU) KV caches only (CUDA: use kvtier.gpu, docs/connectors.md)")
+    want = _TORCH_DTYPES[spec.dtype]
+    if str(t.dtype) not in ((want,) if isinstance(want, str) else want):
+        raise ValueError(f"KvtierConnector: {what}: dtype {t.dtype}, the configuration says {spec.kv_dtype}")
+
+
+def paged_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, layout: str = "auto") -> PagedCache:
+    """The host paged cache of vLLM's ``kv_caches`` (layer name -> tensor), layers in name order
+    (the layer index in the name)."""
+    names = _layer_order(list(kv_caches))
+    if len(names) != spec.layers:
+        raise ValueError(f"KvtierConnector: {len(names)} KV cache layers, the model has {spec.layers}")
+    regions = [_layer_regions(kv_caches[n], spec, layout, f"layer {n!r}") for n in names]
+    blocks = {r[3] for r in regions}
+    if len(blocks) != 1:
+        raise ValueError(f"KvtierConnector: layers differ in num_blocks: {sorted(blocks)}")
+    es = int(np.dtype(np.uint8).itemsize)  # byte addresses
+    row = spec.kv_heads * spec.head_dim * _elem_bytes(spec.dtype) * es
+    return PagedCache(np.array([r[0] for r in regions], dtype=np.uint64),
+                      np.array([r[1] for r in regions], dtype=np.uint64),
+                      np.array([r[2] for r in regions], dtype=np.uint64),
+                      blocks.pop(), spec.block_size, row, keepalive=dict(kv_caches))
+
+
+def _elem_bytes(dtype: str) -> int:
+    return {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}[dtype]
+
+
+# ---- the vLLM adapter ----------------------------------------------------------------------------
+
+
+def spec_of_vllm_config(vllm_config: Any) -> ModelSpec:
+    """The ModelSpec of a VllmConfig (model_config, cache_config, parallel_config)."""
+    mc, cc, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
+    if getattr(mc, "use_mla", False):
+        raise ValueError("KvtierConnector: MLA models are not supported by this connector")
+    if getattr(pc, "pipeline_parallel_size", 1) != 1:
+        raise ValueError("KvtierConnector: pipeline parallelism is not supported by this connector")
+    cache_dtype = str(getattr(cc, "cache_dtype", "auto"))
+    if cache_dtype == "auto":
+        cache_dtype = str(mc.dtype).replace("torch.", "")
+    return ModelSpec(model=str(mc.model), revision=getattr(mc, "revision", None),
+                     layers=int(mc.get_num_layers(pc)), kv_heads=int(mc.get_num_kv_heads(pc)),
+                     head_dim=int(mc.get_head_size()), kv_dtype=cache_dtype, block_size=int(cc.block_size),
+                     tp_size=int(pc.tensor_parallel_size))
+
+
+def _role_name(role: Any) -> str:
+    name = getattr(role, "name", role)
+    return {"SCHEDULER": SCHEDULER, "WORKER": WORKER}.get(str(name).upper(), str(name))
+
+
+def _worker_tp_rank(vllm_config: Any) -> int:
+    try:  # pragma: no cover - needs vLLM
+        from vllm.distributed.parallel_state import get_tensor_model_parallel_rank  # type: ignore
+        return int(get_tensor_model_parallel_rank())
+    except Exception:
+        return int(getattr(vllm_config.parallel_config, "rank", 0)) % max(
+            1, int(vllm_config.parallel_config.tensor_parallel_size))
+
+
+class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-type]
+    """vLLM's ``KVConnectorBase_V1`` over ``KvtierConnectorCore``; constructed by vLLM's factory as
+    ``KvtierConnector(vllm_config, role[, kv_cache_config])``."""
+
+    def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None) -> None:
+        if HAVE_VLLM:  # pragma: no cover - needs vLLM
+            try:
+                _Base.__init__(self, vllm_config, role, kv_cache_config)
+            except TypeError:  # revisions whose base takes (vllm_config, role)
+                _Base.__init__(self, vllm_config, role)
+        extra = dict(getattr(vllm_config.kv_transfer_config, "kv_connector_extra_config", None) or {})
+        role_name = _role_name(role)
+        tp_rank = _worker_tp_rank(vllm_config) if role_name == WORKER else 0
+        KvtierConnectorCore.__init__(self, role_name, spec_of_vllm_config(vllm_config), extra, tp_rank)
+        self._vllm_role = role
+
+    @property
+    def role(self) -> Any:
+        return self._vllm_role
+
+    def bind_connector_metadata(self, connector_metadata: Any) -> None:
+        KvtierConnectorCore.bind_connector_metadata(self, connector_metadata)
+        if HAVE_VLLM:  # pragma: no cover - needs vLLM
+            self._connector_metadata = connector_metadata
+
+    def clear_connector_metadata(self) -> None:
+        KvtierConnectorCore.clear_connector_metadata(self)
+        if HAVE_VLLM:  # pragma: no cover - needs vLLM
+            self._connector_metadata = None
+
+    def get_kv_connector_stats(self) -> Any:
+        # vLLM aggregates KVConnectorStats objects; kvtier's counters are on its own metrics
+        # (Store.metrics_text) and in stats().
+        return None if HAVE_VLLM else self.stats()
+
+    @classmethod
+    def get_required_kvcache_layout(cls, vllm_config: Any) -> Optional[str]:
+        return "NHD"

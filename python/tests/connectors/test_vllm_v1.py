@@ -1,0 +1,343 @@
+"""Driver tests of kvtier.connectors.vllm_v1.KvtierConnector: vLLM's scheduler and worker call
+sequence (vllm_v1_driver.MiniEngine) against a real Store, with real torch CPU tensors."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pathlib
+import sys
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps.sh)")
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from connector_helpers import corrupt_chunk, file_tier, requires_library, tiny_file_tier  # noqa: E402,F401
+from vllm_v1_driver import FlashAttnCache, MiniEngine, reference_rows  # noqa: E402
+
+import kvtier  # noqa: E402
+from kvtier.connectors import vllm_v1  # noqa: E402
+from kvtier.connectors.vllm_v1 import KvtierConnectorCore, ModelSpec  # noqa: E402
+
+pytestmark = requires_library
+
+BS, CHUNK, LAYERS, HEADS, DIM, BLOCKS = 16, 32, 3, 2, 8, 64
+SPEC = ModelSpec(model="test/llama-tiny", revision="r1", layers=LAYERS, kv_heads=HEADS, head_dim=DIM,
+                 kv_dtype="float32", block_size=BS)
+
+
+def connectors(tiers, spec=SPEC, **extra):
+    cfg = {"tiers": tiers, "chunk_tokens": CHUNK, **extra}
+    return KvtierConnectorCore("scheduler", spec, cfg), KvtierConnectorCore("worker", spec, cfg)
+
+
+def engine(tiers, flashinfer=False, step_tokens=1 << 30, **extra):
+    sched, worker = connectors(tiers, **extra)
+    cache = FlashAttnCache(LAYERS, BLOCKS, BS, HEADS, DIM, flashinfer=flashinfer)
+    return MiniEngine(sched, worker, cache, BLOCKS, step_tokens=step_tokens)
+
+
+def prompt(seed, n):
+    return [(seed * 7919 + i * 31) % 32000 for i in range(n)]
+
+
+def close(eng):
+    eng.worker.shutdown()
+    eng.sched.shutdown()
+
+
+@pytest.mark.parametrize("flashinfer", [False, True])
+@pytest.mark.parametrize("async_load", [False, True])
+def test_several_requests_partial_hits_reload_equals_recompute(file_tier, flashinfer, async_load):
+    url, _ = file_tier
+    a, b = prompt(1, 4 * CHUNK + 5), prompt(2, 3 * CHUNK)
+    first = engine(url, flashinfer=flashinfer, async_load=async_load)
+    first.add("a", a)
+    first.add("b", b)
+    first.run()
+    assert first.worker.stats()["saved_chunks"] == 4 + 3
+    close(first)
+    # A new engine (another process, any PYTHONHASHSEED): the same prompts hit; a prompt sharing only
+    # a's first two chunks hits those two; b is served from kvtier except its last chunk (at least one
+    # token is left to compute).
+    second = engine(url, flashinfer=flashinfer, async_load=async_load)
+    ra = second.add("a2", a)
+    rc = second.add("c", a[:2 * CHUNK] + prompt(3, 2 * CHUNK))
+    rb = second.add("b2", b)
+    assert second.sched.get_num_new_matched_tokens(ra, 0) == (4 * CHUNK, async_load)
+    assert second.sched.get_num_new_matched_tokens(rc, 0) == (2 * CHUNK, async_load)
+    assert second.sched.get_num_new_matched_tokens(rb, 0) == (2 * CHUNK, async_load)
+    second.run()
+    for r in (ra, rb, rc):
+        assert second.kv_matches_reference(r), r.request_id
+    stats = second.worker.stats()
+    assert stats["loaded_chunks"] == 4 + 2 + 2 and stats["load_errors"] == 0
+    assert second.layer_waits >= LAYERS
+    if async_load:
+        assert {"a2", "b2", "c"} <= second.recving_done
+    close(second)
+
+
+def test_local_prefix_cache_blocks_are_not_overwritten(file_tier):
+    url, _ = file_tier
+    tokens = prompt(4, 3 * CHUNK + 1)
+    first = engine(url)
+    first.add("a", tokens)
+    first.run()
+    close(first)
+    second = engine(url)
+    # the engine's own prefix cache holds one block (16 tokens) of the first chunk
+    r = second.add("a", tokens, local_hit_tokens=BS)
+    assert second.sched.get_num_new_matched_tokens(r, BS) == (3 * CHUNK - BS, False)
+    second.run()
+    assert second.kv_matches_reference(r)
+    close(second)
+
+
+def test_chunked_prefill_saves_each_completed_chunk(file_tier):
+    url, _ = file_tier
+    tokens = prompt(5, 3 * CHUNK)
+    first = engine(url, step_tokens=20)      # chunks complete in different steps than they start
+    first.add("a", tokens)
+    first.run()
+    assert first.worker.stats()["saved_chunks"] == 3
+    close(first)
+    second = engine(url)
+    r = second.add("a", tokens + [1])
+    assert second.sched.get_num_new_matched_tokens(r, 0) == (3 * CHUNK, False)
+    second.run()
+    assert second.kv_matches_reference(r)
+    close(second)
+
+
+def test_corrupt_chunk_is_a_load_error_and_recomputed(file_tier):
+    url, tier_dir = file_tier
+    tokens = prompt(6, 3 * CHUNK + 3)
+    first = engine(url)
+    first.add("a", tokens)
+    first.run()
+    close(first)
+    second = engine(url)
+    keys = second.worker.namespace.chunk_keys(tokens[:3 * CHUNK])
+    corrupt_chunk(tier_dir, keys[1])
+    r = second.add("a", tokens)
+    assert second.sched.get_num_new_matched_tokens(r, 0) == (3 * CHUNK, False)  # lookup does not read
+    second.run()
+    assert second.kv_matches_reference(r)        # chunk 1's blocks recomputed, never served
+    per = CHUNK // BS
+    stats = second.worker.stats()
+    assert stats["loaded_chunks"] == 1 and stats["load_errors"] == 1
+    assert stats["error_blocks"] == 2 * per      # chunk 1 failed, chunk 2 was never reached
+    assert len(second.load_error_blocks) == 2 * per
+    close(second)
+
+
+def test_async_load_of_a_corrupt_chunk_is_reported_with_the_request(file_tier):
+    url, tier_dir = file_tier
+    tokens = prompt(7, 2 * CHUNK + 1)
+    first = engine(url, async_load=True)
+    first.add("a", tokens)
+    first.run()
+    close(first)
+    second = engine(url, async_load=True)
+    corrupt_chunk(tier_dir, second.worker.namespace.chunk_keys(tokens[:2 * CHUNK])[0])
+    r = second.add("a", tokens)
+    second.run()
+    assert "a" in second.recving_done
+    assert len(second.load_error_blocks) == 2 * (CHUNK // BS)
+    assert second.kv_matches_reference(r)
+    close(second)
+
+
+def test_preemption_waits_for_saves_and_resumes_from_kvtier(file_tier):
+    url, _ = file_tier
+    tokens = prompt(8, 4 * CHUNK)
+    eng = engine(url, step_tokens=2 * CHUNK)
+    r = eng.add("a", tokens)
+    eng.step()                                   # chunks 0 and 1 computed; their save starts
+    assert r.num_computed_tokens == 2 * CHUNK
+    eng.preempt("a")                             # blocks freed; the next step may overwrite them
+    eng.step()                                   # handle_preemptions waited; a is back: 2 chunks hit
+    assert eng.worker.stats()["loaded_chunks"] == 2
+    eng.run()
+    assert eng.kv_matches_reference(r)
+    close(eng)
+
+
+def test_request_aborted_mid_load_keeps_its_blocks_until_the_load_ended(file_tier):
+    url, _ = file_tier
+    tokens = prompt(9, 4 * CHUNK + 1)
+    first = engine(url)
+    first.add("a", tokens)
+    first.run()
+    close(first)
+    eng = engine(url, async_load=True)
+    r = eng.add("a", tokens)
+    eng.step()                                   # async load dispatched
+    blocks = list(r.block_ids)
+    assert blocks and r.status == "remote"
+    eng.abort("a")                               # vLLM: request_finished while WAITING_FOR_REMOTE_KVS
+    assert eng.held["a"] == blocks               # connector holds the blocks
+    eng.run()
+    assert "a" in eng.sending_done and not eng.held
+    assert not eng.worker._ops                   # freed only once kvtier stopped writing them
+    assert sorted(eng.free) == list(range(BLOCKS))
+    close(eng)
+
+
+def test_full_tier_drops_saves_without_raising(tiny_file_tier):
+    url, _ = tiny_file_tier
+    eng = engine(url)
+    eng.add("a", prompt(10, 3 * CHUNK))
+    eng.run()                                    # never raises
+    stats = eng.worker.stats()
+    assert stats["saves"] == 1
+    store_stats = stats["store"]
+    dropped = {k: v for k, v in store_stats.items() if "drop" in k or "reject" in k or "fail" in k}
+    assert any(v for v in dropped.values()), store_stats
+    eng.worker.store.flush()
+    r = eng.add("b", prompt(10, 3 * CHUNK) + [1])
+    assert eng.sched.get_num_new_matched_tokens(r, 0) == (0, False)   # a dropped save is a miss
+    close(eng)
+
+
+def test_shutdown_with_work_in_flight(file_tier):
+    url, _ = file_tier
+    tokens = [prompt(20 + i, 3 * CHUNK + 1) for i in range(4)]
+    first = engine(url)
+    for i, t in enumerate(tokens):
+        first.add(f"r{i}", t)
+    first.run()
+    close(first)
+    eng = engine(url, async_load=True)
+    for i, t in enumerate(tokens):
+        eng.add(f"s{i}", t)
+    eng.step()                                   # four async loads in flight (or just done)
+    eng.worker.shutdown()                        # waits for them, closes the store
+    assert not eng.worker._ops
+    eng.worker.shutdown()                        # idempotent
+    eng.sched.shutdown()
+    assert eng.sched.get_num_new_matched_tokens(eng.reqs["s0"], 0) == (0, False)
+
+
+def test_namespace_is_the_engine_identity():
+    base = vllm_v1.identity_of(SPEC, {}, 0)
+    assert base.get("engine") == "vllm" and base.get("layout") == "chunk"
+    for field, changed in (("model", "other"), ("revision", "r2"), ("kv_dtype", "bfloat16"),
+                           ("block_size", 32), ("tp_size", 2)):
+        other = vllm_v1.identity_of(SPEC.__class__(**{**SPEC.__dict__, field: changed}), {}, 0)
+        assert other.encode() != base.encode(), field
+    assert vllm_v1.identity_of(SPEC.__class__(**{**SPEC.__dict__, "tp_size": 2}), {}, 1).get("tp_rank") == "1"
+
+
+def test_unknown_layouts_and_options_are_refused(file_tier):
+    url, _ = file_tier
+    sched, worker = connectors(url)
+    with pytest.raises(ValueError, match="MLA"):
+        worker.register_kv_caches({f"l.{i}": torch.zeros(BLOCKS, BS, 16) for i in range(LAYERS)})
+    with pytest.raises(ValueError, match="HND"):
+        hnd = torch.zeros(2, BLOCKS, HEADS, BS, DIM).transpose(2, 3)
+        worker.register_kv_caches({f"l.{i}": hnd for i in range(LAYERS)})
+    with pytest.raises(ValueError, match="dtype"):
+        worker.register_kv_caches({f"l.{i}": torch.zeros(2, BLOCKS, BS, HEADS, DIM, dtype=torch.float16)
+                                   for i in range(LAYERS)})
+    with pytest.raises(ValueError, match="layers"):
+        worker.register_kv_caches({"l.0": torch.zeros(2, BLOCKS, BS, HEADS, DIM)})
+    pair = {f"l.{i}": (torch.zeros(BLOCKS, BS, HEADS, DIM), torch.zeros(BLOCKS, BS, HEADS, DIM))
+            for i in range(LAYERS)}
+    worker.register_kv_caches(pair)              # a (K, V) pair per layer is served
+    with pytest.raises(ValueError, match="unknown kv_connector_extra_config"):
+        KvtierConnectorCore("worker", SPEC, {"tiers": url, "chunk_tokns": 32})
+    with pytest.raises(ValueError, match="multiple of the block size"):
+        KvtierConnectorCore("worker", SPEC, {"tiers": url, "chunk_tokens": 24})
+    worker.shutdown()
+    sched.shutdown()
+
+
+def test_adapter_reads_the_vllm_config(file_tier):
+    url, _ = file_tier
+
+    class MC:
+        model, revision, dtype, use_mla = "test/llama-tiny", "r1", "torch.float32", False
+
+        def get_num_layers(self, pc):
+            return LAYERS
+
+        def get_num_kv_heads(self, pc):
+            return HEADS
+
+        def get_head_size(self):
+            return DIM
+
+    cfg = types.SimpleNamespace(
+        model_config=MC(), cache_config=types.SimpleNamespace(block_size=BS, cache_dtype="auto"),
+        parallel_config=types.SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0),
+        kv_transfer_config=types.SimpleNamespace(kv_connector_extra_config={"tiers": [url], "chunk_tokens": CHUNK}))
+    role = types.SimpleNamespace(name="WORKER")
+    conn = vllm_v1.KvtierConnector(cfg, role)
+    assert conn.role is role and conn.chunk_tokens == CHUNK
+    sched, _ = connectors(url)
+    assert conn.namespace.id == KvtierConnectorCore("worker", SPEC, {"tiers": url, "chunk_tokens": CHUNK},
+                                                    store=sched.store).namespace.id
+    conn.shutdown()
+    sched.shutdown()
+
+
+# ---- TP = 2 as two processes -------------------------------------------------------------------
+
+TP_SPEC = ModelSpec(model="test/llama-tiny", revision="r1", layers=LAYERS, kv_heads=HEADS, head_dim=DIM,
+                    kv_dtype="float32", block_size=BS, tp_size=2)
+
+
+def _rank_rows(tokens, n, layer, kv, rank):
+    return reference_rows(tokens, 0, n, layer, kv, HEADS * DIM) + rank * 100.0
+
+
+def _tp_worker(rank, url, meta, tokens, mode):
+    """One TP rank: 'save' writes its KV (rank-dependent) and saves it; 'load' loads and checks."""
+    import kvtier.connectors.vllm_v1 as v1
+    from vllm_v1_driver import FlashAttnCache as Cache
+    worker = v1.KvtierConnectorCore("worker", TP_SPEC, {"tiers": url, "chunk_tokens": CHUNK}, tp_rank=rank)
+    cache = Cache(LAYERS, BLOCKS, BS, HEADS, DIM)
+    worker.register_kv_caches(cache.tensors)
+    n = 2 * CHUNK
+    blocks = list(range(n // BS))
+    if mode == "save":
+        for l in range(LAYERS):
+            for kv in (0, 1):
+                cache.write_rows(l, kv, blocks, 0, _rank_rows(tokens, n, l, kv, rank))
+    worker.bind_connector_metadata(meta)
+    worker.start_load_kv(None)
+    worker.wait_for_layer_load(cache.names[0])
+    worker.wait_for_save()
+    ok = True
+    if mode == "load":
+        ok = all(torch.equal(cache.read_rows(l, kv, blocks, 0, n), _rank_rows(tokens, n, l, kv, rank))
+                 for l in range(LAYERS) for kv in (0, 1))
+    worker.shutdown()
+    return ok, worker.stats()["load_errors"]
+
+
+def test_tensor_parallel_two_processes(file_tier):
+    url, _ = file_tier
+    tokens = prompt(30, 2 * CHUNK + 1)
+    from vllm_v1_driver import KVCacheBlocks, Request
+    sched = KvtierConnectorCore("scheduler", TP_SPEC, {"tiers": url, "chunk_tokens": CHUNK})
+    save_meta = vllm_v1.KvtierConnectorMetadata(
+        saves=[vllm_v1.SaveSpec("a", tokens[:2 * CHUNK], 0, list(range(2 * CHUNK // BS)))])
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        only0 = pool.apply(_tp_worker, (0, url, save_meta, tokens, "save"))
+        assert only0 == (True, 0)
+        req = Request("a", tokens)
+        assert sched.get_num_new_matched_tokens(req, 0) == (0, False)   # rank 1 has nothing yet
+        pool.apply(_tp_worker, (1, url, save_meta, tokens, "save"))
+        assert sched.get_num_new_matched_tokens(req, 0) == (2 * CHUNK, False)
+        sched.update_state_after_alloc(req, KVCacheBlocks(list(range(2 * CHUNK // BS + 1))), 2 * CHUNK)
+        load_meta = sched.build_connector_meta(types.SimpleNamespace(
+            scheduled_new_reqs=[], scheduled_cached_reqs=types.SimpleNamespace(req_ids=[]),
+            num_scheduled_tokens={}, preempted_req_ids=set()))
+        results = pool.starmap(_tp_worker, [(r, url, load_meta, tokens, "load") for r in (0, 1)])
+    assert results == [(True, 0), (True, 0)]    # each rank got its own bytes back
+    sched.shutdown()

@@ -1,0 +1,298 @@
+"""A miniature of vLLM's v1 engine loop around a KV connector, for the KvtierConnector driver tests.
+
+vLLM cannot be installed here. This drives the connector the way vLLM's scheduler
+(vllm/v1/core/sched/scheduler.py) and worker (vllm/v1/worker/kv_connector_model_runner_mixin.py, the
+attention layers' wait_for_layer_load / save_kv_layer) call it, with vLLM's argument shapes
+(Request, KVCacheBlocks.get_block_ids(), SchedulerOutput with NewRequestData / CachedRequestData):
+
+  scheduler: get_num_new_matched_tokens -> allocate -> update_state_after_alloc ->
+             build_connector_meta -> (worker step) -> finished_recving / finished_sending /
+             invalid blocks -> request_finished on completion or abort
+  worker:    handle_preemptions -> bind_connector_metadata -> start_load_kv ->
+             per layer wait_for_layer_load, compute, save_kv_layer -> wait_for_save ->
+             get_finished -> get_block_ids_with_load_errors -> clear_connector_metadata
+
+A request is a prompt prefill (in steps of at most ``step_tokens`` tokens) that ends when its prompt
+is computed. ``compute`` writes the KV of tokens [start, end) into the paged cache: a caller's model
+or the default ``reference_rows`` (a deterministic function of the token prefix).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import torch
+
+WAITING, WAITING_FOR_REMOTE_KVS, RUNNING, FINISHED = "waiting", "remote", "running", "finished"
+
+
+@dataclass
+class Request:
+    request_id: str
+    prompt_token_ids: list
+    num_computed_tokens: int = 0
+    status: str = WAITING
+    block_ids: list = field(default_factory=list)
+    local_hit_tokens: int = 0   # tokens the engine's own prefix cache holds (block-aligned)
+    aborted: bool = False
+
+
+class KVCacheBlocks:
+    def __init__(self, ids: list) -> None:
+        self._ids = list(ids)
+
+    def get_block_ids(self) -> tuple:
+        return (list(self._ids),)
+
+
+@dataclass
+class NewRequestData:
+    req_id: str
+    prompt_token_ids: list
+    block_ids: tuple
+    num_computed_tokens: int
+
+
+@dataclass
+class CachedRequestData:
+    req_ids: list = field(default_factory=list)
+    resumed_req_ids: set = field(default_factory=set)
+    new_block_ids: list = field(default_factory=list)
+    num_computed_tokens: list = field(default_factory=list)
+
+
+@dataclass
+class KVConnectorOutput:
+    finished_sending: set
+    finished_recving: set
+    invalid_block_ids: set
+
+
+@dataclass
+class SchedulerOutput:
+    scheduled_new_reqs: list
+    scheduled_cached_reqs: CachedRequestData
+    num_scheduled_tokens: dict
+    finished_req_ids: set
+    preempted_req_ids: set
+    kv_connector_metadata: Any = None
+
+
+def reference_rows(tokens: list, start: int, end: int, layer: int, kv: int, width: int) -> torch.Tensor:
+    """[end - start, width] fp32 rows: a function of (token prefix, layer, K/V) only."""
+    rows = []
+    for t in range(start, end):
+        seed = hash(tuple(tokens[:t + 1])) % 9973  # ints and tuples of ints hash without a seed
+        rows.append(seed + layer * 0.5 + kv * 0.25 + torch.arange(width, dtype=torch.float32) * 1e-3)
+    return torch.stack(rows) if rows else torch.empty(0, width)
+
+
+class FlashAttnCache:
+    """Per layer one tensor [2, num_blocks, block_size, kv_heads, head_dim] (FlashAttention), or
+    [num_blocks, 2, ...] (FlashInfer) with ``flashinfer=True``."""
+
+    def __init__(self, layers: int, num_blocks: int, block_size: int, kv_heads: int, head_dim: int,
+                 dtype: torch.dtype = torch.float32, flashinfer: bool = False) -> None:
+        self.block_size, self.kv_heads, self.head_dim = block_size, kv_heads, head_dim
+        self.flashinfer = flashinfer
+        shape = ((num_blocks, 2) if flashinfer else (2, num_blocks)) + (block_size, kv_heads, head_dim)
+        self.tensors = {f"model.layers.{i}.self_attn.attn": torch.zeros(shape, dtype=dtype)
+                        for i in range(layers)}
+        self.names = list(self.tensors)
+
+    def kv(self, layer: int, kv: int) -> torch.Tensor:
+        t = self.tensors[self.names[layer]]
+        return t[:, kv] if self.flashinfer else t[kv]
+
+    def write_rows(self, layer: int, kv: int, block_ids: list, start: int, rows: torch.Tensor) -> None:
+        dst = self.kv(layer, kv)
+        for i in range(rows.shape[0]):
+            t = start + i
+            dst[block_ids[t // self.block_size], t % self.block_size] = rows[i].view(self.kv_heads, self.head_dim)
+
+    def read_rows(self, layer: int, kv: int, block_ids: list, start: int, end: int) -> torch.Tensor:
+        src = self.kv(layer, kv)
+        return torch.stack([src[block_ids[t // self.block_size], t % self.block_size].reshape(-1)
+                            for t in range(start, end)])
+
+
+class MiniEngine:
+    """One scheduler connector and one worker connector (TP 1) over one FlashAttnCache."""
+
+    def __init__(self, scheduler: Any, worker: Any, cache: FlashAttnCache, num_blocks: int,
+                 step_tokens: int = 1 << 30,
+                 compute: Optional[Callable[[Request, int, int], None]] = None) -> None:
+        self.sched, self.worker, self.cache = scheduler, worker, cache
+        self.free = list(range(num_blocks))
+        self.step_tokens = step_tokens
+        self.compute = compute or self._reference_compute
+        self.reqs: dict[str, Request] = {}
+        self.held: dict[str, list] = {}        # blocks kept for the connector after finishing
+        self.finished_ids: set = set()         # finished since the last step (to the worker)
+        self.preempted: set = set()
+        self.load_error_blocks: set = set()
+        self.recving_done: set = set()
+        self.sending_done: set = set()
+        self.layer_waits = 0
+        worker.register_kv_caches(cache.tensors)
+
+    # ---- the model ------------------------------------------------------------------------------
+
+    def _reference_compute(self, req: Request, start: int, end: int) -> None:
+        width = self.cache.kv_heads * self.cache.head_dim
+        for layer in range(len(self.cache.names)):
+            for kv in (0, 1):
+                self.cache.write_rows(layer, kv, req.block_ids, start,
+                                      reference_rows(req.prompt_token_ids, start, end, layer, kv, width))
+
+    def kv_matches_reference(self, req: Request) -> bool:
+        width = self.cache.kv_heads * self.cache.head_dim
+        n = len(req.prompt_token_ids)
+        return all(torch.equal(self.cache.read_rows(l, kv, req.block_ids, 0, n),
+                               reference_rows(req.prompt_token_ids, 0, n, l, kv, width))
+                   for l in range(len(self.cache.names)) for kv in (0, 1))
+
+    # ---- requests -------------------------------------------------------------------------------
+
+    def add(self, req_id: str, tokens: list, local_hit_tokens: int = 0) -> Request:
+        req = Request(req_id, list(tokens), local_hit_tokens=local_hit_tokens)
+        self.reqs[req_id] = req
+        return req
+
+    def _alloc(self, req: Request, tokens: int) -> None:
+        need = -(-tokens // self.cache.block_size) - len(req.block_ids)
+        if need > len(self.free):
+            raise RuntimeError("out of blocks")
+        req.block_ids += [self.free.pop(0) for _ in range(max(0, need))]
+
+    def _release(self, req: Request) -> None:
+        self.free += req.block_ids
+        req.block_ids = []
+
+    def abort(self, req_id: str) -> None:
+        req = self.reqs[req_id]
+        req.aborted = True
+        self._finish(req)
+
+    def preempt(self, req_id: str) -> None:
+        """vLLM's preemption: blocks freed now (the worker is told in this step's metadata, before
+        the blocks are written again), the request recomputed from scratch later."""
+        req = self.reqs[req_id]
+        assert req.status == RUNNING
+        self._release(req)
+        req.num_computed_tokens, req.status = 0, WAITING
+        self.preempted.add(req_id)
+
+    def _finish(self, req: Request) -> None:
+        hold, _ = self.sched.request_finished(req, list(req.block_ids))
+        req.status = FINISHED
+        self.finished_ids.add(req.request_id)
+        if hold:
+            self.held[req.request_id] = req.block_ids
+            req.block_ids = []
+        else:
+            self._release(req)
+
+    # ---- one engine step ------------------------------------------------------------------------
+
+    def step(self) -> None:
+        new_reqs, cached, scheduled = [], CachedRequestData(), {}
+        for req in list(self.reqs.values()):
+            if req.status == WAITING:
+                self._schedule_waiting(req, new_reqs, cached, scheduled)
+            elif req.status == RUNNING:
+                n = min(self.step_tokens, len(req.prompt_token_ids) - req.num_computed_tokens)
+                cached.req_ids.append(req.request_id)
+                cached.new_block_ids.append(None)
+                cached.num_computed_tokens.append(req.num_computed_tokens)
+                scheduled[req.request_id] = n
+        out = SchedulerOutput(new_reqs, cached, scheduled, self.finished_ids, self.preempted)
+        self.finished_ids, self.preempted = set(), set()
+        out.kv_connector_metadata = self.sched.build_connector_meta(out)
+        invalid, recving, sending = self._worker_step(out)
+        self._after_step(out, invalid, recving, sending)
+
+    def _schedule_waiting(self, req: Request, new_reqs: list, cached: CachedRequestData,
+                          scheduled: dict) -> None:
+        resumed = bool(req.block_ids)   # back from an async load: vLLM asks the connector no more
+        if resumed:
+            local, ext, is_async = req.num_computed_tokens, 0, False
+        else:
+            local = req.local_hit_tokens
+            ext, is_async = self.sched.get_num_new_matched_tokens(req, local)
+        assert not (is_async and ext == 0)
+        if is_async:
+            self._alloc(req, local + ext)
+            self.sched.update_state_after_alloc(req, KVCacheBlocks(req.block_ids), ext)
+            req.num_computed_tokens = local + ext
+            req.status = WAITING_FOR_REMOTE_KVS
+            return
+        done = local + ext
+        n = min(self.step_tokens, len(req.prompt_token_ids) - done)
+        self._alloc(req, done + n)
+        self.sched.update_state_after_alloc(req, KVCacheBlocks(req.block_ids), ext)
+        if local and not resumed:
+            self._reference_compute(req, 0, local)  # the engine's own prefix cache holds these
+        req.num_computed_tokens = done
+        req.status = RUNNING
+        new_reqs.append(NewRequestData(req.request_id, req.prompt_token_ids, (list(req.block_ids),), done))
+        scheduled[req.request_id] = n
+
+    def _worker_step(self, out: SchedulerOutput) -> tuple[set, set, set]:
+        w = self.worker
+        meta = out.kv_connector_metadata
+        w.handle_preemptions(meta)
+        w.bind_connector_metadata(meta)
+        w.start_load_kv(None)
+        for layer, name in enumerate(self.cache.names):
+            w.wait_for_layer_load(name)
+            self.layer_waits += 1
+            w.save_kv_layer(name, self.cache.tensors[name], None)
+        for rid, n in out.num_scheduled_tokens.items():
+            req = self.reqs[rid]
+            self.compute(req, req.num_computed_tokens, req.num_computed_tokens + n)
+        w.wait_for_save()
+        sending, recving = w.get_finished(out.finished_req_ids)
+        invalid = w.get_block_ids_with_load_errors()
+        w.clear_connector_metadata()
+        return set(invalid), set(recving or ()), set(sending or ())
+
+    def _first_invalid_token(self, req: Request, invalid: set) -> Optional[int]:
+        for i, b in enumerate(req.block_ids):
+            if b in invalid:
+                return i * self.cache.block_size
+        return None
+
+    def _after_step(self, out: SchedulerOutput, invalid: set, recving: set, sending: set) -> None:
+        self.sched.update_connector_output(KVConnectorOutput(sending, recving, invalid))
+        self.load_error_blocks |= invalid
+        self.recving_done |= recving
+        self.sending_done |= sending
+        for rid in sending:
+            self.free += self.held.pop(rid)
+        for rid in recving:
+            req = self.reqs[rid]
+            if req.status == WAITING_FOR_REMOTE_KVS:
+                bad = self._first_invalid_token(req, invalid)
+                if bad is not None:   # vLLM's recompute policy: computed prefix cut at the bad block
+                    req.num_computed_tokens = bad
+                req.status = WAITING
+        for rid, n in out.num_scheduled_tokens.items():
+            req = self.reqs[rid]
+            bad = self._first_invalid_token(req, invalid)
+            if bad is not None and bad < req.num_computed_tokens:
+                req.num_computed_tokens = bad     # this step's output is dropped, recomputed from bad
+                continue
+            req.num_computed_tokens += n
+            if req.num_computed_tokens >= len(req.prompt_token_ids):
+                self._finish(req)
+
+    def run(self, limit: int = 1000) -> None:
+        """Steps until every request finished and the connector reported every held request."""
+        for _ in range(limit):
+            if all(r.status == FINISHED for r in self.reqs.values()) and not self.held \
+                    and not self.finished_ids:
+                return
+            self.step()
+        raise AssertionError("engine did not finish")
