@@ -19,12 +19,14 @@ or the default ``reference_rows`` (a deterministic function of the token prefix)
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import torch
 
 WAITING, WAITING_FOR_REMOTE_KVS, RUNNING, FINISHED = "waiting", "remote", "running", "finished"
+PREEMPTED = "preempted"
 
 
 @dataclass
@@ -135,6 +137,8 @@ class MiniEngine:
         self.recving_done: set = set()
         self.sending_done: set = set()
         self.layer_waits = 0
+        self.kv_ok: dict[str, bool] = {}      # request -> its KV equalled the reference at the end
+        self.check: Callable[[Request], bool] = self.kv_matches_reference
         worker.register_kv_caches(cache.tensors)
 
     # ---- the model ------------------------------------------------------------------------------
@@ -181,10 +185,12 @@ class MiniEngine:
         req = self.reqs[req_id]
         assert req.status == RUNNING
         self._release(req)
-        req.num_computed_tokens, req.status = 0, WAITING
+        req.num_computed_tokens, req.status = 0, PREEMPTED   # waits again from the next step on
         self.preempted.add(req_id)
 
     def _finish(self, req: Request) -> None:
+        if not req.aborted:   # the prefill is complete: its KV, checked before the blocks go back
+            self.kv_ok[req.request_id] = self.check(req)
         hold, _ = self.sched.request_finished(req, list(req.block_ids))
         req.status = FINISHED
         self.finished_ids.add(req.request_id)
@@ -199,12 +205,16 @@ class MiniEngine:
     def step(self) -> None:
         new_reqs, cached, scheduled = [], CachedRequestData(), {}
         for req in list(self.reqs.values()):
-            if req.status == WAITING:
+            if req.status == PREEMPTED:
+                req.status = WAITING
+            elif req.status == WAITING:
                 self._schedule_waiting(req, new_reqs, cached, scheduled)
             elif req.status == RUNNING:
                 n = min(self.step_tokens, len(req.prompt_token_ids) - req.num_computed_tokens)
+                had = len(req.block_ids)
+                self._alloc(req, req.num_computed_tokens + n)
                 cached.req_ids.append(req.request_id)
-                cached.new_block_ids.append(None)
+                cached.new_block_ids.append((req.block_ids[had:],) if len(req.block_ids) > had else None)
                 cached.num_computed_tokens.append(req.num_computed_tokens)
                 scheduled[req.request_id] = n
         out = SchedulerOutput(new_reqs, cached, scheduled, self.finished_ids, self.preempted)
@@ -288,11 +298,15 @@ class MiniEngine:
             if req.num_computed_tokens >= len(req.prompt_token_ids):
                 self._finish(req)
 
-    def run(self, limit: int = 1000) -> None:
-        """Steps until every request finished and the connector reported every held request."""
-        for _ in range(limit):
-            if all(r.status == FINISHED for r in self.reqs.values()) and not self.held \
-                    and not self.finished_ids:
-                return
+    def run(self, limit_s: float = 60.0) -> None:
+        """Steps until every request finished and the connector reported every held request (idle
+        steps, while kvtier works in the background, 1 ms apart; the limit only guards a hang)."""
+        deadline = time.monotonic() + limit_s
+        while not (all(r.status == FINISHED for r in self.reqs.values()) and not self.held
+                   and not self.finished_ids):
+            if time.monotonic() > deadline:
+                raise AssertionError("engine did not finish")
+            busy = any(r.status in (WAITING, RUNNING, PREEMPTED) for r in self.reqs.values())
             self.step()
-        raise AssertionError("engine did not finish")
+            if not busy:
+                time.sleep(0.001)
