@@ -18,4 +18,11 @@ inline constexpr size_t kStreamCopyMinBytes = size_t{64} << 10;
 
 void StreamCopy(void* dst, const void* src, size_t n);
 
+// For one large copy into many destination pieces (a chunk scattered into 16-token paged KV blocks:
+// 32 KiB pieces): StreamCopyPiece streams every piece of at least 64 bytes, whatever its size, and
+// does not fence; StreamFence() after the last piece orders them all. Use it when the whole copy is at
+// least kStreamCopyMinBytes, so small pieces of a large copy still skip the read of the destination.
+void StreamCopyPiece(void* dst, const void* src, size_t n);
+void StreamFence();
+
 }  // namespace kvtier::internal

@@ -5,9 +5,10 @@ layer 0 K, layer 0 V, layer 1 K, ...; a piece is tokens_per_chunk rows of one to
 kv_heads x head_dim values (src/core/chunk_geometry.h). Token t of a request lives in block
 ``block_table[t // block_tokens]``, row ``t % block_tokens``, so with chunks aligned to blocks the
 bytes of (chunk, layer, K or V) are, block by block, whole (block, K or V) regions of the paged
-cache. Each such region is one kvtier piece: ``kvtier_load`` copies the verified chunk bytes
-straight into the block addresses and ``kvtier_save`` reads them from there -- no staging buffer and
-no extra copy in Python. The piece lists are built with numpy (one array operation per call).
+cache. Each such region (or run of regions adjacent in memory) is one kvtier piece: ``kvtier_load``
+copies the verified chunk bytes straight into the block addresses and ``kvtier_save`` reads them from
+there -- no staging buffer and no extra copy in Python. kvtier streams a large copy into small pieces
+with non-temporal stores (src/tiers/mem/page_arena.cc), as it does into one contiguous buffer. The piece lists are built with numpy (one array operation per call).
 
 Any layout whose (block, K or V) region is one contiguous run of block_tokens x kv_heads x head_dim
 values is served: ``PagedCache`` holds, per layer, the address of block 0's K and V region and the
@@ -48,16 +49,18 @@ class PagedCache:
     def region_bytes(self) -> int:
         return self.block_tokens * self.row_bytes
 
-    def pieces(self, blocks: np.ndarray, scratch: Optional[np.ndarray] = None) -> np.ndarray:
-        """kvtier_buf entries [n_chunks * layers * 2 * blocks_per_chunk, 2] (address, size) for the
-        chunks whose blocks are the rows of ``blocks`` (uint32 [n_chunks, blocks_per_chunk]), in
-        chunk byte order. An entry of ``blocks`` that is -1 goes to ``scratch`` instead (a block the
-        engine already holds: those bytes are read and dropped)."""
+    def pieces(self, blocks: np.ndarray, scratch: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+        """(kvtier_buf entries [n, 2] of (address, size), pieces per chunk [n_chunks]) for the chunks
+        whose blocks are the rows of ``blocks`` (int [n_chunks, blocks_per_chunk]), in chunk byte
+        order. Regions that follow each other in memory (consecutive block ids) are one piece. An
+        entry of ``blocks`` that is -1 goes to ``scratch`` instead (a block the engine already holds:
+        those bytes are read and dropped)."""
         blocks = np.asarray(blocks, dtype=np.int64)
         if blocks.ndim != 2:
             raise ValueError("blocks must be [n_chunks, blocks_per_chunk]")
         if blocks.size and (blocks.max() >= self.num_blocks or blocks.min() < -1):
             raise ValueError(f"block table names a block outside [0, {self.num_blocks})")
+        region = np.uint64(self.region_bytes)
         bases = np.stack([self.k_base, self.v_base], axis=1).astype(np.uint64)  # [L, 2]
         b = np.where(blocks < 0, 0, blocks).astype(np.uint64)
         addr = bases[None, :, :, None] + b[:, None, None, :] * self.block_stride[None, :, None, None]
@@ -67,12 +70,16 @@ class PagedCache:
                 raise ValueError("skipped blocks need a scratch buffer of one region each")
             offsets = np.cumsum(skipped.ravel()) - 1
             base = np.uint64(scratch.ctypes.data)
-            scratch_addr = base + offsets.reshape(addr.shape).astype(np.uint64) * np.uint64(self.region_bytes)
+            scratch_addr = base + offsets.reshape(addr.shape).astype(np.uint64) * region
             addr = np.where(skipped, scratch_addr, addr)
-        out = np.empty((addr.size, 2), dtype=np.uint64)
-        out[:, 0] = addr.ravel()
-        out[:, 1] = self.region_bytes
-        return out
+        flat = addr.reshape(len(blocks), -1)                      # [n_chunks, regions per chunk]
+        starts = np.ones(flat.shape, dtype=bool)                  # a region that begins a piece
+        starts[:, 1:] = flat[:, 1:] != flat[:, :-1] + region
+        first = np.flatnonzero(starts.ravel())
+        out = np.empty((first.size, 2), dtype=np.uint64)
+        out[:, 0] = flat.ravel()[first]
+        out[:, 1] = np.diff(np.append(first, flat.size)).astype(np.uint64) * region
+        return out, starts.sum(axis=1).astype(np.uint64)
 
 
 class _Keep:
@@ -85,19 +92,18 @@ class _Keep:
         self.objs = None
 
 
-def _start(fn: Any, store: Store, ns: Namespace, keys: Sequence[bytes], pieces: np.ndarray,
-           n_chunks: int, extra: Any) -> Handle:
-    if not pieces.flags.c_contiguous or pieces.dtype != np.uint64:
-        raise ValueError("pieces must be a C-contiguous uint64 [n, 2] array")
+def _start(fn: Any, store: Store, ns: Namespace, keys: Sequence[bytes], plan: tuple, extra: Any) -> Handle:
+    pieces, per_chunk = plan
     arr, n = _key_array(keys)
-    if n != n_chunks:
-        raise ValueError(f"{n} keys for {n_chunks} chunks")
-    per_chunk = (_SIZE_T * max(n, 1))(*([pieces.shape[0] // max(n, 1)] * n))
+    if n != len(per_chunk):
+        raise ValueError(f"{n} keys for {len(per_chunk)} chunks")
+    counts = np.ascontiguousarray(per_chunk, dtype=np.uint64)  # size_t on the 64-bit platforms kvtier runs on
     bufs = pieces.ctypes.data_as(ctypes.POINTER(_lib.KvBuf))
     op = ctypes.c_void_p()
     with store._use() as handle, ns._use() as ns_handle:
-        _lib.check(fn(handle, ns_handle, arr, n, bufs, per_chunk, -1, ctypes.byref(op)))
-    return Handle(op.value, (_Keep(pieces, per_chunk, extra), arr, ns, store))
+        _lib.check(fn(handle, ns_handle, arr, n, bufs, counts.ctypes.data_as(ctypes.POINTER(_SIZE_T)), -1,
+                      ctypes.byref(op)))
+    return Handle(op.value, (_Keep(pieces, counts, extra), arr, ns, store))
 
 
 def load_async(store: Store, ns: Namespace, keys: Sequence[bytes], cache: PagedCache,
@@ -106,13 +112,11 @@ def load_async(store: Store, ns: Namespace, keys: Sequence[bytes], cache: PagedC
     gives the verified leading chunks loaded. Blocks of -1 are read into a scratch buffer."""
     skipped = int((np.asarray(blocks) < 0).sum()) * cache.layers * 2
     scratch = np.empty(skipped * cache.region_bytes, dtype=np.uint8) if skipped else None
-    pieces = cache.pieces(blocks, scratch)
-    return _start(_lib.lib().kvtier_load_async, store, ns, keys, pieces, len(blocks),
+    return _start(_lib.lib().kvtier_load_async, store, ns, keys, cache.pieces(blocks, scratch),
                   (scratch, cache.keepalive))
 
 
 def save_async(store: Store, ns: Namespace, keys: Sequence[bytes], cache: PagedCache,
                blocks: np.ndarray) -> Handle:
     """Starts saving the chunks held by the cache's blocks (one row of ``blocks`` per key)."""
-    pieces = cache.pieces(blocks)
-    return _start(_lib.lib().kvtier_save_async, store, ns, keys, pieces, len(blocks), cache.keepalive)
+    return _start(_lib.lib().kvtier_save_async, store, ns, keys, cache.pieces(blocks), cache.keepalive)

@@ -186,6 +186,9 @@ void PageArena::Read(uint32_t first, ScatterList dst) const { ReadRange(first, 0
 
 void PageArena::ReadRange(uint32_t first, uint64_t offset, uint64_t len, ScatterList dst,
                           const std::function<void(const std::byte*, size_t)>& before) const {
+  // A large range is streamed piece by piece (fenced once at the end), however small its destination
+  // pieces are: a chunk scattered into paged KV blocks is as large a copy as a contiguous one.
+  const bool stream = len >= kStreamCopyMinBytes;
   // The destination piece and offset where chain byte `offset` goes.
   size_t piece = 0;
   uint64_t off = offset;
@@ -209,12 +212,17 @@ void PageArena::ReadRange(uint32_t first, uint64_t offset, uint64_t len, Scatter
         n = std::min(n, kReadBlock);
         before(p, n);
       }
-      StreamCopy(dst[piece].data() + off, p, n);
+      if (stream) {
+        StreamCopyPiece(dst[piece].data() + off, p, n);
+      } else {
+        std::memcpy(dst[piece].data() + off, p, n);
+      }
       p += n;
       off += n;
       left -= n;
     }
   });
+  if (stream) StreamFence();
 }
 
 std::vector<std::span<const std::byte>> PageArena::Runs(uint32_t first, uint64_t bytes) const {
