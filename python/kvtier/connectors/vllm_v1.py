@@ -19,8 +19,12 @@ Scheduler side (one process):
   hosts and restarts. At least one prompt token is always left to compute.
 - ``update_state_after_alloc`` records which chunks go to which blocks; ``build_connector_meta``
   hands the loads, the saves of newly completed prompt chunks and the preempted requests to the
-  workers; ``request_finished`` answers True (hold the blocks) for a request with saves issued, and
-  the workers report it in ``finished_sending`` once those saves have read the blocks.
+  workers; ``request_finished`` answers True (hold the blocks) for a request with saves or an
+  asynchronous load handed to the workers, and the workers report it in ``finished_sending`` once
+  kvtier stopped reading or writing its blocks.
+- The scheduler and the workers are different processes with their own Store: a tier whose index
+  is the shared directory (``fs://``) shows the scheduler what the workers saved while the engine
+  runs; a ``file://`` tier's index is per process (hits after a restart), ``mem://`` per Store.
 
 Worker side (one per TP rank):
 

@@ -56,6 +56,15 @@ def close(eng):
     eng.sched.shutdown()
 
 
+def first_visit(url, *prompts, **extra):
+    """An engine that prefills ``prompts`` (saving their chunks), then shuts down."""
+    eng = engine(url, **extra)
+    for i, tokens in enumerate(prompts):
+        eng.add(f"first{i}", tokens)
+    eng.run()
+    close(eng)
+
+
 @pytest.mark.parametrize("flashinfer", [False, True])
 @pytest.mark.parametrize("async_load", [False, True])
 def test_several_requests_partial_hits_reload_equals_recompute(file_tier, flashinfer, async_load):
@@ -91,10 +100,7 @@ def test_several_requests_partial_hits_reload_equals_recompute(file_tier, flashi
 def test_local_prefix_cache_blocks_are_not_overwritten(file_tier):
     url, _ = file_tier
     tokens = prompt(4, 3 * CHUNK + 1)
-    first = engine(url)
-    first.add("a", tokens)
-    first.run()
-    close(first)
+    first_visit(url, tokens)
     second = engine(url)
     # the engine's own prefix cache holds one block (16 tokens) of the first chunk
     r = second.add("a", tokens, local_hit_tokens=BS)
@@ -123,10 +129,7 @@ def test_chunked_prefill_saves_each_completed_chunk(file_tier):
 def test_corrupt_chunk_is_a_load_error_and_recomputed(file_tier):
     url, tier_dir = file_tier
     tokens = prompt(6, 3 * CHUNK + 3)
-    first = engine(url)
-    first.add("a", tokens)
-    first.run()
-    close(first)
+    first_visit(url, tokens)
     second = engine(url)
     keys = second.worker.namespace.chunk_keys(tokens[:3 * CHUNK])
     corrupt_chunk(tier_dir, keys[1])
@@ -145,10 +148,7 @@ def test_corrupt_chunk_is_a_load_error_and_recomputed(file_tier):
 def test_async_load_of_a_corrupt_chunk_is_reported_with_the_request(file_tier):
     url, tier_dir = file_tier
     tokens = prompt(7, 2 * CHUNK + 1)
-    first = engine(url, async_load=True)
-    first.add("a", tokens)
-    first.run()
-    close(first)
+    first_visit(url, tokens, async_load=True)
     second = engine(url, async_load=True)
     corrupt_chunk(tier_dir, second.worker.namespace.chunk_keys(tokens[:2 * CHUNK])[0])
     r = second.add("a", tokens)
@@ -179,10 +179,7 @@ def test_preemption_waits_for_saves_and_resumes_from_kvtier(fs_tier):
 def test_request_aborted_mid_load_keeps_its_blocks_until_the_load_ended(file_tier):
     url, _ = file_tier
     tokens = prompt(9, 4 * CHUNK + 1)
-    first = engine(url)
-    first.add("a", tokens)
-    first.run()
-    close(first)
+    first_visit(url, tokens)
     eng = engine(url, async_load=True)
     r = eng.add("a", tokens)
     eng.step()                                   # async load dispatched
@@ -216,11 +213,7 @@ def test_full_tier_drops_saves_without_raising(tiny_file_tier):
 def test_shutdown_with_work_in_flight(file_tier):
     url, _ = file_tier
     tokens = [prompt(20 + i, 3 * CHUNK + 1) for i in range(4)]
-    first = engine(url)
-    for i, t in enumerate(tokens):
-        first.add(f"r{i}", t)
-    first.run()
-    close(first)
+    first_visit(url, *tokens)
     eng = engine(url, async_load=True)
     for i, t in enumerate(tokens):
         eng.add(f"s{i}", t)
