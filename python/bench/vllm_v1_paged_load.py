@@ -6,8 +6,9 @@ saved once into a mem:// tier. Each round loads them (a) with Store.load into on
 (b) through the connector's worker side (start_load_kv + wait_for_layer_load) into vLLM FlashAttention
 tensors [2, num_blocks, 16, 8, 128] per layer, once with a shuffled block table (per chunk 32 x 2 x 16
 block regions of 32 KiB, scattered) and once with consecutive block ids (a fresh engine's free list:
-adjacent regions are one piece), which kvtier fills straight from the verified chunk. The rounds
-alternate; the median of each is printed with its ratio to (a).
+adjacent regions are one piece), which kvtier fills straight from the verified chunk. Both
+destinations are torch tensors (one allocator, no huge pages for either). The rounds alternate; the
+median of each is printed with its ratio to (a).
 
     PYTHONPATH=python KVTIER_LIBRARY=build/src/capi/libkvtier.so python3 python/bench/vllm_v1_paged_load.py
 """
@@ -60,7 +61,9 @@ def main(argv=None) -> int:
     shuffled = list(range(num_blocks))
     random.Random(0).shuffle(shuffled)
     tables = {"shuffled": shuffled[:n * per], "consecutive": list(range(4, 4 + n * per))}
-    contiguous = np.zeros(n * chunk_bytes, dtype=np.uint8)
+    # Both destinations from torch's allocator: numpy would madvise its large buffer into huge pages,
+    # torch's tensors (vLLM's cache) get none, and the comparison would measure the TLB, not kvtier.
+    contiguous = torch.zeros(n * chunk_bytes, dtype=torch.uint8).numpy()
     views = [memoryview(contiguous)[i * chunk_bytes:(i + 1) * chunk_bytes] for i in range(n)]
 
     def plain() -> float:
