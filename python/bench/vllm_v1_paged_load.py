@@ -15,7 +15,6 @@ median of each is printed with its ratio to (a).
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys

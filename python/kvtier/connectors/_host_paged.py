@@ -8,7 +8,8 @@ bytes of (chunk, layer, K or V) are, block by block, whole (block, K or V) regio
 cache. Each such region (or run of regions adjacent in memory) is one kvtier piece: ``kvtier_load``
 copies the verified chunk bytes straight into the block addresses and ``kvtier_save`` reads them from
 there -- no staging buffer and no extra copy in Python. kvtier streams a large copy into small pieces
-with non-temporal stores (src/tiers/mem/page_arena.cc), as it does into one contiguous buffer. The piece lists are built with numpy (one array operation per call).
+with non-temporal stores (src/tiers/mem/page_arena.cc), as it does into one contiguous buffer.
+The piece lists are built with numpy (a few array operations per call).
 
 Any layout whose (block, K or V) region is one contiguous run of block_tokens x kv_heads x head_dim
 values is served: ``PagedCache`` holds, per layer, the address of block 0's K and V region and the
