@@ -22,9 +22,11 @@ Scheduler side (one process):
   workers; ``request_finished`` answers True (hold the blocks) for a request with saves or an
   asynchronous load handed to the workers, and the workers report it in ``finished_sending`` once
   kvtier stopped reading or writing its blocks.
-- The scheduler and the workers are different processes with their own Store: a tier whose index
-  is the shared directory (``fs://``) shows the scheduler what the workers saved while the engine
-  runs; a ``file://`` tier's index is per process (hits after a restart), ``mem://`` per Store.
+- The connectors of one process share one Store per configuration (with TP 1 vLLM runs the
+  scheduler and the worker in one process: every tier shows the scheduler the worker's saves at
+  once). Across processes (TP > 1), a tier whose index is the shared directory (``fs://``) shows
+  the scheduler what the workers saved while the engine runs; a ``file://`` tier's index is per
+  process (hits after a restart), ``mem://`` per process.
 
 Worker side (one per TP rank):
 
@@ -65,7 +67,7 @@ import numpy as np
 
 import kvtier
 
-from . import STORE_OPTION_NAMES, open_store
+from . import STORE_OPTION_NAMES, open_store, split_urls
 from ._host_paged import PagedCache, load_async, save_async
 
 logger = logging.getLogger(__name__)
@@ -213,9 +215,10 @@ class KvtierConnectorCore:
         ranks = range(spec.tp_size) if role == SCHEDULER else [tp_rank]
         tenant = str(extra.get("tenant", ""))
         self._namespaces = [identity_of(spec, extra, r).namespace(self._layout, tenant) for r in ranks]
-        self._own_store = store is None
-        self._store = store if store is not None else open_store(extra["tiers"], extra,
-                                                                 {"tp_rank": tp_rank, "rank": tp_rank})
+        self._store_key = None
+        if store is None:
+            store, self._store_key = _acquire_store(extra)
+        self._store = store
         self._async_load = bool(extra.get("async_load", False))
         self._lock = threading.Lock()
         self._closed = False
@@ -468,8 +471,8 @@ class KvtierConnectorCore:
             self._finish(op)
         self._sync_loads = []
         self._closed = True
-        if self._own_store:
-            self._store.close()
+        if self._store_key is not None:
+            _release_store(self._store_key)
 
     # ---- internals -----------------------------------------------------------------------------
 
@@ -512,6 +515,37 @@ class KvtierConnectorCore:
             self._stats["saves_failed"] += 0 if op.handle is None else 1
         else:
             self._stats["saved_chunks"] += done
+
+
+# One Store per process and configuration, shared by the connectors of that process: with TP 1 vLLM
+# runs the scheduler and the worker in one process, and a shared Store lets the scheduler see the
+# worker's saves at once on every tier (file:// and mem:// keep their index in the Store).
+_STORES: dict = {}
+_STORES_LOCK = threading.Lock()
+
+
+def _acquire_store(extra: Mapping[str, Any]) -> tuple[kvtier.Store, tuple]:
+    urls = split_urls(extra["tiers"])
+    if any("{" in u for u in urls):
+        raise ValueError("KvtierConnector: per-rank tier URLs ({tp_rank}, {rank}) are not supported: "
+                         "the scheduler looks up every rank's chunks in the same tiers")
+    key = (tuple(urls), tuple(sorted((k, repr(extra[k])) for k in STORE_OPTION_NAMES if k in extra)))
+    with _STORES_LOCK:
+        entry = _STORES.get(key)
+        if entry is None:
+            entry = _STORES[key] = [open_store(urls, extra), 0]
+        entry[1] += 1
+        return entry[0], key
+
+
+def _release_store(key: tuple) -> None:
+    with _STORES_LOCK:
+        entry = _STORES[key]
+        entry[1] -= 1
+        if entry[1]:
+            return
+        del _STORES[key]
+    entry[0].close()
 
 
 def _prompt_tokens(request: Any) -> list:

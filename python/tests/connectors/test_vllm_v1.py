@@ -382,3 +382,27 @@ def test_scattered_block_table_holds_the_bytes_of_store_load():
                         assert torch.equal(got, want[c, l, kv])
         worker.shutdown()
         sched.shutdown()
+
+
+def test_one_process_shares_one_store_so_hits_need_no_restart(file_tier):
+    """TP 1: vLLM's scheduler and worker live in one process; their connectors share the Store, so a
+    file:// tier (index in memory) shows the scheduler the worker's saves while the engine runs."""
+    url, _ = file_tier
+    eng = engine(url)
+    assert eng.sched.store is eng.worker.store
+    tokens = prompt(50, 2 * CHUNK + 1)
+    eng.add("a", tokens)
+    eng.run()
+    eng.worker.store.flush()                     # the background write of the file:// tier
+    r = eng.add("b", tokens)
+    assert eng.sched.get_num_new_matched_tokens(r, 0) == (2 * CHUNK, False)
+    eng.run()
+    assert eng.kv_ok["b"] and eng.worker.stats()["loaded_chunks"] == 2
+    store = eng.worker.store
+    eng.worker.shutdown()
+    assert eng.sched.get_num_new_matched_tokens(r, 0) == (2 * CHUNK, False)  # still open for the scheduler
+    eng.sched.shutdown()
+    with pytest.raises(kvtier.KvtierError, match="closed"):
+        store.lookup(eng.sched.namespace, [])
+    with pytest.raises(ValueError, match="per-rank"):
+        KvtierConnectorCore("worker", SPEC, {"tiers": url.replace("tier", "tier{tp_rank}")})
