@@ -48,6 +48,7 @@ Worker side (one per TP rank):
   verification (kvtier never reports such a chunk loaded), so vLLM recomputes those tokens
   (``kv_load_failure_policy: recompute``). A failed save is counted and logged, never raised; a
   full tier drops the save softly (kvtier's ``dropped_saves``) and a later lookup misses.
+- ``get_kv_connector_stats``: the counters of the interval since the last call (``KvtierConnectorStats``).
 - ``handle_preemptions`` waits for the saves of preempted requests before their blocks are reused;
   ``shutdown`` waits for every operation in flight, then closes the store.
 
@@ -81,6 +82,40 @@ except Exception:  # pragma: no cover - depends on the environment
     _MetaBase = object  # type: ignore[assignment,misc]
     KVConnectorRole = None  # type: ignore[assignment]
     HAVE_VLLM = False
+
+try:
+    from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorStats as _StatsBase  # type: ignore
+except Exception:  # pragma: no cover - depends on the environment
+
+    @dataclass
+    class _StatsBase:  # type: ignore[no-redef]
+        """vLLM's KVConnectorStats fields: a serialisable dict of observations."""
+
+        data: dict = field(default_factory=dict)
+
+
+@dataclass
+class KvtierConnectorStats(_StatsBase):  # type: ignore[misc,valid-type]
+    """vLLM's KVConnectorStats for this connector: the counters of one interval (loads,
+    loaded_chunks, load_errors, error_blocks, saves, saved_chunks, saves_failed, ...); workers'
+    intervals add up."""
+
+    data: dict = field(default_factory=dict)
+
+    def reset(self) -> None:
+        self.data = {}
+
+    def aggregate(self, other: Any) -> "KvtierConnectorStats":
+        for name, value in (getattr(other, "data", None) or {}).items():
+            self.data[name] = self.data.get(name, 0) + value
+        return self
+
+    def reduce(self) -> dict:
+        return dict(self.data)
+
+    def is_empty(self) -> bool:
+        return not any(self.data.values())
+
 
 SCHEDULER, WORKER = "scheduler", "worker"
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16",
@@ -236,6 +271,7 @@ class KvtierConnectorCore:
         self._finished_seen: set[str] = set()
         self._stats = {"lookups": 0, "hit_tokens": 0, "loads": 0, "loaded_chunks": 0, "load_errors": 0,
                        "error_blocks": 0, "saves": 0, "saved_chunks": 0, "saves_failed": 0}
+        self._reported: dict[str, int] = {}
 
     # ---- properties ----------------------------------------------------------------------------
 
@@ -453,8 +489,16 @@ class KvtierConnectorCore:
         errors, self._load_errors = self._load_errors, set()
         return errors
 
-    def get_kv_connector_stats(self) -> Optional[dict]:
-        return self.stats()
+    def get_kv_connector_stats(self) -> Optional[KvtierConnectorStats]:
+        """The counters since the last call (None when nothing changed), for vLLM's stats logger."""
+        delta = {k: v - self._reported.get(k, 0) for k, v in self._stats.items()}
+        self._reported = dict(self._stats)
+        stats = KvtierConnectorStats(data={k: v for k, v in delta.items() if v})
+        return None if stats.is_empty() else stats
+
+    @classmethod
+    def build_kv_connector_stats(cls, data: Optional[dict] = None) -> KvtierConnectorStats:
+        return KvtierConnectorStats(data=dict(data or {}))
 
     def stats(self) -> dict:
         """The connector's counters and the store's statistics (``store``)."""
@@ -726,11 +770,6 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
         KvtierConnectorCore.clear_connector_metadata(self)
         if HAVE_VLLM:  # pragma: no cover - needs vLLM
             self._connector_metadata = None
-
-    def get_kv_connector_stats(self) -> Any:
-        # vLLM aggregates KVConnectorStats objects; kvtier's counters are on its own metrics
-        # (Store.metrics_text) and in stats().
-        return None if HAVE_VLLM else self.stats()
 
     @classmethod
     def get_required_kvcache_layout(cls, vllm_config: Any) -> Optional[str]:

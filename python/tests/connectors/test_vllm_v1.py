@@ -406,3 +406,18 @@ def test_one_process_shares_one_store_so_hits_need_no_restart(file_tier):
         store.lookup(eng.sched.namespace, [])
     with pytest.raises(ValueError, match="per-rank"):
         KvtierConnectorCore("worker", SPEC, {"tiers": url.replace("tier", "tier{tp_rank}")})
+
+
+def test_connector_stats_are_interval_counters_that_add_up(file_tier):
+    url, _ = file_tier
+    eng = engine(url)
+    assert eng.worker.get_kv_connector_stats() is None          # nothing happened yet
+    eng.add("a", prompt(60, 2 * CHUNK))
+    eng.run()
+    first = eng.worker.get_kv_connector_stats()
+    assert first.data["saves"] == 1 and first.data["saved_chunks"] == 2
+    assert eng.worker.get_kv_connector_stats() is None          # the interval was reported
+    other = KvtierConnectorCore.build_kv_connector_stats({"saves": 2, "loads": 1})
+    total = first.aggregate(other).reduce()
+    assert total["saves"] == 3 and total["loads"] == 1
+    close(eng)
