@@ -59,7 +59,6 @@ drives kvtier.gpu (docs/connectors.md).
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
@@ -70,6 +69,7 @@ import kvtier
 
 from . import STORE_OPTION_NAMES, open_store, split_urls
 from ._host_paged import PagedCache, load_async, save_async
+from ._vllm_kv_caches import paged_cache_of
 
 logger = logging.getLogger(__name__)
 
@@ -607,105 +607,6 @@ def _group0(block_ids: Any) -> list:
             raise ValueError(f"KvtierConnector: {len(block_ids)} KV cache groups; one is supported")
         return list(block_ids[0])
     return list(block_ids)
-
-
-_LAYER_INDEX = re.compile(r"(\d+)")
-
-
-def _layer_order(names: Sequence[str]) -> list:
-    def key(item: tuple[int, str]) -> tuple:
-        nums = _LAYER_INDEX.findall(item[1])
-        return (int(nums[-1]) if nums else item[0], item[0])
-    return [name for _, name in sorted(enumerate(names), key=key)]
-
-
-def _nhd_region(t: Any, spec: ModelSpec, what: str) -> None:
-    """ValueError unless the last three dimensions of ``t`` are one contiguous NHD block."""
-    tail = tuple(t.shape[-3:])
-    want = (spec.block_size, spec.kv_heads, spec.head_dim)
-    if tail != want:
-        raise ValueError(f"KvtierConnector: {what}: block shape {tail}, expected (block_size, "
-                         f"kv_heads, head_dim) = {want}")
-    if tuple(t.stride()[-3:]) != (spec.kv_heads * spec.head_dim, spec.head_dim, 1):
-        raise ValueError(f"KvtierConnector: {what}: a block is not one contiguous NHD run (strides "
-                         f"{tuple(t.stride())}); HND and other stride orders are not supported")
-
-
-def _layer_regions(t: Any, spec: ModelSpec, layout: str, what: str) -> tuple[int, int, int, int]:
-    """(K address, V address, block stride in bytes, num_blocks) of one layer's cache."""
-    if isinstance(t, (tuple, list)):
-        if len(t) != 2:
-            raise ValueError(f"KvtierConnector: {what}: a tuple of {len(t)} tensors, not (K, V)")
-        k, v = t
-        for x, name in ((k, "K"), (v, "V")):
-            _check_tensor(x, spec, f"{what} {name}")
-            if x.dim() != 4:
-                raise ValueError(f"KvtierConnector: {what} {name}: shape {tuple(x.shape)} is not "
-                                 "[num_blocks, block_size, kv_heads, head_dim]")
-            _nhd_region(x, spec, f"{what} {name}")
-        if k.shape != v.shape or k.stride() != v.stride():
-            raise ValueError(f"KvtierConnector: {what}: K and V differ in shape or strides")
-        return k.data_ptr(), v.data_ptr(), k.stride(0) * k.element_size(), k.shape[0]
-    _check_tensor(t, spec, what)
-    shape = tuple(t.shape)
-    if t.dim() == 3:
-        raise ValueError(f"KvtierConnector: {what}: shape {shape} is an MLA latent cache; MLA is not "
-                         "supported by this connector")
-    if t.dim() != 5:
-        raise ValueError(f"KvtierConnector: {what}: unknown KV cache shape {shape} (supported: "
-                         "[2, num_blocks, block_size, kv_heads, head_dim], "
-                         "[num_blocks, 2, block_size, kv_heads, head_dim], or a (K, V) pair)")
-    if layout == "auto":
-        if shape[0] == 2 and shape[1] != 2:
-            layout = "flash_attn"
-        elif shape[1] == 2 and shape[0] != 2:
-            layout = "flashinfer"
-        else:
-            raise ValueError(f"KvtierConnector: {what}: shape {shape} is ambiguous; set "
-                             "kv_cache_layout to 'flash_attn' or 'flashinfer'")
-    kv_dim, block_dim = (0, 1) if layout == "flash_attn" else (1, 0)
-    if shape[kv_dim] != 2:
-        raise ValueError(f"KvtierConnector: {what}: shape {shape} does not fit layout {layout}")
-    _nhd_region(t, spec, what)
-    es = t.element_size()
-    base = t.data_ptr()
-    return (base, base + t.stride(kv_dim) * es, t.stride(block_dim) * es, shape[block_dim])
-
-
-_TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32",
-                 "fp8": ("torch.float8_e4m3fn", "torch.float8_e5m2", "torch.uint8")}
-
-
-def _check_tensor(t: Any, spec: ModelSpec, what: str) -> None:
-    device = getattr(getattr(t, "device", None), "type", None)
-    if device != "cpu":
-        raise ValueError(f"KvtierConnector: {what}: a {device} tensor; this connector serves host "
-                         "(CPU) KV caches only (CUDA: use kvtier.gpu, docs/connectors.md)")
-    want = _TORCH_DTYPES[spec.dtype]
-    if str(t.dtype) not in ((want,) if isinstance(want, str) else want):
-        raise ValueError(f"KvtierConnector: {what}: dtype {t.dtype}, the configuration says {spec.kv_dtype}")
-
-
-def paged_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, layout: str = "auto") -> PagedCache:
-    """The host paged cache of vLLM's ``kv_caches`` (layer name -> tensor), layers in name order
-    (the layer index in the name)."""
-    names = _layer_order(list(kv_caches))
-    if len(names) != spec.layers:
-        raise ValueError(f"KvtierConnector: {len(names)} KV cache layers, the model has {spec.layers}")
-    regions = [_layer_regions(kv_caches[n], spec, layout, f"layer {n!r}") for n in names]
-    blocks = {r[3] for r in regions}
-    if len(blocks) != 1:
-        raise ValueError(f"KvtierConnector: layers differ in num_blocks: {sorted(blocks)}")
-    es = int(np.dtype(np.uint8).itemsize)  # byte addresses
-    row = spec.kv_heads * spec.head_dim * _elem_bytes(spec.dtype) * es
-    return PagedCache(np.array([r[0] for r in regions], dtype=np.uint64),
-                      np.array([r[1] for r in regions], dtype=np.uint64),
-                      np.array([r[2] for r in regions], dtype=np.uint64),
-                      blocks.pop(), spec.block_size, row, keepalive=dict(kv_caches))
-
-
-def _elem_bytes(dtype: str) -> int:
-    return {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}[dtype]
 
 
 # ---- the vLLM adapter ----------------------------------------------------------------------------
