@@ -421,3 +421,76 @@ def test_connector_stats_are_interval_counters_that_add_up(file_tier):
     total = first.aggregate(other).reduce()
     assert total["saves"] == 3 and total["loads"] == 1
     close(eng)
+
+
+_STUB_BASE = '''
+import abc, enum
+class KVConnectorRole(enum.Enum):
+    SCHEDULER = 0
+    WORKER = 1
+class KVConnectorMetadata(abc.ABC):
+    pass
+class KVConnectorBase_V1(abc.ABC):
+    def __init__(self, vllm_config, role, kv_cache_config):
+        self._connector_metadata = None
+        self._vllm_config = vllm_config
+        self._role = role
+    @property
+    def role(self):
+        return self._role
+    def bind_connector_metadata(self, m):
+        self._connector_metadata = m
+    def clear_connector_metadata(self):
+        self._connector_metadata = None
+'''
+_ABSTRACT = ("start_load_kv", "wait_for_layer_load", "save_kv_layer", "wait_for_save",
+             "get_num_new_matched_tokens", "update_state_after_alloc", "build_connector_meta")
+_STUB_METRICS = '''
+from dataclasses import dataclass, field
+@dataclass
+class KVConnectorStats:
+    data: dict = field(default_factory=dict)
+'''
+
+
+def test_adapter_is_a_kv_connector_base_v1_subclass_when_vllm_is_importable(tmp_path, file_tier):
+    """With a stand-in of vLLM's base module on sys.path (abstract methods as in base.py), the module
+    subclasses it, every abstract method is implemented, and the factory's call constructs it."""
+    import subprocess
+    url, _ = file_tier
+    pkg = tmp_path / "vllm" / "distributed" / "kv_transfer" / "kv_connector" / "v1"
+    pkg.mkdir(parents=True)
+    for d in [tmp_path / "vllm", *list(pkg.parents)[:4], pkg]:
+        (d / "__init__.py").touch()
+    (pkg / "base.py").write_text(_STUB_BASE + "".join(
+        f"    @abc.abstractmethod\n    def {m}(self, *a, **k):\n        pass\n" for m in _ABSTRACT))
+    (pkg / "metrics.py").write_text(_STUB_METRICS)
+    script = f'''
+import sys, types
+sys.path[:0] = [{str(tmp_path)!r}, {str(pathlib.Path(__file__).resolve().parents[2])!r}]
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1, KVConnectorRole
+from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorStats
+from kvtier.connectors import vllm_v1
+assert vllm_v1.HAVE_VLLM and issubclass(vllm_v1.KvtierConnector, KVConnectorBase_V1)
+assert issubclass(vllm_v1.KvtierConnectorStats, KVConnectorStats)
+class MC:
+    model, revision, dtype, use_mla = "m", None, "torch.float16", False
+    def get_num_layers(self, pc): return 2
+    def get_num_kv_heads(self, pc): return 2
+    def get_head_size(self): return 8
+cfg = types.SimpleNamespace(model_config=MC(),
+    cache_config=types.SimpleNamespace(block_size=16, cache_dtype="auto"),
+    parallel_config=types.SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0),
+    kv_transfer_config=types.SimpleNamespace(kv_connector_extra_config={{"tiers": [{url!r}]}}))
+for role in KVConnectorRole:
+    c = vllm_v1.KvtierConnector(cfg, role, None)
+    assert c.role is role
+    meta = vllm_v1.KvtierConnectorMetadata()
+    c.bind_connector_metadata(meta)
+    assert c._connector_metadata is meta
+    c.clear_connector_metadata()
+    c.shutdown()
+print("ok")
+'''
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
