@@ -34,13 +34,6 @@ namespace fs = std::filesystem;
 using hostile::Describe;
 using hostile::RunKvtier;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // ---- Failure 1a: sizes come from verified headers, never from st_size ------------------------------
 
 TEST(SizesComeFromVerifiedHeaders, GcNeverEvictsGoodChunksForAChunkNamedSparseGiant) {

@@ -6,12 +6,12 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "eval/benchlib/gnuplot.h"
 #include "eval/benchlib/process.h"
 #include "hostile/cli_runner.h"
+#include "hostile/hostile_util.h"
 #include "support/temp_dir.h"
 
 namespace kvtier::testing {
@@ -20,13 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 using hostile::Describe;
 using hostile::RunKvtier;
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 constexpr const char* kScript =
     "set terminal svg size 300,200\n"
@@ -63,7 +56,7 @@ TEST(OutputsAreNeverWrittenThroughALink, GnuplotDrawsPrivatelyAndTheOneWriterPla
   const std::string svg = dir.path() + "/chart.svg";
   ASSERT_TRUE(internal::DrawSvgWithGnuplot(kScript, svg, "chart").ok());
   EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(svg)));
-  EXPECT_NE(Slurp(svg).find("<svg"), std::string::npos);
+  EXPECT_NE(ReadAll(svg).find("<svg"), std::string::npos);
   EXPECT_EQ(Entries(scratch), 0u) << "gnuplot's private directory was left behind";
 
   const std::string victim = dir.path() + "/victim", linked = dir.path() + "/linked.svg";
@@ -71,7 +64,7 @@ TEST(OutputsAreNeverWrittenThroughALink, GnuplotDrawsPrivatelyAndTheOneWriterPla
   fs::create_symlink(victim, linked);
   const Status s = internal::DrawSvgWithGnuplot(kScript, linked, "chart");
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
-  EXPECT_EQ(Slurp(victim), "precious\n");
+  EXPECT_EQ(ReadAll(victim), "precious\n");
   EXPECT_TRUE(fs::is_symlink(linked));
   EXPECT_EQ(Entries(scratch), 0u) << "gnuplot's private directory was left behind";
 }
@@ -88,7 +81,7 @@ TEST(OutputsAreNeverWrittenThroughALink, ReportRefusesALinkedChartAndLeavesItsTa
                            dir.path() + "/report.log");
   EXPECT_TRUE(r.exited) << Describe(r);
   EXPECT_NE(r.exit_code, 0) << Describe(r);
-  EXPECT_EQ(Slurp(victim), "precious\n") << "gnuplot wrote through the link";
+  EXPECT_EQ(ReadAll(victim), "precious\n") << "gnuplot wrote through the link";
   EXPECT_TRUE(fs::is_symlink(out + "/bandwidth_vs_inflight.svg"));
 
   // Without the link the same command draws the chart as a regular file.
@@ -97,7 +90,7 @@ TEST(OutputsAreNeverWrittenThroughALink, ReportRefusesALinkedChartAndLeavesItsTa
                             dir.path() + "/report2.log");
   EXPECT_TRUE(ok.exited && ok.exit_code == 0) << Describe(ok);
   EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(out + "/bandwidth_vs_inflight.svg")));
-  EXPECT_NE(Slurp(out + "/bandwidth_vs_inflight.svg").find("<svg"), std::string::npos);
+  EXPECT_NE(ReadAll(out + "/bandwidth_vs_inflight.svg").find("<svg"), std::string::npos);
 }
 
 }  // namespace
