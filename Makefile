@@ -1,22 +1,27 @@
-# kvtier: `make demo` runs the main job, `make test` runs every test. Both install what they need.
+# kvtier: `make demo` runs the main job, `make test` runs every test. Each installs what it needs:
+# `make build`/`make demo` the build's packages only (scripts/install-deps.sh --demo: no server);
+# `make test` and the targets below it also the tools and servers the tests start (install-deps.sh).
 BUILD    ?= build
 JOBS     ?= 2
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVTIER_WERROR=ON
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS) --no-tests=error
 
-.PHONY: deps build demo test python test-asan test-tsan check-locking fuzz fuzz-smoke fuzz-build clean
+.PHONY: deps deps-build build demo test python test-asan test-tsan check-locking fuzz fuzz-smoke fuzz-build clean
 
 deps:
 	@bash scripts/install-deps.sh
 
-build: deps
+deps-build:
+	@bash scripts/install-deps.sh --demo
+
+build: deps-build
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
 demo: build
 	@$(BUILD)/src/tools/kvtier demo
 
-test: build
+test: deps build
 	@ctest --test-dir $(BUILD) $(CTEST_FLAGS)
 
 # The Python package (python/kvtier): builds libkvtier.so and puts a copy inside the package (git-ignored),

@@ -6,7 +6,8 @@
 # `start` brings up one mon, one mgr and one OSD (bluestore on a sparse file DIR/osd/ceph-0/block.file),
 # a pool "kvtier" of size 1; unless --no-fs an MDS with CephFS mounted by ceph-fuse at DIR/mnt-a and
 # DIR/mnt-b (two clients, as two hosts would); unless --no-rgw radosgw (S3) with a user whose keys are in
-# DIR/s3.credentials (AWS shared-credentials format, profile "default"). Auth is off (cephx none): the
+# DIR/s3.credentials (AWS shared-credentials format, profile "default") and a bucket "kvtier" (so the
+# printed s3:// URL works as printed). Auth is off (cephx none): the
 # cluster is for tests on 127.0.0.1 only. Ports are free ones picked at start, so clusters of parallel
 # test binaries do not meet. stdout gets, one a line:
 #   fs://DIR/mnt-a   fs://DIR/mnt-b   rados://kvtier?conf=DIR/ceph.conf   s3://kvtier?endpoint=http://...
@@ -240,6 +241,14 @@ if (( WANT_RGW )); then
   umask 077
   (umask 077 && printf '[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n' "$AK" "$SK" >"$DIR/s3.credentials")
   chmod 600 "$DIR/s3.credentials"  # kvtier refuses a secret that group or others can read
+  # The bucket the printed s3:// URL names, so that URL works as printed (without create_bucket=1).
+  # An S3 PUT of the bucket signed with the user's keys (curl's SigV4, as kvtier's s3:// client signs:
+  # radosgw requires x-amz-content-sha256); 409 (it exists: a restart of the same DIR) is fine.
+  code=$(curl -sS -o "$DIR/log/create-bucket.out" -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
+    --user "$AK:$SK" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -X PUT "http://127.0.0.1:$RGW_PORT/kvtier") ||
+    code=000
+  [[ $code == 200 || $code == 409 ]] ||
+    { log "creating bucket kvtier failed: HTTP $code (see $DIR/log/create-bucket.out)"; exit 1; }
   log "radosgw on 127.0.0.1:$RGW_PORT: $(echo "$(date +%s.%N) - $T0" | bc) s"
 fi
 wait_for 60 pgs_clean || log "warning: not every PG is active+clean yet"

@@ -1,22 +1,49 @@
 #!/usr/bin/env bash
-# Installs every Debian package kvtier needs to build, test and benchmark.
+# Installs the Debian packages kvtier needs, per target:
+#   install-deps.sh --demo   what the build (libraries, CLI, tests compiled) and `kvtier demo` need;
+#                            `make build` and `make demo` use it: no server is installed
+#   install-deps.sh          everything: the above plus the tools and servers the tests and benchmarks
+#                            start (Redis and Ceph servers, FUSE, clang for the fuzz and locking builds,
+#                            fio, gnuplot, pytest, torch); `make test` (and so .ci/run) uses it
+#   install-deps.sh --list [--demo]   prints the package set, one a line, and installs nothing
 # Idempotent: prints nothing and exits 0 when everything is already present.
 set -euo pipefail
 
-PACKAGES=(
+# The build: compilers, every library the CMake configuration requires (cmake/KvtierDeps.cmake; the
+# client libraries of the redis://, rados:// and s3:// tiers are build dependencies), and the test
+# frameworks the default build compiles. The demo (`kvtier demo`) needs nothing more.
+BUILD_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libssl-dev libxxhash-dev liburing-dev
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
   prometheus-cpp-dev
+  libhiredis-dev librados-dev libcurl4-openssl-dev
+)
+# The tests and benchmarks: tools they run and the servers of the distributed tests.
+TEST_PACKAGES=(
   clang libclang-rt-14-dev
   fio gnuplot-nox
-  python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
-  python3-torch
-  redis-server redis-tools libhiredis-dev
-  ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse radosgw librados-dev uuid-runtime bc fuse3 curl libcurl4-openssl-dev
+  python3-numpy python3-pytest python3-setuptools python3-pip python3-venv python3-torch
+  redis-server redis-tools
+  ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse radosgw uuid-runtime bc fuse3 curl
 )
+
+demo=0 list=0
+for arg in "$@"; do
+  case "$arg" in
+    --demo) demo=1 ;;
+    --list) list=1 ;;
+    *) echo "usage: $0 [--demo] [--list]" >&2; exit 2 ;;
+  esac
+done
+PACKAGES=("${BUILD_PACKAGES[@]}")
+(( demo )) || PACKAGES+=("${TEST_PACKAGES[@]}")
+if (( list )); then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

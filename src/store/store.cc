@@ -75,6 +75,7 @@ StoreImpl::StoreImpl(std::vector<std::unique_ptr<Tier>> tiers, const StoreOption
   }
   if (options_.admission == Admission::kSecondUse) seen_ = std::make_unique<SeenTable>();
   tier_dropped_ = std::make_unique<std::atomic<uint64_t>[]>(tiers_.size());
+  tier_length_corrupt_ = std::make_unique<std::atomic<uint64_t>[]>(tiers_.size());
   queue_ = std::make_unique<SaveQueue>(options_.save_queue_bytes, options_.save_queue_chunks,
                                        options_.background_threads,
                                        [this](SaveJob& job) { RunJob(job); });
@@ -148,8 +149,10 @@ void StoreImpl::RemoveIfLengthDisagrees(size_t tier, const ChunkId& id, const St
   // Load checked every destination against the layout's chunk size before reading, so a tier's
   // InvalidArgument (its "destination holds N bytes but the stored chunk has M") means the stored
   // chunk's length disagrees with the layout its header names: a tampered or broken header. Kept,
-  // later saves would skip the key as present and it would miss forever: removed (a miss now).
+  // later saves would skip the key as present and it would miss forever: removed (a miss now), and
+  // counted with the tier's other corrupt chunks (detected, as the tiers count theirs).
   if (st.code() != Code::kInvalidArgument) return;
+  tier_length_corrupt_[tier].fetch_add(1, std::memory_order_relaxed);
   (void)tiers_[tier]->Remove(id);
 }
 
@@ -279,6 +282,7 @@ StoreStats StoreImpl::Stats() const {
   for (size_t t = 0; t < tiers_.size(); ++t) {
     s.tiers.push_back(tiers_[t]->Stats());
     s.tiers.back().dropped_saves = tier_dropped_[t].load(std::memory_order_relaxed);
+    s.tiers.back().corrupt += tier_length_corrupt_[t].load(std::memory_order_relaxed);
   }
   s.lookups = lookups_.load(std::memory_order_relaxed);
   s.lookup_chunks_hit = lookup_hit_.load(std::memory_order_relaxed);

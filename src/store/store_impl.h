@@ -71,7 +71,7 @@ class StoreImpl final : public Store {
   // read[i] is set when a tier's read of chunk i got further than NotFound (its destination may hold
   // bytes: Load zeroes it unless it is loaded).
   // Removes a chunk whose stored length disagrees with its layout (the tier said InvalidArgument for
-  // a destination Load had checked).
+  // a destination Load had checked) and counts it corrupt in that tier's TierStats::corrupt.
   void RemoveIfLengthDisagrees(size_t tier, const ChunkId& id, const Status& st);
   size_t ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
                      std::vector<int>& from, std::vector<bool>& read);
@@ -95,6 +95,9 @@ class StoreImpl final : public Store {
       load_bytes_{0}, saves_{0}, save_chunks_{0}, promotions_{0}, promotions_dropped_{0}, borrows_{0},
       queued_saves_{0}, dropped_saves_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> tier_dropped_;  // per tier: TierStats::dropped_saves
+  // Per tier: chunks the Store found with a length that disagrees with their layout (and removed);
+  // added to the tier's own TierStats::corrupt, so both kinds of corruption count in one place.
+  std::unique_ptr<std::atomic<uint64_t>[]> tier_length_corrupt_;
   LatencyHistogram load_latency_, save_latency_;
   NamespaceTable namespaces_;
   // Last member: destroyed (drained, workers joined) before the tiers it writes to.

@@ -34,13 +34,6 @@ namespace fs = std::filesystem;
 using hostile::Describe;
 using hostile::RunKvtier;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // ---- Failure 1a: sizes come from verified headers, never from st_size ------------------------------
 
 TEST(SizesComeFromVerifiedHeaders, GcNeverEvictsGoodChunksForAChunkNamedSparseGiant) {
@@ -240,6 +233,9 @@ TEST(LengthFaultsAreCorruption, AResealedLengthIsRemovedAndTheKeyCanBeSavedAgain
     EXPECT_EQ(*loaded, 0u);
     EXPECT_FALSE(Exists(path)) << "the tampered chunk was kept: every later save skips it, it misses forever";
     EXPECT_EQ((*store)->Lookup(ns, std::span<const ChunkKey>(&key, 1)), 0u);
+    // Counted: the tier's corrupt count (Prometheus kvtier_tier_corrupt_chunks_total, C API and
+    // Python `corrupt`) says one chunk was found corrupt.
+    EXPECT_EQ((*store)->Stats().tiers.at(0).corrupt, 1u);
     // Saved again, it loads.
     const std::vector<std::byte> good = PayloadFor(key, buf.size());
     const std::span<const std::byte> src_piece(good);
@@ -250,6 +246,7 @@ TEST(LengthFaultsAreCorruption, AResealedLengthIsRemovedAndTheKeyCanBeSavedAgain
     ASSERT_TRUE(loaded.ok());
     EXPECT_EQ(*loaded, 1u);
     EXPECT_EQ(buf, good);
+    EXPECT_EQ((*store)->Stats().tiers.at(0).corrupt, 1u) << "a good load counted as corrupt";
   }
 }
 
@@ -496,6 +493,11 @@ TEST(MemoryBoundedParsing, ReplayOnA100MBTraceUnderUlimitV) {
   const auto r = RunKvtier({"replay", "--trace", trace, "--block-tokens", "1", "--model", "qwen2.5-0.5b"},
                            dir.path() + "/replay.log", kUlimitV, 300);
   ExpectResultOrClearError(r, "replay");
+  // Refused while streaming, at the memory bound docs/replay.md states (about 10.9M references here,
+  // the bound is 4,194,304), before anything is built from it: not the out-of-memory backstop.
+  EXPECT_EQ(r.exit_code, 1) << Describe(r);
+  EXPECT_NE(r.output.find("block references, the replay's memory bound"), std::string::npos) << Describe(r);
+  EXPECT_EQ(r.output.find("out of memory"), std::string::npos) << Describe(r);
 }
 
 // ---- The three "also seen" behaviours, decided -------------------------------------------------------

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "eval/benchlib/datapath_io.h"
+#include "eval/benchlib/gnuplot.h"
 #include "eval/benchlib/process.h"
 #include "eval/benchlib/results.h"
 #include "kvtier/tier.h"
@@ -166,8 +167,10 @@ Result<std::vector<std::string>> WriteReport(const ReportInputs& in, const Repor
     // Paths relative to out_dir, so the scripts still work once the folder is moved or committed.
     KVTIER_RETURN_IF_ERROR(write(p.name + ".gp", GnuplotScript(p, p.name + ".svg")));
     if (!options.run_gnuplot || !have_gnuplot) continue;
-    KVTIER_RETURN_IF_ERROR(RunProcess({"gnuplot", p.name + ".gp"}, options.out_dir));
-    written.push_back((fs::path(options.out_dir) / (p.name + ".svg")).string());
+    // gnuplot draws in a private directory; the SVG reaches out_dir through the one writer.
+    const std::string svg = (fs::path(options.out_dir) / (p.name + ".svg")).string();
+    KVTIER_RETURN_IF_ERROR(DrawSvgWithGnuplot(GnuplotScript(p, kGnuplotScratchSvg), svg, "report chart"));
+    written.push_back(svg);
   }
   if (options.run_gnuplot && !have_gnuplot && !plots.empty()) {
     return Status::NotSupported("gnuplot is not installed (Debian: gnuplot-nox); wrote the .gp scripts "

@@ -68,7 +68,9 @@ struct ReportOptions {
   std::string command_line;   // quoted in report.md so the figures can be reproduced
 };
 
-// Writes report.md, every .gp script and (with run_gnuplot) every SVG into out_dir, creating it.
+// Writes report.md, every .gp script and (with run_gnuplot) every SVG into out_dir, creating it; every
+// file, SVGs included, goes through the one writer (core/output_file.h; gnuplot draws in a private
+// directory, eval/benchlib/gnuplot.h), so nothing is written through a link in out_dir.
 // Returns the files written. NotSupported when gnuplot is not installed (the scripts and report.md
 // are still written); IOError when a file cannot be written or gnuplot fails.
 Result<std::vector<std::string>> WriteReport(const ReportInputs& inputs, const ReportOptions& options);

@@ -1,13 +1,10 @@
 #include "eval/replay/plot.h"
 
-#include <stdio.h>
-#include <sys/wait.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <filesystem>
-#include <system_error>
+
+#include "eval/benchlib/gnuplot.h"
 
 namespace kvtier::internal {
 namespace {
@@ -81,20 +78,10 @@ std::string SweepPlotScript(const ReplayReport& r, const PlotOptions& o) {
 
 Status WriteSweepPlot(const ReplayReport& r, const PlotOptions& o) {
   if (r.sweep.empty()) return Status::InvalidArgument("no sweep to plot");
-  const std::string script = SweepPlotScript(r, o);
-  std::error_code ec;
-  std::filesystem::remove(o.svg_path, ec);
-  FILE* gp = popen("gnuplot 2>&1", "w");
-  if (gp == nullptr) return Status::FromErrno(errno, "start gnuplot");
-  const bool wrote = fwrite(script.data(), 1, script.size(), gp) == script.size();
-  const int rc = pclose(gp);
-  if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 127) {
-    return Status::NotSupported("gnuplot is not installed (Debian package gnuplot-nox); no plot");
-  }
-  if (!wrote || rc != 0 || !std::filesystem::exists(o.svg_path, ec)) {
-    return Status::IOError("gnuplot failed to write " + o.svg_path);
-  }
-  return Status::OK();
+  // gnuplot draws in a private directory; the SVG reaches o.svg_path through the one writer.
+  PlotOptions scratch = o;
+  scratch.svg_path = kGnuplotScratchSvg;
+  return DrawSvgWithGnuplot(SweepPlotScript(r, scratch), o.svg_path, "replay plot");
 }
 
 }  // namespace kvtier::internal

@@ -21,8 +21,10 @@ struct PlotOptions {
 // The gnuplot script that draws `report.sweep` (data inline), so it can be checked without gnuplot.
 std::string SweepPlotScript(const ReplayReport& report, const PlotOptions& options);
 
-// Runs gnuplot on the script. InvalidArgument when the report has no sweep; NotSupported when
-// gnuplot is not installed; IOError when gnuplot fails or writes no file.
+// Draws the script with gnuplot and writes the SVG to options.svg_path through the one writer
+// (eval/benchlib/gnuplot.h: gnuplot never writes that path itself, and a link there is refused, never
+// followed). InvalidArgument when the report has no sweep or svg_path is not a regular file;
+// NotSupported when gnuplot is not installed; IOError when gnuplot fails or draws nothing.
 Status WriteSweepPlot(const ReplayReport& report, const PlotOptions& options);
 
 }  // namespace kvtier::internal

@@ -56,7 +56,8 @@ Result<TraceRequest> ParseTraceLine(std::string_view line, uint32_t block_tokens
   return r;
 }
 
-Result<Trace> LoadTrace(const std::string& path, uint32_t block_tokens, size_t max_requests) {
+Result<Trace> LoadTrace(const std::string& path, uint32_t block_tokens, size_t max_requests,
+                        uint64_t max_block_refs) {
   KVTIER_ASSIGN_OR_RETURN(LineReader in,
                           LineReader::Open(path, kMaxTraceFileBytes, kMaxTraceLineBytes, "trace"));
   Trace trace;
@@ -71,6 +72,12 @@ Result<Trace> LoadTrace(const std::string& path, uint32_t block_tokens, size_t m
     if (!r.ok()) return Status::InvalidArgument(where + r.status().message());
     if (!trace.requests.empty() && r->timestamp_ms < trace.requests.back().timestamp_ms) {
       return Status::InvalidArgument(where + "timestamps must not go backwards");
+    }
+    if (r->hash_ids.size() > max_block_refs - trace.block_refs) {
+      return Status::InvalidArgument(
+          where + "the trace holds more than " + std::to_string(max_block_refs) +
+          " block references, the replay's memory bound (docs/replay.md); --max-requests " +
+          std::to_string(trace.requests.size()) + " replays the requests before this line");
     }
     trace.input_tokens += r->input_length;
     trace.block_refs += r->hash_ids.size();

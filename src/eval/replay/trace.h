@@ -40,6 +40,11 @@ inline constexpr size_t kMaxTraceLineBytes = 4u << 20;
 inline constexpr uint32_t kMaxBlockTokens = 1u << 20;
 inline constexpr uint64_t kMaxTraceTokens = 1ull << 32;         // input_length, output_length
 inline constexpr uint64_t kMaxTraceTimestampMs = 1ull << 53;
+// The memory bound of a replay's trace: at most this many block references (hash ids) in all, counted
+// while the trace streams in, so a trace above it is refused at the line that crosses it before it is
+// held. What a replay holds per reference: 4 bytes of trace and a 32-byte chunk key (about 150 MB at
+// the bound, with the lines read one at a time); 34 times the public trace's 121,877 references.
+inline constexpr uint64_t kMaxTraceBlockRefs = 1ull << 22;
 
 // Parses one line. InvalidArgument for malformed JSON, missing fields, a number out of its range
 // (above), a hash id count that does not match ceil(input_length / block_tokens), or block_tokens
@@ -49,8 +54,10 @@ Result<TraceRequest> ParseTraceLine(std::string_view line, uint32_t block_tokens
 // Reads a whole trace (blank lines are skipped); `max_requests` > 0 keeps only the first ones.
 // NotFound/IOError when the file cannot be read; InvalidArgument when it is not a regular file (a
 // FIFO or device is refused without blocking), is larger than kMaxTraceFileBytes, holds a line
-// longer than kMaxTraceLineBytes or no request at all, naming the line number of a bad record, or
-// when timestamps go backwards.
-Result<Trace> LoadTrace(const std::string& path, uint32_t block_tokens, size_t max_requests = 0);
+// longer than kMaxTraceLineBytes or no request at all, naming the line number of a bad record, when
+// timestamps go backwards, or when the requests kept hold more than `max_block_refs` block
+// references (named at the line that crosses it).
+Result<Trace> LoadTrace(const std::string& path, uint32_t block_tokens, size_t max_requests = 0,
+                        uint64_t max_block_refs = kMaxTraceBlockRefs);
 
 }  // namespace kvtier::internal

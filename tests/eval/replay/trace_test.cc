@@ -56,6 +56,24 @@ TEST(ReplayTraceTest, LoadsTheCommittedPrefixOfTheSharedTrace) {
   EXPECT_EQ(first10->requests.size(), 10u);
 }
 
+// The memory bound on block references is checked while streaming, at the line that crosses it.
+TEST(ReplayTraceTest, RefusesATraceAboveItsBlockReferenceBound) {
+  auto all = LoadTrace(testing::First500Path(), 512, 0, 12833);  // exactly its 12,833 references
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->block_refs, 12833u);
+  auto over = LoadTrace(testing::First500Path(), 512, 0, 12832);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(over.status().message().find(":500: the trace holds more than 12832 block references"),
+            std::string::npos) << over.status().ToString();
+  EXPECT_NE(over.status().message().find("--max-requests 499"), std::string::npos) << over.status().ToString();
+  // The first 10 requests fit under a bound the whole trace exceeds: only what is kept counts.
+  auto first10 = LoadTrace(testing::First500Path(), 512, 10, 1000);
+  ASSERT_TRUE(first10.ok()) << first10.status().ToString();
+  EXPECT_EQ(first10->requests.size(), 10u);
+  EXPECT_EQ(kMaxTraceBlockRefs, uint64_t{1} << 22);  // docs/replay.md states this figure
+}
+
 TEST(ReplayTraceTest, ReportsTheLineOfABadRecordAndMissingFiles) {
   testing::TempDir dir;
   ASSERT_FALSE(dir.path().empty());
