@@ -46,5 +46,36 @@ TEST(StatsCliTest, PrometheusOutputParses) {
   EXPECT_TRUE(both.exited && both.exit_code != 0) << hostile::Describe(both);
 }
 
+// shm:// adds chunks and bytes per namespace, from the shared slots, to the table, JSON and Prometheus text.
+TEST(StatsCliTest, ShmShowsUsagePerNamespace) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string url = "shm://statsns?dir=" + dir.path() + "&capacity=4MiB";
+  const Namespace ns = TestNamespace();
+  auto tier = OpenTier(url);
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  for (uint32_t n = 0; n < 2; ++n) {
+    auto payload = PayloadFor(KeyNo(ns, n), ns.layout().BytesPerChunk());
+    OnePiece p(payload);
+    ASSERT_TRUE((*tier)->Put(ChunkId::Of(ns, KeyNo(ns, n)), p.src()).ok());
+  }
+  const uint64_t usage = (*tier)->Stats().usage_bytes;
+  const std::string log = dir.path() + "/stats.log";
+  const hostile::CliResult prom = hostile::RunKvtier({"stats", "--prometheus", "--target", url}, log);
+  ASSERT_TRUE(prom.exited && prom.exit_code == 0) << hostile::Describe(prom);
+  auto parsed = ParsePrometheusText(prom.output);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString() << "\n" << prom.output;
+  const PromLabels labels = {{"tier", MetricsTierLabel(url)}, {"namespace", ns.Hex().substr(0, 16)}};
+  EXPECT_EQ(parsed->Value("kvtier_tier_namespace_chunks", labels), 2);
+  EXPECT_EQ(parsed->Value("kvtier_tier_namespace_usage_bytes", labels), static_cast<double>(usage));
+  const hostile::CliResult json = hostile::RunKvtier({"stats", "--json", "--target", url}, log);
+  ASSERT_TRUE(json.exited && json.exit_code == 0) << hostile::Describe(json);
+  EXPECT_NE(json.output.find("\"namespace\": \"" + ns.Hex() + "\""), std::string::npos) << json.output;
+  const hostile::CliResult table = hostile::RunKvtier({"stats", "--target", url}, log);
+  ASSERT_TRUE(table.exited && table.exit_code == 0) << hostile::Describe(table);
+  EXPECT_NE(table.output.find(ns.Hex() + "  chunks 2  bytes " + std::to_string(usage)), std::string::npos)
+      << table.output;
+}
+
 }  // namespace
 }  // namespace kvtier::testing
