@@ -65,8 +65,9 @@ TEST(StatsCliTest, ShmShowsUsagePerNamespace) {
   ASSERT_TRUE(prom.exited && prom.exit_code == 0) << hostile::Describe(prom);
   auto parsed = ParsePrometheusText(prom.output);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString() << "\n" << prom.output;
-  const PromLabels labels = {{"tier", MetricsTierLabel(url)}, {"namespace", ns.Hex().substr(0, 16)}};
-  EXPECT_EQ(parsed->Value("kvtier_tier_namespace_chunks", labels), 2);
+  // The tier label is of the URL as the tier spells it (parameters in order).
+  const PromLabels labels = {{"tier", MetricsTierLabel((*tier)->url())}, {"namespace", ns.Hex().substr(0, 16)}};
+  EXPECT_EQ(parsed->Value("kvtier_tier_namespace_chunks", labels), 2) << prom.output;
   EXPECT_EQ(parsed->Value("kvtier_tier_namespace_usage_bytes", labels), static_cast<double>(usage));
   const hostile::CliResult json = hostile::RunKvtier({"stats", "--json", "--target", url}, log);
   ASSERT_TRUE(json.exited && json.exit_code == 0) << hostile::Describe(json);
