@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "core/xxh3.h"
+#include "kvtier/store.h"
 #include "reliability/test_util.h"
 #include "tiers/fs/process_runner.h"
 #include "tiers/shm/shm_admin.h"
@@ -486,6 +487,19 @@ TEST_F(ShmTest, EncryptedPoolHoldsNoPlaintextAndAuthenticates) {
   ASSERT_TRUE(internal::CorruptShmChunkForTesting(*tier, IdOf(3), /*forge_sums=*/true).ok());
   EXPECT_TRUE(tier->Check(ChunkInfo{IdOf(3), 0}).IsCorruption()) << "Check authenticates";
   ExpectRecovered(*tier);
+}
+
+// StoreOptions::key_file reaches shm:// as every tier but mem:// (it was refused before shm:// encrypted):
+// the Store opens and its pool is made encrypted, so a keyless opener is refused.
+TEST_F(ShmTest, StoreKeyFileMakesAnEncryptedPool) {
+  StoreOptions opt;
+  opt.tiers = {Url("storekey")};
+  opt.key_file = KeyFile(5);
+  auto store = Store::Open(opt);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto keyless = OpenTier(Url("storekey"));
+  ASSERT_FALSE(keyless.ok());
+  EXPECT_NE(keyless.status().message().find("is encrypted"), std::string::npos) << keyless.status().ToString();
 }
 
 // Borrow from an encrypted pool: the arena holds ciphertext, so the chunk is lent as a private opened
