@@ -1,11 +1,16 @@
-// Writes the seed corpora of the chunk fuzz targets (valid chunks and a few near misses), so the
-// committed seeds can be regenerated when the chunk format changes: make_seeds <fuzz/corpus dir>.
+// Writes the seed corpora of the chunk fuzz targets (valid chunks and a few near misses) and of the
+// shm:// pool target (small real pools), so the committed seeds can be regenerated when a format
+// changes: make_seeds <fuzz/corpus dir>.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "core/chunk_format.h"
+#include "tiers/shm/shm_tier.h"
 
 namespace {
 
@@ -85,6 +90,45 @@ void Write(const std::string& path, uint8_t mode, const std::vector<std::byte>& 
   std::fclose(f);
 }
 
+// A small real shm:// pool (page=256, four chunks in two namespaces, one empty), as its file's bytes.
+std::vector<std::byte> MakeShmPool(const std::string& scratch) {
+  std::filesystem::create_directories(scratch);
+  auto url = kvtier::TierUrl::Parse("shm://seed?dir=" + scratch + "&capacity=8KiB&page=256");
+  if (!url.ok()) return {};
+  {
+    auto tier = kvtier::internal::OpenShmTier(*url, kvtier::TierOpenOptions{});
+    if (!tier.ok()) {
+      std::fprintf(stderr, "shm seed: %s\n", tier.status().ToString().c_str());
+      return {};
+    }
+    const size_t sizes[] = {100, 700, 0, 1500};
+    for (size_t i = 0; i < 4; ++i) {
+      kvtier::ChunkId id = SeedId();
+      id.key.bytes[0] = static_cast<uint8_t>(i);
+      id.ns[0] = static_cast<uint8_t>(i % 2);
+      const std::vector<std::byte> p = Payload(sizes[i], static_cast<uint8_t>(i));
+      const std::span<const std::byte> pieces[] = {p};
+      (void)(*tier)->Put(id, pieces);
+    }
+  }
+  std::ifstream in(scratch + "/kvtier-shm-seed", std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove_all(scratch);
+  std::vector<std::byte> out(bytes.size());
+  if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+void WriteRaw(const std::string& path, const std::vector<std::byte>& bytes) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    std::perror(path.c_str());
+    return;
+  }
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,5 +162,14 @@ int main(int argc, char** argv) {
     v2repair[130] ^= std::byte{0x01};  // a piece sum changed: reached only in v2 repair mode
     Write(t + "seed-v2-repair-table", 2, v2repair);
   }
+  const std::string shm = dir + "/shm_pool/";
+  const std::string scratch = std::filesystem::absolute(dir + "/../corpus-work/shm-seed-scratch").lexically_normal().string();
+  WriteRaw(shm + "seed-pool", MakeShmPool(scratch));
+  std::vector<std::byte> header = MakeShmPool(scratch);
+  header.resize(std::min<size_t>(header.size(), 4096));
+  WriteRaw(shm + "seed-header-only", header);
+  const std::string not_pool = "not a kvtier pool\n";
+  WriteRaw(shm + "seed-not-a-pool", std::vector<std::byte>(reinterpret_cast<const std::byte*>(not_pool.data()),
+                                                            reinterpret_cast<const std::byte*>(not_pool.data()) + not_pool.size()));
   return 0;
 }

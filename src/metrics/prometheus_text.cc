@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kvtier/metrics.h"
+#include "metrics/stats_json.h"
 
 namespace kvtier {
 namespace {
@@ -181,4 +182,22 @@ std::string PrometheusText(std::span<const TierStats> tiers) {
   return Serialize(families);
 }
 
+namespace internal {
+
+std::string PrometheusNamespaceUsageText(std::string_view url, std::span<const NamespaceUsage> usage) {
+  if (usage.empty()) return "";
+  MetricFamily chunks = Family("kvtier_tier_namespace_chunks", "Chunks of one namespace stored in the tier now.",
+                               MetricType::Gauge);
+  MetricFamily bytes = Family("kvtier_tier_namespace_usage_bytes",
+                              "Bytes one namespace counts against the tier's capacity now.", MetricType::Gauge);
+  const std::string tier = MetricsTierLabel(url);
+  for (const NamespaceUsage& u : usage) {
+    const Labels labels = {{"tier", tier}, {"namespace", DigestHex(u.ns).substr(0, 16)}};
+    AddValue(chunks, labels, u.chunks);
+    AddValue(bytes, labels, u.bytes);
+  }
+  return Serialize({std::move(chunks), std::move(bytes)});
+}
+
+}  // namespace internal
 }  // namespace kvtier

@@ -66,4 +66,12 @@ nlohmann::ordered_json StoreStatsJson(const StoreStats& s) {
           {"namespaces", std::move(namespaces)}};
 }
 
+nlohmann::ordered_json NamespaceUsageJson(std::span<const NamespaceUsage> usage) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const NamespaceUsage& u : usage) {
+    out.push_back({{"namespace", DigestHex(u.ns)}, {"chunks", u.chunks}, {"bytes", u.bytes}});
+  }
+  return out;
+}
+
 }  // namespace kvtier::internal

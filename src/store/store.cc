@@ -32,7 +32,7 @@ Result<std::unique_ptr<Store>> Store::Open(std::vector<std::unique_ptr<Tier>> ti
 namespace {
 
 // `url` with key_file= set for every tier that stores chunks outside this process's memory (all but
-// mem://: file://, fs:// and the object tiers) when `key_file` is not empty. A scheme that does not
+// mem://: file://, fs://, shm:// and the object tiers) when `key_file` is not empty. A scheme that does not
 // know key_file= then fails to open rather than storing plain chunks.
 Result<std::string> WithKeyFile(const std::string& url, const std::string& key_file) {
   if (key_file.empty()) return url;

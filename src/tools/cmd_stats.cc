@@ -1,7 +1,7 @@
 // `kvtier stats --target URL [--json | --prometheus]`: a tier's Stats() as this process sees it after
 // opening it (for a persistent tier: what is stored, against which capacity, and what opening it found;
 // for an object tier also its client and request counts), as a table, JSON, or the Prometheus text format
-// (the kvtier_tier_* metrics of docs/metrics.md). The
+// (the kvtier_tier_* metrics of docs/metrics.md); shm:// adds chunks and bytes per namespace. The
 // tier is opened read-only: stats changes nothing on disk. `--probe-reads` (fs:// only) opens an
 // existing pool writable instead, so the tier times its O_DIRECT-or-buffered read probe on this mount
 // (it writes one probe file in the pool and removes it; no gc pass: capacity= is refused there).
@@ -14,6 +14,7 @@
 #include "metrics/stats_json.h"
 #include "kvtier/tier.h"
 #include "tiers/object/object_tier.h"
+#include "tiers/shm/shm_tier.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {
@@ -45,8 +46,12 @@ int RunStats(const StatsArgs& a) {
     return 2;
   }
   const TierStats stats = (*tier)->Stats();
+  // Per namespace where the tier keeps it in its own metadata (shm://: the shared slots).
+  std::vector<internal::NamespaceUsage> usage;
+  if (auto u = internal::ShmNamespaceUsage(**tier); u.ok()) usage = std::move(u).value();
   if (a.prometheus) {
-    std::cout << PrometheusText(std::span<const TierStats>(&stats, 1));
+    std::cout << PrometheusText(std::span<const TierStats>(&stats, 1))
+              << internal::PrometheusNamespaceUsageText(stats.url, usage);
     return 0;
   }
   nlohmann::ordered_json j = internal::TierStatsJson(stats);
@@ -75,12 +80,19 @@ int RunStats(const StatsArgs& a) {
                    {"gave_up", object.gave_up},
                    {"inflight_bytes", object.inflight_bytes}};
   }
+  if (!usage.empty()) j["namespaces"] = internal::NamespaceUsageJson(usage);
   if (a.json) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
   for (const auto& [name, value] : j.items()) {
-    if (value.is_object()) {
+    if (value.is_array()) {  // namespaces: one line each
+      std::cout << name << ":\n";
+      for (const auto& e : value) {
+        std::cout << "  " << e["namespace"].get<std::string>() << "  chunks " << e["chunks"].dump() << "  bytes "
+                  << e["bytes"].dump() << "\n";
+      }
+    } else if (value.is_object()) {
       std::cout << name << ":\n";
       for (const auto& [k, v] : value.items()) std::cout << "  " << k << "  " << v.dump() << "\n";
     } else {

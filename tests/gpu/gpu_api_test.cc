@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include "gpu/device_memory.h"
+#include "gpu/host_regions.h"
 #include "kvtier/gpu.h"
 #include "kvtier/store.h"
+#include "support/temp_dir.h"
 
 namespace kvtier {
 namespace {
@@ -24,6 +27,28 @@ TEST(GpuApiTest, AvailabilityIsOkOrNotSupportedWithAReason) {
   Status far = GpuAvailable(1 << 20);
   EXPECT_EQ(far.code(), Code::kNotSupported) << far.ToString();
   EXPECT_EQ(GpuAvailable(-1).code(), Code::kNotSupported);
+}
+
+// The hook a GPU process pins a Store's long-lived host memory with: a shm:// pool's whole mapping is
+// offered (a mem:// arena, an encrypted pool or a read-only opener is not); without a GPU the
+// registration answers NotSupported (the device half is gpu_pinned_test's HostRegionsArePinnedOnce).
+TEST(GpuApiTest, StoreOffersItsShmMappingForPinning) {
+  testing::TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  StoreOptions opt;
+  opt.tiers = {"mem://?capacity=1MiB", "shm://gpuhook?dir=" + dir.path() + "&capacity=1MiB"};
+  auto store = Store::Open(opt);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const auto regions = internal::StoreHostRegions(**store);
+  ASSERT_EQ(regions.size(), 1u) << "the shm:// mapping only";
+  EXPECT_EQ(regions[0].size(), std::filesystem::file_size(dir.path() + "/kvtier-shm-gpuhook"));
+  auto pins = internal::PinHostRegions(regions, 0);
+  if (!GpuAvailable(0).ok()) {
+    EXPECT_EQ(pins.status().code(), Code::kNotSupported) << pins.status().ToString();
+    std::printf("no usable GPU here: the registration answers %s\n", pins.status().ToString().c_str());
+  } else {
+    EXPECT_TRUE(pins.ok()) << pins.status().ToString();
+  }
 }
 
 TEST(GpuApiTest, PinnedHostAllocatorIsNullWithoutGpu) {

@@ -11,8 +11,10 @@
 
 #include "tiers/file/file_tier.h"
 #include "gpu/device_memory.h"
+#include "gpu/host_regions.h"
 #include "io/chunk_io.h"
 #include "kvtier/gpu.h"
+#include "kvtier/store.h"
 #include "kvtier/tier.h"
 #include "support/temp_dir.h"
 
@@ -136,6 +138,37 @@ TEST(GpuPinnedTest, FileSlabFromPinnedAllocatorReadsEveryByte) {
   const size_t segments = rec->blocks().size();
   t->reset();
   EXPECT_EQ(rec->freed(), segments);
+}
+
+// A Store's shm:// mapping page-locked once per process: the first holder registers it, a second shares
+// the registration (no second cudaHostRegister, which the driver refuses), and the last one unregisters.
+TEST(GpuPinnedTest, HostRegionsArePinnedOnce) {
+  SKIP_WITHOUT_GPU();
+  testing::TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  StoreOptions opt;
+  opt.tiers = {"shm://gpupin?dir=" + dir.path() + "&capacity=8MiB"};
+  auto store = Store::Open(opt);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const auto regions = internal::StoreHostRegions(**store);
+  ASSERT_EQ(regions.size(), 1u);
+  {
+    auto first = internal::PinHostRegions(regions, 0);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    auto second = internal::PinHostRegions(regions, 0);
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    EXPECT_EQ((*second)->regions(), 1u);
+    auto pinned = internal::IsPinnedHostMemory(regions[0].data() + regions[0].size() / 2);
+    ASSERT_TRUE(pinned.ok()) << pinned.status().ToString();
+    EXPECT_TRUE(*pinned);
+    first->reset();
+    pinned = internal::IsPinnedHostMemory(regions[0].data());
+    ASSERT_TRUE(pinned.ok());
+    EXPECT_TRUE(*pinned) << "still held by the second";
+  }
+  auto after = internal::IsPinnedHostMemory(regions[0].data());
+  ASSERT_TRUE(after.ok());
+  EXPECT_FALSE(*after) << "the last holder unregistered it";
 }
 
 }  // namespace

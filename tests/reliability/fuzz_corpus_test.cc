@@ -18,6 +18,7 @@ int FuzzTierOptions(const uint8_t* data, size_t size);
 int FuzzPoolFiles(const uint8_t* data, size_t size);
 int FuzzDirTree(const uint8_t* data, size_t size);
 int FuzzRedisRouter(const uint8_t* data, size_t size);
+int FuzzShmPool(const uint8_t* data, size_t size);
 #ifdef KVTIER_HAVE_REPLAY
 int FuzzTraceLine(const uint8_t* data, size_t size);
 #endif
@@ -60,6 +61,8 @@ TEST(FuzzCorpus, DirTreeInputsHold) { EXPECT_GT(Replay("dir_tree", kvtier::fuzz:
 TEST(FuzzCorpus, RedisRouterInputsHold) {
   EXPECT_GT(Replay("redis_router", kvtier::fuzz::FuzzRedisRouter), 0u);
 }
+
+TEST(FuzzCorpus, ShmPoolInputsHold) { EXPECT_GT(Replay("shm_pool", kvtier::fuzz::FuzzShmPool), 0u); }
 
 #ifdef KVTIER_HAVE_REPLAY
 TEST(FuzzCorpus, TraceLineInputsHold) { EXPECT_GT(Replay("trace_line", kvtier::fuzz::FuzzTraceLine), 0u); }

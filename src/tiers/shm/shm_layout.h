@@ -8,7 +8,8 @@
 //   [bitmap_off, ...)    u64[ceil(page_count / 64)]: pages in use (derived; rebuilt by repair)
 //   [next_off, ...)      u32[page_count]: the next page of a chunk's page chain
 //   [pins_off, ...)      PinRecord[pin_count]: reader pins, by process (pid + start time)
-//   [arena_off, ...)     page_count pages of page_bytes: each chunk's piece-checksum table, then its payload
+//   [arena_off, ...)     page_count pages of page_bytes: each chunk's table (piece checksums; in an
+//                        encrypted pool also the nonce base and the pieces' GCM tags), then its payload
 //
 // Every shared word is a std::atomic (lock-free, address-free), so processes and threads read and write
 // it without data races; the words that change are changed with the pool mutex held, except a slot's
@@ -24,7 +25,7 @@
 namespace kvtier::internal::shm {
 
 inline constexpr uint64_t kPoolMagic = 0x314C4F4F504D4853ull;  // "SHMPOOL1" read as LE bytes
-inline constexpr uint32_t kPoolVersion = 1;
+inline constexpr uint32_t kPoolVersion = 2;  // 2: key_check (encrypted pools)
 inline constexpr size_t kHeaderBytes = 4096;
 inline constexpr uint64_t kPieceBytes = 1ull << 20;  // each piece of a payload has its own xxh3-64
 inline constexpr uint32_t kNone = 0xFFFFFFFFu;
@@ -73,6 +74,7 @@ struct PoolHeader {
   uint64_t pin_count;
   uint64_t slots_off, index_off, bitmap_off, next_off, pins_off, arena_off;
   uint64_t owner_uid;
+  uint64_t key_check;     // 0: chunks stored plain; else every chunk is sealed under the key it checks
   uint64_t geometry_sum;  // xxh3-64 of every field above
   // Shared state.
   alignas(64) pthread_mutex_t mu;  // robust, process-shared

@@ -114,7 +114,7 @@ Status ShmPool::Create(const PoolSpec& spec, const std::string& path) {
   ShmPool init;
   init.base_ = static_cast<std::byte*>(p);
   init.map_bytes_ = g.file_bytes;
-  init.InitFresh(g, spec.capacity);
+  init.InitFresh(g, spec.capacity, spec.key_check);
   ::munmap(p, g.file_bytes);
   init.base_ = nullptr;
   // Only a fully initialised pool ever has the name: link() gives it atomically and never replaces.
@@ -129,7 +129,7 @@ Status ShmPool::Create(const PoolSpec& spec, const std::string& path) {
   return Status::OK();  // created, or another process created it first: open whichever has the name
 }
 
-void ShmPool::InitFresh(const Geometry& g, uint64_t capacity) {
+void ShmPool::InitFresh(const Geometry& g, uint64_t capacity, uint64_t key_check) {
   auto* h = new (base_) PoolHeader{};
   h->magic = kPoolMagic;
   h->version = kPoolVersion;
@@ -147,6 +147,7 @@ void ShmPool::InitFresh(const Geometry& g, uint64_t capacity) {
   h->pins_off = g.pins_off;
   h->arena_off = g.arena_off;
   h->owner_uid = ::geteuid();
+  h->key_check = key_check;
   h->geometry_sum = GeometrySum(*h);
   pthread_mutexattr_t attr;
   pthread_mutexattr_init(&attr);

@@ -27,7 +27,8 @@ struct PoolSpec {
   uint64_t page_bytes = 64ull << 10;
   long group = -1;             // gid the file is shared with (mode 0660); -1: mode 0600
   bool read_only = false;
-  bool populate = false;       // map with MAP_POPULATE: page tables filled at open, no faults on first reads
+  bool populate = false;
+  uint64_t key_check = 0;      // written into a pool this opener creates (0: plain); see PoolHeader       // map with MAP_POPULATE: page tables filled at open, no faults on first reads
 };
 
 // "kvtier-shm-NAME": the file name of pool NAME; InvalidArgument for a name that is not allowed.
@@ -44,6 +45,8 @@ class ShmPool {
   ShmPool& operator=(const ShmPool&) = delete;
 
   const std::string& path() const { return path_; }
+  // This process's whole mapping of the pool file (PROT_READ for a read-only opener).
+  std::span<std::byte> mapping() const { return {base_, map_bytes_}; }
   PoolHeader& header() const { return *hdr_; }
   bool read_only() const { return read_only_; }
   uint64_t page_bytes() const { return hdr_->page_bytes; }
@@ -93,7 +96,7 @@ class ShmPool {
   ShmPool() = default;
   static Result<std::unique_ptr<ShmPool>> Map(int fd, const std::string& path, const PoolSpec& spec);
   static Status Create(const PoolSpec& spec, const std::string& path);
-  void InitFresh(const Geometry& g, uint64_t capacity);
+  void InitFresh(const Geometry& g, uint64_t capacity, uint64_t key_check);
   Status Validate(uint64_t file_size) const;
   uint64_t HashId(const ChunkId& id) const;
   uint64_t HashSlot(uint32_t s) const;

@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "core/chunk_cipher.h"
 #include "core/chunk_format.h"
 #include "core/copy_pool.h"
 #include "core/latency.h"
@@ -39,7 +42,51 @@ inline void ReadFence() {
 }
 
 uint64_t PiecesOf(uint64_t bytes) { return std::max<uint64_t>(1, (bytes + kPieceBytes - 1) / kPieceBytes); }
-uint64_t TableBytes(uint64_t bytes) { return (PiecesOf(bytes) * 8 + 63) / 64 * 64; }
+// A chunk's table, before its payload: the pieces' xxh3-64 sums; in an encrypted pool then the nonce
+// base (12 bytes, padded to 16) and the pieces' GCM tags. Rounded up to 64 bytes.
+uint64_t SumsBytes(uint64_t bytes) { return PiecesOf(bytes) * 8; }
+uint64_t TableUsed(uint64_t bytes, bool sealed) {
+  return SumsBytes(bytes) + (sealed ? 16 + PiecesOf(bytes) * internal::kTagBytes : 0);
+}
+uint64_t TableBytes(uint64_t bytes, bool sealed) { return (TableUsed(bytes, sealed) + 63) / 64 * 64; }
+
+// Copies between a contiguous buffer and the runs of a chunk's pages.
+void FromRuns(std::span<const std::span<std::byte>> runs, std::byte* to) {
+  for (const auto& run : runs) {
+    std::memcpy(to, run.data(), run.size());
+    to += run.size();
+  }
+}
+void ToRuns(std::span<const std::span<std::byte>> runs, const std::byte* from) {
+  for (const auto& run : runs) {
+    std::memcpy(run.data(), from, run.size());
+    from += run.size();
+  }
+}
+
+// What each sealed piece authenticates besides its bytes: the chunk's identity, its length and the
+// piece's index, so no piece can be moved to another chunk, another length or another place.
+std::array<std::byte, 84> PieceAad(const ChunkId& id, uint64_t bytes, uint32_t piece) {
+  std::array<std::byte, 84> aad{};
+  std::memcpy(aad.data(), id.ns.data(), 32);
+  std::memcpy(aad.data() + 32, id.key.bytes.data(), 32);
+  std::memcpy(aad.data() + 64, &id.layout_fingerprint, 8);
+  std::memcpy(aad.data() + 72, &bytes, 8);
+  std::memcpy(aad.data() + 80, &piece, 4);
+  return aad;
+}
+
+// The pool's key check: 64 bits of xxh3 over a key derived (HKDF) for a fixed pseudo-namespace, so
+// openers with another key are refused without the key being guessable from it. Never 0.
+Result<uint64_t> KeyCheck(const internal::ChunkCipher& cipher) {
+  Digest label{};
+  const char tag[] = "kvtier shm:// pool key check";
+  std::memcpy(label.data(), tag, sizeof(tag) - 1);
+  internal::NamespaceKey key;
+  KVTIER_RETURN_IF_ERROR(cipher.DeriveKey(label, &key));
+  const uint64_t sum = XXH3_64bits(key.data(), internal::kCipherKeyBytes);
+  return sum == 0 ? 1 : sum;
+}
 
 // The RAII form of the pool lock; ok() false when the lock is unusable.
 class PoolLock {
@@ -65,12 +112,18 @@ struct Held {
   uint64_t pages = 0, bytes = 0, table_sum = 0;
   std::vector<uint64_t> sums;
   bool bad = false;
+  // Encrypted pools: the chunk's identity, nonce base, tags and its namespace's key.
+  ChunkId id;
+  Nonce nonce{};
+  std::vector<Tag> tags;
+  std::unique_ptr<NamespaceKey> key;
 };
 
 class ShmTier final : public Tier {
  public:
-  ShmTier(std::string url, std::unique_ptr<ShmPool> pool, unsigned threads, bool verify)
-      : url_(std::move(url)), pool_(std::move(pool)), threads_(threads), verify_(verify) {}
+  ShmTier(std::string url, std::unique_ptr<ShmPool> pool, unsigned threads, bool verify,
+          std::shared_ptr<const ChunkCipher> cipher)
+      : url_(std::move(url)), pool_(std::move(pool)), threads_(threads), verify_(verify), cipher_(std::move(cipher)) {}
 
   const std::string& url() const override { return url_; }
   TierCapabilities capabilities() const override {
@@ -101,6 +154,8 @@ class ShmTier final : public Tier {
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     for (size_t i = 0; i < ops.size(); ++i) counters_.get_latency.Record(us);
   }
+  // A verified view straight out of the arena, pinned until released. An encrypted pool holds only
+  // ciphertext there: its chunks are lent as a private copy, opened and authenticated (BorrowOpened).
   Result<BorrowedChunk> Borrow(const ChunkId& id) override;
   Status Remove(const ChunkId& id) override;
   Status List(const std::function<bool(const ChunkInfo&)>& fn) override;
@@ -108,16 +163,19 @@ class ShmTier final : public Tier {
   TierStats Stats() const override;
 
   ShmPool& pool() { return *pool_; }
+  bool sealed() const { return cipher_ != nullptr; }
 
  private:
   uint32_t FindLockFree(const ChunkId& id) const;
+  Result<BorrowedChunk> BorrowOpened(const ChunkId& id);
   // Pins (or, read-only, observes) the chunk for a read of `dst_bytes` (UINT64_MAX: any size).
   Status HoldLocked(const ChunkId& id, uint64_t dst_bytes, Held* h);
   Status HoldLockFree(const ChunkId& id, uint64_t dst_bytes, Held* h);
   // Reads and checks the piece-checksum table; false when it fails its own checksum.
   bool LoadTable(Held* h) const;
-  // Hashes piece `i` of a held chunk and, with `dst`, copies it there; true when it matches its sum.
-  bool Piece(const Held& h, uint64_t i, ScatterList dst) const;
+  // Hashes piece `i` of a held chunk and, with `copy`, copies it into `dst` (and opens it there in an
+  // encrypted pool); true when it matches its sum (and authenticates).
+  bool Piece(const Held& h, uint64_t i, ScatterList dst, bool copy) const;
   // Verifies every piece of the held chunks (copying into the ops' destinations when given) on the copy threads.
   void VerifyAll(std::span<Held> held, std::span<ReadOp> ops);
   void Release(std::span<Held> held);  // unpins; removes chunks that failed verification
@@ -131,6 +189,7 @@ class ShmTier final : public Tier {
   const std::unique_ptr<ShmPool> pool_;
   const unsigned threads_;
   const bool verify_;  // false (verify=false): reads copy without checking the piece checksums
+  const std::shared_ptr<const ChunkCipher> cipher_;  // key_file=: every chunk sealed (AES-256-GCM per piece)
   std::once_flag pool_once_;
   std::unique_ptr<CopyPool> copy_pool_;
   TierCounters counters_;
@@ -139,7 +198,8 @@ class ShmTier final : public Tier {
 Status ShmTier::Put(const ChunkId& id, GatherList payload) {
   if (pool_->read_only()) return Status::NotSupported(url_ + " is open read-only");
   const uint64_t bytes = TotalBytes(payload);
-  const uint64_t table = TableBytes(bytes), pb = pool_->page_bytes();
+  const bool sealed = cipher_ != nullptr;
+  const uint64_t table = TableBytes(bytes, sealed), pb = pool_->page_bytes();
   const uint64_t pages = (table + bytes + pb - 1) / pb;
   if (bytes > kMaxChunkPayload || pages * pb > pool_->header().capacity_bytes.load(std::memory_order_relaxed)) {
     counters_.put_errors.fetch_add(1, std::memory_order_relaxed);
@@ -147,6 +207,12 @@ Status ShmTier::Put(const ChunkId& id, GatherList payload) {
                            FormatBytes(pool_->header().capacity_bytes.load(std::memory_order_relaxed)));
   }
   KVTIER_RETURN_IF_ERROR(pool_->CheckFile(true));
+  NamespaceKey key;
+  Nonce nonce{};
+  if (sealed) {
+    KVTIER_RETURN_IF_ERROR(cipher_->DeriveKey(id.ns, &key));
+    KVTIER_ASSIGN_OR_RETURN(nonce, ChunkCipher::RandomNonceBase());
+  }
   uint32_t s;
   {
     PoolLock lock(*pool_);
@@ -167,10 +233,29 @@ Status ShmTier::Put(const ChunkId& id, GatherList payload) {
   const uint64_t pg = x.pages.load(std::memory_order_relaxed);
   const uint32_t first = static_cast<uint32_t>(pg);
   std::vector<uint64_t> sums(PiecesOf(bytes));
+  // The table as stored: sums, then (sealed) the nonce base and the tags.
+  std::vector<std::byte> tbl(TableUsed(bytes, sealed));
+  if (sealed) std::memcpy(tbl.data() + SumsBytes(bytes), nonce.data(), nonce.size());
+  std::vector<std::byte> sealed_piece;
   std::vector<std::span<const std::byte>> sub;
   for (uint64_t i = 0; i < sums.size(); ++i) {
     const uint64_t off = i * kPieceBytes, len = std::min(kPieceBytes, bytes - std::min(bytes, off));
     SubList(payload, off, len, sub);
+    if (sealed) {  // the piece is sealed into a buffer; the arena gets (and the sum covers) the ciphertext
+      sealed_piece.resize(len);
+      Tag tag;
+      const auto aad = PieceAad(id, bytes, static_cast<uint32_t>(i));
+      if (Status st = ChunkCipher::Seal(key, ChunkCipher::PieceNonce(nonce, static_cast<uint32_t>(i)), aad,
+                                        GatherList(sub), sealed_piece, &tag);
+          !st.ok()) {
+        PoolLock lock(*pool_);
+        if (lock.status().ok()) pool_->FreeLocked(s);  // the reservation goes back; nothing was published
+        counters_.put_errors.fetch_add(1, std::memory_order_relaxed);
+        return st;
+      }
+      std::memcpy(tbl.data() + SumsBytes(bytes) + 16 + i * kTagBytes, tag.data(), kTagBytes);
+      sub.assign(1, std::span<const std::byte>(sealed_piece));
+    }
     sums[i] = PayloadChecksum(GatherList(sub));
     uint64_t at = 0;
     for (const auto& run : pool_->Runs(first, pages, table + off, len)) {
@@ -184,13 +269,9 @@ Status ShmTier::Put(const ChunkId& id, GatherList payload) {
       at += run.size();
     }
   }
-  std::byte* t = reinterpret_cast<std::byte*>(sums.data());
-  uint64_t left = sums.size() * 8;
-  for (const auto& run : pool_->Runs(first, pages, 0, left)) {
-    std::memcpy(run.data(), t, run.size());
-    t += run.size();
-  }
-  const uint64_t table_sum = XXH3_64bits(sums.data(), sums.size() * 8);
+  std::memcpy(tbl.data(), sums.data(), sums.size() * 8);
+  ToRuns(pool_->Runs(first, pages, 0, tbl.size()), tbl.data());
+  const uint64_t table_sum = XXH3_64bits(tbl.data(), tbl.size());
   PoolLock lock(*pool_);
   KVTIER_RETURN_IF_ERROR(lock.status());
   ShmPool::SetId(x, id);
@@ -244,6 +325,7 @@ Status ShmTier::HoldLocked(const ChunkId& id, uint64_t dst_bytes, Held* h) {
   h->pages = pg >> 32;
   h->bytes = bytes;
   h->table_sum = x.table_sum.load(std::memory_order_relaxed);
+  h->id = id;
   return Status::OK();
 }
 
@@ -261,33 +343,46 @@ Status ShmTier::HoldLockFree(const ChunkId& id, uint64_t dst_bytes, Held* h) {
                                    std::to_string(bytes));
   }
   const uint64_t pg = x.pages.load(std::memory_order_relaxed);
-  *h = Held{s, word, static_cast<uint32_t>(pg), pg >> 32, bytes, x.table_sum.load(std::memory_order_relaxed), {}, false};
+  *h = Held{};
+  h->s = s;
+  h->word = word;
+  h->first = static_cast<uint32_t>(pg);
+  h->pages = pg >> 32;
+  h->bytes = bytes;
+  h->table_sum = x.table_sum.load(std::memory_order_relaxed);
+  h->id = id;
   return Status::OK();
 }
 
 bool ShmTier::LoadTable(Held* h) const {
   // A slot whose length does not fit its own pages (a damaged pool) is corrupt, never sized from.
+  const bool sealed = cipher_ != nullptr;
   if (h->bytes > kMaxChunkPayload || h->pages > pool_->page_count() ||
-      TableBytes(h->bytes) + h->bytes > h->pages * pool_->page_bytes()) {
+      TableBytes(h->bytes, sealed) + h->bytes > h->pages * pool_->page_bytes()) {
     return false;
   }
-  h->sums.assign(PiecesOf(h->bytes), 0);
-  auto* to = reinterpret_cast<std::byte*>(h->sums.data());
-  const auto runs = pool_->Runs(h->first, h->pages, 0, h->sums.size() * 8);
+  std::vector<std::byte> tbl(TableUsed(h->bytes, sealed));
+  const auto runs = pool_->Runs(h->first, h->pages, 0, tbl.size());
   if (runs.empty()) return false;
-  for (const auto& run : runs) {
-    std::memcpy(to, run.data(), run.size());
-    to += run.size();
-  }
-  return XXH3_64bits(h->sums.data(), h->sums.size() * 8) == h->table_sum;
+  FromRuns(runs, tbl.data());
+  if (XXH3_64bits(tbl.data(), tbl.size()) != h->table_sum) return false;
+  const uint64_t pieces = PiecesOf(h->bytes);
+  h->sums.assign(pieces, 0);
+  std::memcpy(h->sums.data(), tbl.data(), pieces * 8);
+  if (!sealed) return true;
+  std::memcpy(h->nonce.data(), tbl.data() + pieces * 8, h->nonce.size());
+  h->tags.assign(pieces, Tag{});
+  for (uint64_t i = 0; i < pieces; ++i) std::memcpy(h->tags[i].data(), tbl.data() + pieces * 8 + 16 + i * kTagBytes, kTagBytes);
+  h->key = std::make_unique<NamespaceKey>();
+  return cipher_->DeriveKey(h->id.ns, h->key.get()).ok();
 }
 
-bool ShmTier::Piece(const Held& h, uint64_t i, ScatterList dst) const {
+bool ShmTier::Piece(const Held& h, uint64_t i, ScatterList dst, bool copy) const {
   const uint64_t off = i * kPieceBytes, len = std::min(kPieceBytes, h.bytes - std::min(h.bytes, off));
-  const auto runs = pool_->Runs(h.first, h.pages, TableBytes(h.bytes) + off, len);
+  const auto runs = pool_->Runs(h.first, h.pages, TableBytes(h.bytes, cipher_ != nullptr) + off, len);
   if (runs.empty() && len > 0) return false;
   std::vector<std::span<std::byte>> out;
-  if (!dst.empty()) SubList(dst, off, len, out);
+  if (copy) SubList(dst, off, len, out);
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
   size_t oi = 0, oat = 0;
@@ -309,7 +404,14 @@ bool ShmTier::Piece(const Held& h, uint64_t i, ScatterList dst) const {
       at += n;
     }
   }
-  return (!verify_ && !out.empty()) || XXH3_64bits_digest(&state) == h.sums[i];
+  const bool sum_ok = (!verify_ && !out.empty()) || XXH3_64bits_digest(&state) == h.sums[i];
+  if (!sum_ok || cipher_ == nullptr || !copy) return sum_ok;
+  // Sealed: the ciphertext now in the destination is opened there, and must authenticate.
+  std::vector<std::span<const std::byte>> in(out.begin(), out.end());
+  const auto aad = PieceAad(h.id, h.bytes, static_cast<uint32_t>(i));
+  return ChunkCipher::Open(*h.key, ChunkCipher::PieceNonce(h.nonce, static_cast<uint32_t>(i)), aad, GatherList(in),
+                           ScatterList(out), h.tags[i])
+      .ok();
 }
 
 void ShmTier::VerifyAll(std::span<Held> held, std::span<ReadOp> ops) {
@@ -331,7 +433,7 @@ void ShmTier::VerifyAll(std::span<Held> held, std::span<ReadOp> ops) {
   std::vector<char> bad(tasks.size(), 0);
   const std::function<void(size_t)> run = [&](size_t t) {
     const Held& h = held[tasks[t].h];
-    bad[t] = !Piece(h, tasks[t].piece, ops.empty() ? ScatterList{} : ops[tasks[t].h].dst);
+    bad[t] = !Piece(h, tasks[t].piece, ops.empty() ? ScatterList{} : ops[tasks[t].h].dst, !ops.empty());
   };
   if (threads_ <= 1 || tasks.size() < 2 || total < 4 * kPieceBytes) {
     for (size_t t = 0; t < tasks.size(); ++t) run(t);
@@ -410,6 +512,7 @@ void ShmTier::ReadBatch(std::span<ReadOp> ops) {
 Result<BorrowedChunk> ShmTier::Borrow(const ChunkId& id) {
   if (pool_->read_only()) return Status::NotSupported(url_ + ": a read-only opener cannot pin chunks");
   KVTIER_RETURN_IF_ERROR(pool_->CheckFile(false));
+  if (cipher_ != nullptr) return BorrowOpened(id);
   Held h;
   {
     PoolLock lock(*pool_);
@@ -426,12 +529,38 @@ Result<BorrowedChunk> ShmTier::Borrow(const ChunkId& id) {
   counters_.hits.fetch_add(1, std::memory_order_relaxed);
   counters_.bytes_read.fetch_add(h.bytes, std::memory_order_relaxed);
   std::vector<std::span<const std::byte>> view;
-  for (const auto& run : pool_->Runs(h.first, h.pages, TableBytes(h.bytes), h.bytes)) view.emplace_back(run);
+  for (const auto& run : pool_->Runs(h.first, h.pages, TableBytes(h.bytes, false), h.bytes)) view.emplace_back(run);
   const uint32_t s = h.s;
   return BorrowedChunk(std::move(view), [this, s] {
     PoolLock lock(*pool_);
     if (lock.status().ok()) pool_->UnpinLocked(s);
   });
+}
+
+Result<BorrowedChunk> ShmTier::BorrowOpened(const ChunkId& id) {
+  uint64_t bytes = 0;
+  {
+    std::optional<PoolLock> lock;  // a read-only opener looks without it
+    if (!pool_->read_only()) {
+      lock.emplace(*pool_);
+      KVTIER_RETURN_IF_ERROR(lock->status());
+    }
+    const uint32_t s = pool_->read_only() ? FindLockFree(id) : pool_->FindLocked(id);
+    if (s == kNone) {
+      counters_.misses.fetch_add(1, std::memory_order_relaxed);
+      return Status::NotFound(url_ + ": no chunk " + id.key.Hex());
+    }
+    bytes = pool_->slot(s).bytes.load(std::memory_order_relaxed);
+    if (bytes > kMaxChunkPayload) bytes = 0;  // a damaged length: the read below reports it
+  }
+  auto copy = std::make_shared<std::vector<std::byte>>(bytes);
+  const std::span<std::byte> piece(*copy);
+  ReadOp op{id, ScatterList(&piece, 1), Status::OK()};
+  ReadBatch({&op, 1});
+  if (!op.status.ok()) return op.status;
+  std::vector<std::span<const std::byte>> view;
+  if (bytes > 0) view.emplace_back(*copy);
+  return BorrowedChunk(std::move(view), [copy] {});  // the copy goes with the last reference to it
 }
 
 Status ShmTier::Remove(const ChunkId& id) {
@@ -468,6 +597,10 @@ Status ShmTier::List(const std::function<bool(const ChunkInfo&)>& fn) {
 
 Status ShmTier::Check(const ChunkInfo& info) {
   KVTIER_RETURN_IF_ERROR(pool_->CheckFile(false));
+  if (cipher_ != nullptr) {  // sealed: the tags are checked too, by opening a scratch copy
+    auto b = BorrowOpened(info.id);
+    return b.ok() ? Status::OK() : b.status();
+  }
   Held h;
   const bool ro = pool_->read_only();
   if (ro) {
@@ -506,6 +639,16 @@ TierStats ShmTier::Stats() const {
   return s;
 }
 
+// A pool is encrypted or not from its creation on, under one key: an opener with another key, or
+// with none for an encrypted pool (or one for a plain pool), is refused before it reads or writes a chunk.
+Status CheckKey(const ShmPool& pool, uint64_t key_check) {
+  const uint64_t made = pool.header().key_check;
+  if (made == key_check) return Status::OK();
+  if (made == 0) return Status::InvalidArgument(pool.path() + " holds plain chunks; key_file= is refused for it (use another pool)");
+  if (key_check == 0) return Status::InvalidArgument(pool.path() + " is encrypted; open it with its key_file=");
+  return Status::InvalidArgument(pool.path() + " is encrypted under another key than key_file=; refused");
+}
+
 Result<long> ParseGroup(const std::string& g) {
   if (!g.empty() && std::all_of(g.begin(), g.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return static_cast<long>(std::stoul(g));
@@ -522,12 +665,8 @@ Result<long> ParseGroup(const std::string& g) {
 }  // namespace
 
 Result<std::unique_ptr<Tier>> OpenShmTier(const TierUrl& url, const TierOpenOptions& open) {
-  if (url.params.count("key_file") != 0) {
-    return Status::InvalidArgument(
-        "shm:// does not encrypt: its chunks never leave this host's memory and the pool file is 0600 (or "
-        "group=); drop key_file= for shm:// (docs/shared-pool.md)");
-  }
-  KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "page", "hugepages", "dir", "group", "threads", "populate", "verify"}));
+  KVTIER_RETURN_IF_ERROR(
+      url.CheckKnown({"capacity", "page", "hugepages", "dir", "group", "threads", "populate", "verify", "key_file"}));
   shm::PoolSpec spec;
   spec.name = !url.path.empty() && url.path[0] == '/' ? url.path.substr(1) : url.path;
   if (spec.name.empty()) return Status::InvalidArgument("shm:// needs a pool name, e.g. shm://engines?capacity=64GiB");
@@ -554,7 +693,13 @@ Result<std::unique_ptr<Tier>> OpenShmTier(const TierUrl& url, const TierOpenOpti
   KVTIER_ASSIGN_OR_RETURN(spec.populate, url.GetBool("populate", false));
   KVTIER_ASSIGN_OR_RETURN(const bool verify, url.GetBool("verify", true));
   spec.read_only = open.read_only;
+  std::shared_ptr<const ChunkCipher> cipher;
+  if (auto k = url.params.find("key_file"); k != url.params.end()) {
+    KVTIER_ASSIGN_OR_RETURN(cipher, ChunkCipher::FromKeyFile(k->second));
+    KVTIER_ASSIGN_OR_RETURN(spec.key_check, KeyCheck(*cipher));
+  }
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<ShmPool> pool, ShmPool::Open(spec));
+  KVTIER_RETURN_IF_ERROR(CheckKey(*pool, spec.key_check));
   if (url.params.count("page") != 0 && pool->page_bytes() != spec.page_bytes) {
     return Status::InvalidArgument(pool->path() + " has pages of " + std::to_string(pool->page_bytes()) +
                                    " bytes, the URL says page=" + std::to_string(spec.page_bytes) + "; refused");
@@ -570,10 +715,11 @@ Result<std::unique_ptr<Tier>> OpenShmTier(const TierUrl& url, const TierOpenOpti
     pool->ReclaimDeadLocked();  // what dead writers and readers held comes back at every open
     if (spec.capacity != 0) pool->SetCapacityLocked(spec.capacity);
   }
-  return std::unique_ptr<Tier>(std::make_unique<ShmTier>(url.ToString(), std::move(pool), static_cast<unsigned>(threads), verify));
+  return std::unique_ptr<Tier>(
+      std::make_unique<ShmTier>(url.ToString(), std::move(pool), static_cast<unsigned>(threads), verify, std::move(cipher)));
 }
 
-Status CorruptShmChunkForTesting(Tier& tier, const ChunkId& id) {
+Status CorruptShmChunkForTesting(Tier& tier, const ChunkId& id, bool forge_sums) {
   auto* t = dynamic_cast<ShmTier*>(&tier);
   if (t == nullptr) return Status::InvalidArgument(tier.url() + " is not a shm:// tier");
   ShmPool& pool = t->pool();
@@ -584,10 +730,63 @@ Status CorruptShmChunkForTesting(Tier& tier, const ChunkId& id) {
   const Slot& x = pool.slot(s);
   const uint64_t bytes = x.bytes.load(), pg = x.pages.load();
   if (bytes == 0) return Status::NotFound("chunk has no payload bytes to corrupt");
-  const auto runs = pool.Runs(static_cast<uint32_t>(pg), pg >> 32, TableBytes(bytes) + bytes / 2, 1);
+  const auto runs = pool.Runs(static_cast<uint32_t>(pg), pg >> 32, TableBytes(bytes, t->sealed()) + bytes / 2, 1);
   if (runs.empty()) return Status::Internal("chunk pages out of range");
   runs[0][0] ^= std::byte{0x5A};
+  if (!forge_sums) return Status::OK();
+  // As an attacker with write access would: the changed piece's sum, then the table's, rewritten to match.
+  const uint32_t first = static_cast<uint32_t>(pg);
+  const uint64_t piece = bytes / 2 / kPieceBytes, off = piece * kPieceBytes;
+  const uint64_t len = std::min(kPieceBytes, bytes - off), table = TableBytes(bytes, t->sealed());
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  for (const auto& run : pool.Runs(first, pg >> 32, table + off, len)) XXH3_64bits_update(&state, run.data(), run.size());
+  const uint64_t sum = XXH3_64bits_digest(&state);
+  std::vector<std::byte> tbl(TableUsed(bytes, t->sealed()));
+  FromRuns(pool.Runs(first, pg >> 32, 0, tbl.size()), tbl.data());
+  std::memcpy(tbl.data() + piece * 8, &sum, 8);
+  ToRuns(pool.Runs(first, pg >> 32, 0, tbl.size()), tbl.data());
+  pool.slot(s).table_sum.store(XXH3_64bits(tbl.data(), tbl.size()));
   return Status::OK();
+}
+
+Result<std::vector<NamespaceUsage>> ShmNamespaceUsage(Tier& tier) {
+  auto* t = dynamic_cast<ShmTier*>(&tier);
+  if (t == nullptr) return Status::InvalidArgument(tier.url() + " is not a shm:// tier");
+  ShmPool& pool = t->pool();
+  KVTIER_RETURN_IF_ERROR(pool.CheckFile(false));
+  std::map<Digest, NamespaceUsage> by_ns;
+  auto collect = [&] {
+    for (uint64_t i = 0; i < pool.slot_count(); ++i) {
+      const Slot& x = pool.slot(static_cast<uint32_t>(i));
+      const uint64_t word = x.word.load(std::memory_order_acquire);
+      if (shm::StateOf(word) != shm::kPublished) continue;
+      const ChunkId id = ShmPool::IdOf(x);
+      const uint64_t pages = x.pages.load(std::memory_order_relaxed) >> 32;
+      ReadFence();
+      if (x.word.load(std::memory_order_acquire) != word) continue;  // changed while read (lock-free only)
+      NamespaceUsage& u = by_ns[id.ns];
+      u.ns = id.ns;
+      ++u.chunks;
+      u.bytes += pages * pool.page_bytes();
+    }
+  };
+  if (pool.read_only()) {
+    collect();
+  } else {
+    PoolLock lock(pool);
+    KVTIER_RETURN_IF_ERROR(lock.status());
+    collect();
+  }
+  std::vector<NamespaceUsage> out;
+  for (const auto& [ns, u] : by_ns) out.push_back(u);
+  return out;
+}
+
+std::vector<std::span<std::byte>> ShmHostRegions(Tier& tier) {
+  auto* t = dynamic_cast<ShmTier*>(&tier);
+  if (t == nullptr || t->pool().read_only() || t->sealed()) return {};
+  return {t->pool().mapping()};
 }
 
 Result<ShmAudit> AuditShmTier(Tier& tier, bool reclaim) {

@@ -1,4 +1,4 @@
-// shm://NAME?capacity=SIZE[&page=SIZE][&hugepages=DIR | &dir=DIR][&group=G][&threads=N]: one memory pool
+// shm://NAME?capacity=SIZE[&page=SIZE][&hugepages=DIR | &dir=DIR][&group=G][&threads=N][&key_file=PATH]: one memory pool
 // per host in a shared-memory file (/dev/shm/kvtier-shm-NAME), mapped by every process that opens it:
 // the chunks, their index and the allocation state all live in the file, so the pool outlives the
 // processes that use it, and any of them may die at any instruction without a coordinator
@@ -7,16 +7,34 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
+#include <vector>
+
+#include "core/namespace_usage.h"
 #include "kvtier/tier.h"
 
 namespace kvtier::internal {
 
 Result<std::unique_ptr<Tier>> OpenShmTier(const TierUrl& url, const TierOpenOptions& open);
 
-// For tests: flips one payload byte of `id` in the arena behind the tier's back.
-Status CorruptShmChunkForTesting(Tier& tier, const ChunkId& id);
+// For tests: flips one payload byte of `id` in the arena behind the tier's back; with `forge_sums`, also
+// rewrites that piece's checksum and the table's to match (only an encrypted pool's tags then catch it).
+Status CorruptShmChunkForTesting(Tier& tier, const ChunkId& id, bool forge_sums = false);
+
+// `kvtier stats`: chunks and bytes per namespace, from the pool's slots (published chunks only: a writer's
+// reservation belongs to no namespace yet, so the sum can be below Stats().usage_bytes while one is
+// writing), in namespace order. A read-only opener reads the slots without the lock and keeps only the
+// slots whose state did not change while it read them. InvalidArgument for a tier that is not shm://.
+Result<std::vector<NamespaceUsage>> ShmNamespaceUsage(Tier& tier);
+
+// The long-lived host memory this tier serves chunks from, which a GPU process may page-lock once
+// (src/gpu/host_regions.h): the whole mapping of a writable opener of a plain pool, where Borrow's views
+// and every read's source lie, valid while the tier is open. None for a read-only opener (its mapping is
+// PROT_READ), for an encrypted pool (the arena holds ciphertext; Borrow lends opened copies), or for a
+// tier that is not shm://.
+std::vector<std::span<std::byte>> ShmHostRegions(Tier& tier);
 
 // For tests and `kvtier shm list`: a consistency audit of the pool under its lock (which it takes,
 // repairing first where a dead process held it).

@@ -1,6 +1,7 @@
 #include "tiers/conformance/tier_cases.h"
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 
@@ -113,6 +114,17 @@ TierCase S3Case() {
 }
 #endif  // KVTIER_CONFORMANCE_CEPH
 
+// A 32-byte key file, mode 0600, in `dir` (the same bytes at every call).
+std::string ShmKeyFile(const std::string& dir) {
+  const std::string path = dir + "/shm-key";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    for (int i = 0; i < 32; ++i) out.put(static_cast<char>(i * 37 + 11));
+  }
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  return path;
+}
+
 }  // namespace
 
 const std::vector<TierCase>& TierCases() {
@@ -143,6 +155,14 @@ const std::vector<TierCase>& TierCases() {
       {"shm",  // the pool file in the test's directory (dir=), so it goes with it
        [](const std::string& dir, uint64_t cap) {
          return "shm://conformance?dir=" + dir + "&capacity=" + std::to_string(cap) + "&page=256";
+       },
+       [](Tier& tier, const std::string&, const ChunkId& id) {
+         return internal::CorruptShmChunkForTesting(tier, id);
+       }},
+      {"shm_key",  // the same, encrypted: every chunk sealed under a key file in the test's directory
+       [](const std::string& dir, uint64_t cap) {
+         return "shm://conformance?dir=" + dir + "&capacity=" + std::to_string(cap) + "&page=256&key_file=" +
+                ShmKeyFile(dir);
        },
        [](Tier& tier, const std::string&, const ChunkId& id) {
          return internal::CorruptShmChunkForTesting(tier, id);

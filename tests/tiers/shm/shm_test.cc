@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +17,7 @@
 #include <thread>
 
 #include "core/xxh3.h"
+#include "kvtier/store.h"
 #include "reliability/test_util.h"
 #include "tiers/fs/process_runner.h"
 #include "tiers/shm/shm_admin.h"
@@ -28,6 +32,7 @@ using fstest::Spawn;
 using fstest::Wait;
 using testing::TestPayload;
 using reltest::Scaled;
+constexpr uint64_t kPieceBytesForTest = 1u << 20;  // shm:// seals and checks each 1 MiB piece on its own
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -114,6 +119,17 @@ class ShmTest : public ::testing::Test {
     }
     EXPECT_EQ(wrong, 0u);
     EXPECT_EQ(found, a->published_slots);
+  }
+
+  // A key file of 32 bytes from `seed`, mode 0600, in the test's directory.
+  std::string KeyFile(uint32_t seed) const {
+    std::string key(32, '\0');
+    std::mt19937 rng(seed);
+    for (char& c : key) c = static_cast<char>(rng());
+    const std::string path = dir_ + "/key-" + std::to_string(seed);
+    std::ofstream(path, std::ios::binary) << key;
+    ::chmod(path.c_str(), 0600);
+    return path;
   }
 
   std::string dir_;
@@ -380,6 +396,239 @@ TEST_F(ShmTest, ListLooksAndRemoveRemovesOnlyPools) {
   ASSERT_TRUE(internal::RemoveShmPool(dir_, "listed").ok());
   EXPECT_FALSE(std::filesystem::exists(PoolPath("listed")));
   EXPECT_EQ(PutChunk(*t, 2).code(), Code::kIOError) << "a removed pool takes no more chunks";
+}
+
+// `kvtier stats` per namespace: from the shared slots, seen alike by a writer and a read-only opener,
+// adding up to the pool's usage once no writer holds a reservation.
+TEST_F(ShmTest, UsagePerNamespaceFromTheSharedSlots) {
+  auto tier = Open(Url("usage", "16MiB"));
+  ASSERT_NE(tier, nullptr);
+  const Namespace other = *Namespace::Make("shm-test/other", Layout{1, 1, 4, DType::kBF16, 1}, "tenant");
+  for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(PutChunk(*tier, i).ok());
+  const std::vector<std::byte> p(70000, std::byte{3});
+  const std::span<const std::byte> pieces[] = {p};
+  ASSERT_TRUE(tier->Put(testing::TestChunkId(other, 1), pieces).ok());
+  auto ro = Open(Url("usage", "16MiB"), /*read_only=*/true);
+  ASSERT_NE(ro, nullptr);
+  for (Tier* t : {tier.get(), ro.get()}) {
+    auto u = internal::ShmNamespaceUsage(*t);
+    ASSERT_TRUE(u.ok()) << u.status().ToString();
+    ASSERT_EQ(u->size(), 2u);
+    uint64_t bytes = 0;
+    for (const auto& n : *u) {
+      EXPECT_EQ(n.chunks, n.ns == TestNs().id() ? 3u : 1u);
+      if (n.ns == other.id()) {
+        EXPECT_EQ(n.bytes, 2u * 65536) << "70000 bytes and their table take two 64 KiB pages";
+      }
+      bytes += n.bytes;
+    }
+    EXPECT_EQ(bytes, tier->Stats().usage_bytes);
+  }
+  ASSERT_TRUE(tier->Remove(testing::TestChunkId(other, 1)).ok());
+  auto after = internal::ShmNamespaceUsage(*ro);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ((*after)[0].ns, TestNs().id());
+  auto mem = OpenTier("mem://?capacity=1MiB");
+  ASSERT_TRUE(mem.ok());
+  EXPECT_FALSE(internal::ShmNamespaceUsage(**mem).ok()) << "not a shm:// tier";
+}
+
+// key_file=: the arena holds only ciphertext; the pool is bound to its key at creation (another key, no
+// key, or a key for a plain pool is refused at open); readers authenticate every piece, so bytes changed
+// with their checksums rewritten are still rejected (Corruption, destination zeroed, chunk removed).
+TEST_F(ShmTest, EncryptedPoolHoldsNoPlaintextAndAuthenticates) {
+  const std::string key_a = KeyFile(1), key_b = KeyFile(2);
+  const std::string url = Url("sealed") + "&key_file=" + key_a;
+  auto tier = Open(url);
+  ASSERT_NE(tier, nullptr);
+  const uint32_t big = 4;  // SizeOf(4) is over one 1 MiB piece: two sealed pieces
+  ASSERT_GT(SizeOf(big), kPieceBytesForTest);
+  for (uint32_t i : {1u, 2u, big}) ASSERT_TRUE(PutChunk(*tier, i).ok());
+  const std::string file = ReadAll(PoolPath("sealed"));
+  for (uint32_t i : {1u, big}) {
+    const auto p = TestPayload(IdOf(i), SizeOf(i));
+    const std::string run(reinterpret_cast<const char*>(p.data()) + 100, 64);
+    EXPECT_EQ(file.find(run), std::string::npos) << "plaintext of chunk " << i << " found in the pool file";
+  }
+  bool wrong = false;
+  for (uint32_t i : {1u, 2u, big}) EXPECT_TRUE(GetChecked(*tier, i, &wrong).ok());
+  auto ro = Open(url, /*read_only=*/true);
+  ASSERT_NE(ro, nullptr);
+  EXPECT_TRUE(GetChecked(*ro, big, &wrong).ok()) << "a read-only opener with the key reads it";
+  EXPECT_FALSE(wrong);
+  EXPECT_TRUE(tier->Check(ChunkInfo{IdOf(2), 0}).ok());
+
+  auto keyless = OpenTier(Url("sealed"));
+  ASSERT_FALSE(keyless.ok());
+  EXPECT_NE(keyless.status().message().find("is encrypted; open it with its key_file="), std::string::npos)
+      << keyless.status().ToString();
+  auto other = OpenTier(Url("sealed") + "&key_file=" + key_b);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("another key"), std::string::npos) << other.status().ToString();
+  auto plain = Open(Url("plain"));
+  ASSERT_NE(plain, nullptr);
+  auto keyed_plain = OpenTier(Url("plain") + "&key_file=" + key_a);
+  ASSERT_FALSE(keyed_plain.ok());
+  EXPECT_NE(keyed_plain.status().message().find("holds plain chunks"), std::string::npos);
+
+  // Forged: a ciphertext byte changed and the piece and table checksums rewritten to match.
+  for (uint32_t i : {1u, big}) {
+    ASSERT_TRUE(internal::CorruptShmChunkForTesting(*tier, IdOf(i), /*forge_sums=*/true).ok());
+    std::vector<std::byte> out(SizeOf(i), std::byte{0xEE});
+    const std::span<std::byte> pieces[] = {out};
+    const Status s = tier->Get(IdOf(i), pieces);
+    EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+    EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](std::byte b) { return b == std::byte{0}; }))
+        << "a rejected read left bytes in the destination";
+    EXPECT_FALSE(tier->Contains(IdOf(i))) << "removed";
+  }
+  ASSERT_TRUE(PutChunk(*tier, 3).ok());
+  ASSERT_TRUE(internal::CorruptShmChunkForTesting(*tier, IdOf(3), /*forge_sums=*/true).ok());
+  EXPECT_TRUE(tier->Check(ChunkInfo{IdOf(3), 0}).IsCorruption()) << "Check authenticates";
+  ExpectRecovered(*tier);
+}
+
+// StoreOptions::key_file reaches shm:// as every tier but mem:// (it was refused before shm:// encrypted):
+// the Store opens and its pool is made encrypted, so a keyless opener is refused.
+TEST_F(ShmTest, StoreKeyFileMakesAnEncryptedPool) {
+  StoreOptions opt;
+  opt.tiers = {Url("storekey")};
+  opt.key_file = KeyFile(5);
+  auto store = Store::Open(opt);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto keyless = OpenTier(Url("storekey"));
+  ASSERT_FALSE(keyless.ok());
+  EXPECT_NE(keyless.status().message().find("is encrypted"), std::string::npos) << keyless.status().ToString();
+}
+
+// Borrow from an encrypted pool: the arena holds ciphertext, so the chunk is lent as a private opened
+// copy: the plaintext, no pin on the pool, unchanged by a Remove and by eviction.
+TEST_F(ShmTest, BorrowFromEncryptedPoolIsAnOpenedCopy) {
+  auto tier = Open(Url("sealedborrow", "4MiB") + "&key_file=" + KeyFile(3));
+  ASSERT_NE(tier, nullptr);
+  ASSERT_TRUE(PutChunk(*tier, 5).ok());
+  auto b = tier->Borrow(IdOf(5));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  auto collect = [&] {
+    std::vector<std::byte> got;
+    for (const auto& piece : b->pieces()) got.insert(got.end(), piece.begin(), piece.end());
+    return got;
+  };
+  EXPECT_EQ(collect(), TestPayload(IdOf(5), SizeOf(5)));
+  auto a = internal::AuditShmTier(*tier, false);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->pinned_slots, 0u) << "an opened copy holds no pin";
+  ASSERT_TRUE(tier->Remove(IdOf(5)).ok());
+  for (uint32_t i = 10; i < 40; ++i) (void)PutChunk(*tier, i);
+  EXPECT_EQ(collect(), TestPayload(IdOf(5), SizeOf(5)));
+  b->Release();
+  EXPECT_TRUE(tier->Borrow(IdOf(5)).status().IsNotFound());
+  ExpectRecovered(*tier);
+}
+
+// group=: the file is made 0660 and given that group (checked on the file), by gid or by name; a later
+// open must name the same group; without group= the 0660 file is refused as too wide.
+TEST_F(ShmTest, GroupSharesTheFileWithThatGroupOnly) {
+  const gid_t gid = ::getgid();  // a group this user belongs to
+  auto t = Open(Url("grp") + "&group=" + std::to_string(gid));
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(PutChunk(*t, 1).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(PoolPath("grp").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  EXPECT_EQ(st.st_gid, gid);
+  const struct group* named = ::getgrgid(gid);
+  ASSERT_NE(named, nullptr);
+  auto by_name = Open(Url("grp") + "&group=" + named->gr_name);
+  ASSERT_NE(by_name, nullptr);
+  bool wrong = false;
+  EXPECT_TRUE(GetChecked(*by_name, 1, &wrong).ok());
+  EXPECT_FALSE(wrong);
+  auto without = OpenTier(Url("grp"));
+  ASSERT_FALSE(without.ok());
+  EXPECT_NE(without.status().message().find("mode 0660, wider than 0600"), std::string::npos) << without.status().ToString();
+  auto other = OpenTier(Url("grp") + "&group=" + std::to_string(gid + 1));
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("is shared with group " + std::to_string(gid)), std::string::npos)
+      << other.status().ToString();
+  EXPECT_FALSE(OpenTier(Url("grp2") + "&group=kvtier-no-such-group").ok());
+  EXPECT_FALSE(std::filesystem::exists(PoolPath("grp2")));
+}
+
+// A hugetlbfs mount with free huge pages, from /proc/mounts and /sys/kernel/mm/hugepages; empty with
+// the reason in `why` when there is none (the test never mounts or reserves anything).
+std::string HugetlbfsMount(std::string* why) {
+  std::ifstream mounts("/proc/mounts");
+  std::string dev, dir, type, rest;
+  while (mounts >> dev >> dir >> type && std::getline(mounts, rest)) {
+    if (type != "hugetlbfs") continue;
+    struct statfs fs {};
+    if (::statfs(dir.c_str(), &fs) != 0) continue;
+    const std::string free_path = "/sys/kernel/mm/hugepages/hugepages-" + std::to_string(fs.f_bsize / 1024) + "kB/free_hugepages";
+    uint64_t free_pages = 0;
+    std::ifstream(free_path) >> free_pages;
+    if (free_pages >= 2) return dir;
+    *why = dir + " has " + std::to_string(free_pages) + " free huge pages of " + std::to_string(fs.f_bsize) + " bytes (needs 2)";
+  }
+  if (why->empty()) *why = "no hugetlbfs mount in /proc/mounts";
+  return "";
+}
+
+TEST_F(ShmTest, HugepagesNeedsAHugetlbfsMount) {
+  auto refused = OpenTier("shm://huge?hugepages=" + dir_ + "&capacity=4MiB");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("is not a hugetlbfs mount"), std::string::npos) << refused.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(PoolPath("huge")));
+  std::string why;
+  const std::string mount = HugetlbfsMount(&why);
+  if (mount.empty()) {
+    std::printf("[hugepages= pool skipped: %s]\n", why.c_str());
+    GTEST_SKIP() << why;
+  }
+  struct statfs fs {};
+  ASSERT_EQ(::statfs(mount.c_str(), &fs), 0);
+  const std::string name = "test-" + std::to_string(::getpid()) + "-huge";
+  {
+    auto t = OpenTier("shm://" + name + "?hugepages=" + mount + "&capacity=" + std::to_string(fs.f_bsize));
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_TRUE(PutChunk(**t, 1).ok());
+    bool wrong = false;
+    EXPECT_TRUE(GetChecked(**t, 1, &wrong).ok());
+    EXPECT_FALSE(wrong);
+    struct stat st {};
+    ASSERT_EQ(::stat((mount + "/kvtier-shm-" + name).c_str(), &st), 0);
+    EXPECT_EQ(static_cast<uint64_t>(st.st_size) % fs.f_bsize, 0u) << "the file is a whole number of huge pages";
+  }
+  EXPECT_TRUE(internal::RemoveShmPool(mount, name).ok());
+}
+
+// Which host memory a GPU process is offered to page-lock once: a writable opener's whole mapping of a
+// plain pool (every read's source and Borrow's views lie in it); nothing for a read-only opener, an
+// encrypted pool or another tier.
+TEST_F(ShmTest, HostRegionsOfferedForPinning) {
+  auto tier = Open(Url("pinme"));
+  ASSERT_NE(tier, nullptr);
+  ASSERT_TRUE(PutChunk(*tier, 1).ok());
+  const auto regions = internal::ShmHostRegions(*tier);
+  ASSERT_EQ(regions.size(), 1u);
+  EXPECT_EQ(regions[0].size(), std::filesystem::file_size(PoolPath("pinme")));
+  auto b = tier->Borrow(IdOf(1));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  for (const auto& piece : b->pieces()) {
+    EXPECT_GE(piece.data(), regions[0].data());
+    EXPECT_LE(piece.data() + piece.size(), regions[0].data() + regions[0].size()) << "a borrowed view lies in it";
+  }
+  b->Release();
+  auto ro = Open(Url("pinme"), /*read_only=*/true);
+  ASSERT_NE(ro, nullptr);
+  EXPECT_TRUE(internal::ShmHostRegions(*ro).empty()) << "a PROT_READ mapping is not offered";
+  auto sealed = Open(Url("pinsealed") + "&key_file=" + KeyFile(4));
+  ASSERT_NE(sealed, nullptr);
+  EXPECT_TRUE(internal::ShmHostRegions(*sealed).empty()) << "an encrypted arena holds only ciphertext";
+  auto mem = OpenTier("mem://?capacity=1MiB");
+  ASSERT_TRUE(mem.ok());
+  EXPECT_TRUE(internal::ShmHostRegions(**mem).empty());
 }
 
 TEST(ShmDefaultDir, PoolUnderDevShmIsRemovedByTheTest) {
