@@ -293,8 +293,9 @@ KVTIER_API kvtier_status kvtier_ns_create_identity(const char* identity, const k
 KVTIER_API size_t kvtier_ns_identity(const kvtier_ns* ns, char* out, size_t cap);
 
 /* Removes the chunks of `keys` from every tier of the store (an engine's eviction of objects it wrote);
- * a key no tier holds is not an error. A background write still queued may store a chunk again. Returns
- * the first tier failure (a read-only tier refuses). */
+ * a key no tier holds is not an error. A background write of one of them that is still queued is dropped
+ * and a running one is waited for, so a lookup after the call misses them (Store::Remove). Returns the
+ * first tier failure (a read-only tier refuses). */
 KVTIER_API kvtier_status kvtier_remove(kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
                                        size_t n_keys);
 

@@ -133,6 +133,13 @@ class Store {
   // Promotes the leading available chunks into the top tier in the background.
   virtual void Prefetch(const Namespace& ns, std::span<const ChunkKey> keys) = 0;
 
+  // Removes the chunks of `keys` from every tier. A background write (save or promotion) of one of
+  // them that is still queued is dropped, and one that is running is waited for, so the removal is not
+  // undone by a write that began before it: a Lookup after Remove misses them until they are saved
+  // again. A dropped background save counts neither as queued nor as dropped. Returns the first tier's
+  // failure (the other tiers are still asked).
+  virtual Status Remove(const Namespace& ns, std::span<const ChunkKey> keys) = 0;
+
   // Waits until every queued background write has finished, then flushes every tier.
   virtual Status Flush() = 0;
 

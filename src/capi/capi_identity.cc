@@ -60,15 +60,7 @@ kvtier_status kvtier_remove(kvtier_store* store, const kvtier_ns* ns, const kvti
     if (store == nullptr) return NullArgument(fn, "store");
     if (ns == nullptr) return NullArgument(fn, "ns");
     KVTIER_ASSIGN_OR_RETURN(std::vector<kvtier::ChunkKey> k, CopyKeys(fn, keys, n_keys));
-    Status first;
-    for (size_t t = 0; t < store->store->tier_count(); ++t) {
-      kvtier::Tier& tier = store->store->tier(t);
-      for (const kvtier::ChunkKey& key : k) {
-        Status s = tier.Remove(kvtier::ChunkId::Of(ns->ns, key));
-        if (!s.ok() && first.ok()) first = s;
-      }
-    }
-    return first;
+    return store->store->Remove(ns->ns, k);
   });
 }
 

@@ -1,5 +1,7 @@
 #include "store/save_queue.h"
 
+#include <algorithm>
+
 #include "core/threads.h"
 
 namespace kvtier::internal {
@@ -46,6 +48,24 @@ void SaveQueue::Drain() {
   while (!jobs_.empty() || running_ != 0) idle_cv_.Wait(mu_);
 }
 
+size_t SaveQueue::Withdraw(std::span<const ChunkId> ids) {
+  const auto named = [&](const ChunkId& id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); };
+  MutexLock lock(mu_);
+  size_t dropped = 0;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (!named(it->id)) {
+      ++it;
+      continue;
+    }
+    bytes_ -= it->bytes;
+    it = jobs_.erase(it);
+    ++dropped;
+  }
+  if (jobs_.empty() && running_ == 0) idle_cv_.NotifyAll();
+  while (std::any_of(running_ids_.begin(), running_ids_.end(), named)) job_done_cv_.Wait(mu_);
+  return dropped;
+}
+
 uint64_t SaveQueue::bytes_now() const {
   MutexLock lock(mu_);
   return bytes_;
@@ -64,12 +84,16 @@ void SaveQueue::WorkerLoop() {
     SaveJob job = std::move(jobs_.front());
     jobs_.pop_front();
     ++running_;
+    running_ids_.push_back(job.id);
     lock.Unlock();
     run_(job);
     const uint64_t bytes = job.bytes;
+    const ChunkId id = job.id;
     job = SaveJob{};  // free a staged copy before taking the lock
     lock.Lock();
     --running_;
+    running_ids_.erase(std::find(running_ids_.begin(), running_ids_.end(), id));
+    job_done_cv_.NotifyAll();
     bytes_ -= bytes;
     if (jobs_.empty() && running_ == 0) idle_cv_.NotifyAll();
   }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -48,6 +49,9 @@ class SaveQueue {
   bool TryPush(SaveJob&& job) EXCLUDES(mu_);
   // Waits until the queue is empty and no job runs (every job pushed before the call has run).
   void Drain() EXCLUDES(mu_);
+  // Drops the queued jobs of any chunk of `ids` and waits until no running job is for one of them, so a
+  // removal that follows cannot be undone by a write queued before it. Returns the jobs dropped.
+  size_t Withdraw(std::span<const ChunkId> ids) EXCLUDES(mu_);
   uint64_t bytes_now() const EXCLUDES(mu_);  // of queued and running jobs
   uint64_t jobs_now() const EXCLUDES(mu_);   // queued and running jobs
 
@@ -61,9 +65,11 @@ class SaveQueue {
   mutable Mutex mu_;
   CondVar work_cv_;  // a job arrived or stopping
   CondVar idle_cv_;  // the queue emptied and no job runs
+  CondVar job_done_cv_;  // a running job ended (Withdraw waits on it)
   std::deque<SaveJob> jobs_ GUARDED_BY(mu_);
   uint64_t bytes_ GUARDED_BY(mu_) = 0;  // queued and running jobs
   uint32_t running_ GUARDED_BY(mu_) = 0;
+  std::vector<ChunkId> running_ids_ GUARDED_BY(mu_);  // chunks of the running jobs (one per worker)
   bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
   Status status_;  // OK, or why a worker could not start (the Store then fails to open)

@@ -52,6 +52,7 @@ class StoreImpl final : public Store {
               std::span<const GatherList> srcs) override;
   Result<BorrowedChunk> Borrow(const Namespace& ns, const ChunkKey& key) override;
   void Prefetch(const Namespace& ns, std::span<const ChunkKey> keys) override;
+  Status Remove(const Namespace& ns, std::span<const ChunkKey> keys) override;
   Status Flush() override;
   StoreStats Stats() const override;
   size_t tier_count() const override { return tiers_.size(); }

@@ -3,7 +3,8 @@
 // Counting: a background save job covers one chunk for every slower tier. It counts once in
 // queued_saves when it wrote the chunk to every tier that lacked it, and once in dropped_saves when the
 // queue refused it, its source copy was evicted before it ran, or a write failed (a job that finds
-// every tier already holding the chunk counts in neither). TierStats::dropped_saves counts per tier.
+// every tier already holding the chunk counts in neither, nor does a job withdrawn by Remove).
+// TierStats::dropped_saves counts per tier.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -78,6 +79,23 @@ void StoreImpl::EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, i
     dropped_saves_.fetch_add(1, std::memory_order_relaxed);
     CountDropped(targets);
   }
+}
+
+Status StoreImpl::Remove(const Namespace& ns, std::span<const ChunkKey> keys) {
+  std::vector<ChunkId> ids;
+  ids.reserve(keys.size());
+  for (const ChunkKey& key : keys) ids.push_back(ChunkId::Of(ns, key));
+  // First the background writes of these chunks, then the tiers: a write queued before the removal
+  // and run after it would store the chunk again.
+  queue_->Withdraw(ids);
+  Status first_error;
+  for (const auto& tier : tiers_) {
+    for (const ChunkId& id : ids) {
+      Status s = tier->Remove(id);
+      if (!s.ok() && first_error.ok()) first_error = s;
+    }
+  }
+  return first_error;
 }
 
 void StoreImpl::CountDropped(uint64_t tier_mask) {

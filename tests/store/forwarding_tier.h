@@ -38,6 +38,7 @@ class BlockingTier : public ForwardingTier {
     {
       internal::MutexLock lock(mu_);
       ++waiting_;
+      cv_.NotifyAll();  // WaitForWaiter
       while (!released_) cv_.Wait(mu_);
       --waiting_;
     }
@@ -47,6 +48,11 @@ class BlockingTier : public ForwardingTier {
     internal::MutexLock lock(mu_);
     released_ = true;
     cv_.NotifyAll();
+  }
+  // Returns once some Put is held at the gate.
+  void WaitForWaiter() {
+    internal::MutexLock lock(mu_);
+    while (waiting_ == 0 && !released_) cv_.Wait(mu_);
   }
 
  private:

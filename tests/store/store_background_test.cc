@@ -41,6 +41,35 @@ TEST_F(StoreBackgroundTest, SavesReachTheLowerTierAfterFlush) {
   EXPECT_EQ(store->Stats().queued_saves, 4u);
 }
 
+// A removal is never undone by a background write that began before it: a queued write of the chunk is
+// dropped, a running one is waited for (the old kvtier_remove removed from the tiers only, and the queued
+// write then stored the chunk again).
+TEST_F(StoreBackgroundTest, RemoveIsNotUndoneByABackgroundWriteQueuedBeforeIt) {
+  auto lower = OpenSharedMem();
+  auto blocking = std::make_unique<BlockingTier>(lower);
+  BlockingTier* gate = blocking.get();
+  StoreOptions opt;
+  opt.background_threads = 1;
+  auto store = Open(OpenMem(), std::move(blocking), opt);
+  const auto keys = Keys(2);
+  ASSERT_TRUE(Save(*store, std::span(keys).first(1)).ok());
+  gate->WaitForWaiter();  // the worker runs the first chunk's write, held at the gate
+  ASSERT_TRUE(Save(*store, std::span(keys).last(1)).ok());  // queued behind it
+  ASSERT_TRUE(store->Remove(ns_, std::span(keys).last(1)).ok());
+  auto removing = std::async(std::launch::async, [&] { return store->Remove(ns_, std::span(keys).first(1)); });
+  gate->Release();
+  EXPECT_TRUE(removing.get().ok());
+  ASSERT_TRUE(store->Flush().ok());
+  EXPECT_FALSE(LowerHas(*lower, keys[0]));
+  EXPECT_FALSE(LowerHas(*lower, keys[1]));
+  EXPECT_EQ(store->Lookup(ns_, std::span(keys).first(1)), 0u);
+  EXPECT_EQ(store->Lookup(ns_, std::span(keys).last(1)), 0u);
+  const StoreStats s = store->Stats();
+  EXPECT_EQ(s.queued_saves, 1u);   // the first chunk's write ran (and was then removed)
+  EXPECT_EQ(s.dropped_saves, 0u);  // the withdrawn one counts in neither
+  EXPECT_EQ(s.queue_bytes_now, 0u);
+}
+
 TEST_F(StoreBackgroundTest, OverloadDropsAndNeverBlocksTheCaller) {
   auto lower = OpenSharedMem();
   auto blocking = std::make_unique<BlockingTier>(lower);
