@@ -18,8 +18,6 @@
 namespace kvtier::internal {
 namespace {
 
-constexpr unsigned kWriters = 4;
-
 // The first failure among threads that run side by side.
 class FirstError {
  public:
@@ -134,12 +132,13 @@ Result<std::unique_ptr<Tier>> OpenTierForPass(const TierUrl& url, uint64_t infli
   return tier;
 }
 
-Result<PhaseResult> WritePass(Tier& tier, const ReadArea& area) {
+Result<PhaseResult> WritePass(Tier& tier, const ReadArea& area, unsigned writers) {
+  writers = static_cast<unsigned>(std::clamp<uint64_t>(writers, 1, std::max<uint64_t>(area.chunks(), 1)));
   std::atomic<uint64_t> next{0};
   FirstError first_error;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
-  for (unsigned w = 0; w < kWriters; ++w) {
+  for (unsigned w = 0; w < writers; ++w) {
     threads.emplace_back([&] {
       for (uint64_t i = next++; i < area.chunks(); i = next++) {
         Status s = tier.Put(area.id(i), area.Payload(i));

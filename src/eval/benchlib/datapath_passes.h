@@ -55,8 +55,9 @@ TierUrl UrlForBench(const TierUrl& url, const DatapathPlan& plan);
 // without it and *swept is set to false.
 Result<std::unique_ptr<Tier>> OpenTierForPass(const TierUrl& url, uint64_t inflight, bool* swept);
 
-// Puts every chunk from 4 threads, then flushes. The first Put error is returned.
-Result<PhaseResult> WritePass(Tier& tier, const ReadArea& area);
+// Puts every chunk from `writers` threads (at most one per chunk), then flushes. The first Put error
+// is returned.
+Result<PhaseResult> WritePass(Tier& tier, const ReadArea& area, unsigned writers = 4);
 
 // GetMany of every chunk into its destination, timed. Latencies are left at 0: a batch call has no
 // per-chunk completion time (see LatencyPass).
