@@ -117,23 +117,29 @@ TEST(FioRunnerTest, ParseRejectsGarbage) {
 }
 
 // Runs the real fio on a few small buffered files: checks the command line is one fio accepts.
-TEST(FioRunnerTest, RealFioAcceptsTheInvocation) {
-  if (!FioAvailable()) GTEST_SKIP() << "fio is not installed";
-  char tmpl[] = "/tmp/kvtier-fio-test-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::filesystem::path dir = tmpl;
+// A small fio job in `dir` that any filesystem takes: 256 KiB requests, psync, buffered.
+FioJob SmallJob(const std::filesystem::path& dir, const std::string& folder) {
   FioJob job;
-  for (int i = 0; i < 4; ++i) {
-    const std::string f = (dir / ("chunk" + std::to_string(i))).string();
-    std::ofstream(f, std::ios::binary) << std::string(256 << 10, static_cast<char>('a' + i));
-    job.files.push_back(f);
-  }
-  job.link_dir = (dir / "links").string();
+  job.link_dir = (dir / folder).string();
   job.block_size = 256 << 10;
   job.iodepth = 2;
   job.ioengine = "psync";
   job.direct = false;  // the temp directory may be on a filesystem without O_DIRECT
   job.output_path = (dir / "fio.json").string();
+  return job;
+}
+
+TEST(FioRunnerTest, RealFioAcceptsTheInvocation) {
+  if (!FioAvailable()) GTEST_SKIP() << "fio is not installed";
+  char tmpl[] = "/tmp/kvtier-fio-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::filesystem::path dir = tmpl;
+  FioJob job = SmallJob(dir, "links");
+  for (int i = 0; i < 4; ++i) {
+    const std::string f = (dir / ("chunk" + std::to_string(i))).string();
+    std::ofstream(f, std::ios::binary) << std::string(256 << 10, static_cast<char>('a' + i));
+    job.files.push_back(f);
+  }
   auto r = RunFio(job);
   for (int i = 0; i < 4; ++i) {  // read, never written
     std::ifstream in(job.files[i], std::ios::binary);
@@ -190,15 +196,9 @@ TEST(FioRunnerTest, RealFioWritesAndRemovesItsFiles) {
   char tmpl[] = "/tmp/kvtier-fio-test-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::filesystem::path dir = tmpl;
-  FioJob job;
+  FioJob job = SmallJob(dir, "fio-write");
   job.write = true;
   job.write_files = 4;
-  job.link_dir = (dir / "fio-write").string();
-  job.block_size = 256 << 10;
-  job.iodepth = 2;
-  job.ioengine = "psync";
-  job.direct = false;  // the temp directory may be on a filesystem without O_DIRECT
-  job.output_path = (dir / "fio.json").string();
   auto r = RunFio(job);
   const bool left = std::filesystem::exists(job.link_dir) && !std::filesystem::is_empty(job.link_dir);
   std::filesystem::remove_all(dir);
