@@ -74,14 +74,18 @@ Result<ReadArea> ReadArea::Create(const ModelPreset& model, uint64_t chunks) {
   a.dst_ = AlignedBuffer::Allocate(a.chunk_bytes_ * chunks, size_t{2} << 20);
   if (a.dst_.data() == nullptr) return Status::NoSpace("cannot allocate " + FormatBytes(a.chunk_bytes_ * chunks));
   std::memset(a.dst_.data(), 0, a.chunk_bytes_ * chunks);  // fault the pages in before timing
-  a.source_.resize(a.chunk_bytes_);
-  FillPseudoRandom(a.source_);
-  a.tags_.resize(chunks);
+  const size_t head = std::min<size_t>(a.chunk_bytes_, kChunkAlign);
+  a.source_ = AlignedBuffer::Allocate(a.chunk_bytes_);
+  a.heads_ = AlignedBuffer::Allocate(kChunkAlign * chunks);
+  if (a.source_.data() == nullptr || a.heads_.data() == nullptr) return Status::NoSpace("cannot allocate the source");
+  FillPseudoRandom(a.source_.span());
   a.gather_pieces_.resize(2 * chunks);
   for (uint64_t i = 0; i < chunks; ++i) {
-    a.tags_[i] = i;
-    a.gather_pieces_[2 * i] = std::as_bytes(std::span(&a.tags_[i], 1));
-    a.gather_pieces_[2 * i + 1] = std::span<const std::byte>(a.source_).subspan(sizeof(uint64_t));
+    std::byte* h = a.heads_.data() + i * kChunkAlign;
+    std::memcpy(h, a.source_.data(), head);
+    std::memcpy(h, &i, sizeof(i));
+    a.gather_pieces_[2 * i] = std::span<const std::byte>(h, head);
+    a.gather_pieces_[2 * i + 1] = std::span<const std::byte>(a.source_.span()).subspan(head);
     a.gathers_.emplace_back(&a.gather_pieces_[2 * i], 2);
     a.scatters_.emplace_back(a.dst_.data() + i * a.chunk_bytes_, a.chunk_bytes_);
   }
