@@ -232,7 +232,10 @@ Status FsTier::Put(const ChunkId& id, GatherList payload) {
   }
   Status s = Reserve(stored);
   if (s.ok()) {
-    auto written = PublishChunk(*pool_, id, payload, WriteOptions{.sync = options_.sync, .cipher = options_.cipher});
+    // Written with O_DIRECT from the caller's pages when they lie on 4 KiB boundaries and the pool is
+    // read with O_DIRECT (the probe found it correct here), else through the page cache.
+    auto written = PublishChunk(*pool_, id, payload,
+                                WriteOptions{.sync = options_.sync, .direct = ReadsDirect(), .cipher = options_.cipher});
     if (written.ok()) {
       missing_.Erase(id);
       present_.Insert(id);

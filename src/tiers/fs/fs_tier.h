@@ -33,7 +33,8 @@
 //   touch_s=60           a hit refreshes the chunk's mtime (gc's recency) at most this often per process
 //   direct=auto          auto: read with O_DIRECT or buffered, whichever a probe at open finds faster
 //                        and correct on this mount (fs/read_probe.h); on: O_DIRECT where accepted;
-//                        off: buffered. Stats().read_mode says which and why.
+//                        off: buffered. Stats().read_mode says which and why. Puts follow the
+//                        reads: O_DIRECT from the caller's pages where they lie on 4 KiB boundaries.
 //   io_uring=true        read with io_uring when the kernel allows, else preadv threads
 //   inflight=256MiB      bound on bytes being read at once
 //   sync=false           fsync each chunk before publishing it
