@@ -224,9 +224,13 @@ Result<FileStat> PosixFs::Stat(std::string_view rel) {
     if (::fstat(root_fd_.get(), &st) != 0) return Status::FromErrno(errno, "stat " + root_);
     return ToStat(st);
   }
-  KVTIER_ASSIGN_OR_RETURN(Fd dir, OpenParent(rel));
-  const std::string leaf(RelBase(rel));
-  if (::fstatat(dir.get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Fail(errno, "stat", rel);
+  // One O_PATH open of the name itself beneath the root, then fstat: O_PATH opens nothing (no device
+  // or FIFO is opened, nothing blocks), and with O_NOFOLLOW a link as the last name is the link
+  // itself (reported as kSymlink, as lstat would); a link on the way is refused like everywhere else.
+  const int fd = OpenBeneath(rel, O_PATH | O_CLOEXEC, 0);
+  if (fd < 0) return Fail(-fd, "stat", rel);
+  Fd file(fd);
+  if (::fstat(file.get(), &st) != 0) return Fail(errno, "stat", rel);
   return ToStat(st);
 }
 

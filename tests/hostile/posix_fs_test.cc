@@ -80,6 +80,25 @@ TEST_P(PosixFsTest, StatAndListReportLinksWithoutFollowing) {
   EXPECT_EQ(types["fifo"], internal::FileType::kOther);
 }
 
+// Stat looks at the name itself: a link at the end is reported as a link, a link on the way is
+// never crossed (the file beyond it is not found), and a FIFO is looked at without being opened.
+TEST_P(PosixFsTest, StatNeverCrossesALinkAndNeverOpensWhatItLooksAt) {
+  auto file = fs_->Stat("d/file");
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->type, internal::FileType::kRegular);
+  EXPECT_EQ(file->size, 6u);
+  EXPECT_EQ(fs_->Stat("d")->type, internal::FileType::kDirectory);
+  EXPECT_EQ(fs_->Stat("dlink")->type, internal::FileType::kSymlink);
+  EXPECT_TRUE(fs_->Stat("dlink/secret").status().IsNotFound());
+  EXPECT_TRUE(fs_->Stat("d/file/x").status().IsNotFound());
+  EXPECT_TRUE(fs_->Stat("d/none").status().IsNotFound());
+  EXPECT_TRUE(fs_->Stat("none/file").status().IsNotFound());
+  auto fifo = fs_->Stat("d/fifo");  // would block forever if it were opened for reading
+  ASSERT_TRUE(fifo.ok());
+  EXPECT_EQ(fifo->type, internal::FileType::kOther);
+  EXPECT_EQ(fs_->Stat("d/../d/file").status().code(), Code::kInvalidArgument);
+}
+
 TEST_P(PosixFsTest, ARootThatIsMissingIsCreatedOnlyWhenAsked) {
   EXPECT_TRUE(internal::OpenPosixFileSystem(base_.path() + "/new").status().IsNotFound());
   EXPECT_FALSE(Exists(base_.path() + "/new"));

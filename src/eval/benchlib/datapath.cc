@@ -72,8 +72,48 @@ DatapathResult Header(const DatapathConfig& c, const DatapathPlan& plan) {
   return r;
 }
 
-// Runs fio once at `inflight`; on the first failure with io_uring retries with libaio, and after a
-// second failure records why and turns fio off for the rest of the run.
+// Runs `job` (its ioengine from *engine); on the first failure with io_uring retries with libaio, and
+// after a second failure records why and turns fio off for the rest of the run.
+std::optional<FioResult> RunFioJob(const DatapathConfig& c, FioJob job, const std::string& what,
+                                   std::string* engine, std::string* note) {
+  if (!note->empty()) return std::nullopt;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    job.ioengine = *engine;
+    auto r = RunFio(job);
+    if (r.ok()) {
+      note->clear();  // an io_uring failure that libaio made up for is not worth reporting
+      Progress(c, "  fio " + what + " iodepth=" + std::to_string(job.iodepth) + " (" + *engine + ", " + r->memory +
+                      "): " + GbpsText(r->bytes_per_second));
+      return *r;
+    }
+    *note = r.status().ToString();
+    if (*engine != "io_uring") break;
+    *engine = "libaio";
+  }
+  Progress(c, "  fio unavailable: " + *note);
+  return std::nullopt;
+}
+
+// fio reading (or, with `write`, writing) files of the tier's chunk size at `inflight`'s depth,
+// O_DIRECT, into huge pages where a hugetlbfs mount allows.
+FioJob FioJobFor(const DatapathPlan& plan, uint64_t inflight, bool write) {
+  FioJob job;
+  job.write = write;
+  job.block_size = StoredChunkBytes(plan.chunk_bytes);
+  if (write) {
+    job.write_files = plan.chunks;  // as many files as kvtier wrote chunks, in a folder of fio's own
+    job.link_dir = plan.bench_dir + "/fio-write";
+  } else {
+    job.files = FilesOfSize(plan.tier_dir, job.block_size);  // what kvtier just read
+    job.link_dir = plan.bench_dir + "/fio-files";
+  }
+  job.iodepth = IodepthFor(inflight, plan.chunk_bytes);
+  job.hugepage_dir = HugePageDirFor(uint64_t{job.iodepth} * job.block_size + (4ull << 20));
+  job.output_path = plan.bench_dir + (write ? "/fio-write-" : "/fio-") + std::to_string(inflight) + ".json";
+  return job;
+}
+
+// The read reference at one point: fio, or dd where fio is missing.
 void RunFioPoint(const DatapathConfig& c, const DatapathPlan& plan, SweepPoint* point,
                  std::string* engine, std::string* note) {
   if (*engine == "dd") {  // no fio on PATH: dd with O_DIRECT over the tier's own files, same depth
@@ -83,35 +123,47 @@ void RunFioPoint(const DatapathConfig& c, const DatapathPlan& plan, SweepPoint* 
     Progress(c, "  dd reference: " + (r.ok() ? GbpsText(r->bytes_per_second) : r.status().ToString()));
     return;
   }
-  if (!note->empty()) return;
-  FioJob job;
-  job.files = FilesOfSize(plan.tier_dir, StoredChunkBytes(plan.chunk_bytes));  // what kvtier just read
-  job.link_dir = plan.bench_dir + "/fio-files";
-  job.block_size = StoredChunkBytes(plan.chunk_bytes);
-  job.iodepth = IodepthFor(point->inflight_bytes, plan.chunk_bytes);
-  job.hugepage_dir = HugePageDirFor(uint64_t{job.iodepth} * job.block_size + (4ull << 20));
-  job.output_path = plan.bench_dir + "/fio-" + std::to_string(point->inflight_bytes) + ".json";
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    job.ioengine = *engine;
-    auto r = RunFio(job);
-    if (r.ok()) {
-      note->clear();  // an io_uring failure that libaio made up for is not worth reporting
-      point->fio = *r;
-      Progress(c, "  fio iodepth=" + std::to_string(job.iodepth) + " (" + *engine + ", " + r->memory + "): " +
-                      GbpsText(r->bytes_per_second));
-      return;
-    }
-    *note = r.status().ToString();
-    if (*engine != "io_uring") break;
-    *engine = "libaio";
-  }
-  Progress(c, "  fio unavailable: " + *note);
+  point->fio = RunFioJob(c, FioJobFor(plan, point->inflight_bytes, /*write=*/false), "read", engine, note);
+}
+
+Status RecreateDir(const std::string& dir) {
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec) return Status::FromErrno(ec.value(), "recreate " + dir);
+  return Status::OK();
+}
+
+// The write row of one point: the tier's folder emptied, every chunk Put from depth = inflight / chunk
+// threads into the tier opened with inflight=, then (fio on PATH) fio writing as many files of the same
+// size at the same depth with O_DIRECT, removed after. The chunks stay for the point's read.
+Status MeasureWrite(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url, uint64_t inflight,
+                    const ReadArea& area, SweepPoint* point) {
+  KVTIER_RETURN_IF_ERROR(RecreateDir(plan.tier_dir));
+  bool swept = true;
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, &swept));
+  KVTIER_ASSIGN_OR_RETURN(point->write, WritePass(*tier, area, IodepthFor(inflight, plan.chunk_bytes)));
+  tier.reset();
+  Progress(c, "  write, " + FormatBytes(inflight) + " in flight: " + GbpsText(point->write->BytesPerSecond()));
+  return Status::OK();
+}
+
+void RunFioWritePoint(const DatapathConfig& c, const DatapathPlan& plan, SweepPoint* point, std::string* engine,
+                      std::string* note) {
+  if (*engine == "dd" || !point->write) return;  // dd has no write reference here: reads only
+  FioJob job = FioJobFor(plan, point->inflight_bytes, /*write=*/true);
+  point->fio_write = RunFioJob(c, job, "write", engine, note);
+  std::error_code ec;
+  fs::remove_all(job.link_dir, ec);  // fio unlinks its files; this removes what a failed run left
 }
 
 // One cold kvtier read (bandwidth, then per-chunk latency) and, after it, one fio run.
 Result<SweepPoint> MeasurePoint(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
                                 uint64_t inflight, ReadArea* area, DatapathResult* r, bool* swept,
                                 std::string* fio_engine) {
+  SweepPoint point;
+  point.inflight_bytes = inflight;
+  KVTIER_RETURN_IF_ERROR(MeasureWrite(c, plan, url, inflight, *area, &point));
   KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, swept));
   const TierCapabilities caps = tier->capabilities();
@@ -120,8 +172,6 @@ Result<SweepPoint> MeasurePoint(const DatapathConfig& c, const DatapathPlan& pla
   r->target.direct_io = caps.direct_io;
   r->target.cold = true;
   r->target.cold_method = caps.direct_io ? "O_DIRECT" : "posix_fadvise(DONTNEED)";
-  SweepPoint point;
-  point.inflight_bytes = inflight;
   point.kvtier = ReadPass(*tier, area);
   KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
   const uint32_t depth = IodepthFor(inflight, plan.chunk_bytes);
@@ -139,27 +189,42 @@ Result<SweepPoint> MeasurePoint(const DatapathConfig& c, const DatapathPlan& pla
     }
   }
   if (c.run_fio) RunFioPoint(c, plan, &point, fio_engine, &r->fio_note);
+  if (c.run_fio) RunFioWritePoint(c, plan, &point, fio_engine, &r->fio_note);
   return point;
+}
+
+// The run of median bandwidth among `runs`' values that are present.
+template <typename T, typename Rate>
+std::optional<T> MedianOf(const std::vector<std::optional<T>>& runs, Rate rate) {
+  std::vector<T> present;
+  for (const auto& v : runs) {
+    if (v) present.push_back(*v);
+  }
+  if (present.empty()) return std::nullopt;
+  std::sort(present.begin(), present.end(), [&](const T& a, const T& b) { return rate(a) < rate(b); });
+  return present[(present.size() - 1) / 2];
 }
 
 // The run with the median bandwidth, for kvtier and for fio independently; errors of every run count.
 SweepPoint MedianPoint(std::vector<SweepPoint> runs) {
   uint64_t errors = 0;
-  for (const SweepPoint& p : runs) errors += p.kvtier.errors;
-  std::vector<FioResult> fio;
+  std::vector<std::optional<FioResult>> fio, fio_write;
+  std::vector<std::optional<PhaseResult>> write;
   for (const SweepPoint& p : runs) {
-    if (p.fio) fio.push_back(*p.fio);
+    errors += p.kvtier.errors;
+    fio.push_back(p.fio);
+    fio_write.push_back(p.fio_write);
+    write.push_back(p.write);
   }
+  const auto fio_rate = [](const FioResult& f) { return f.bytes_per_second; };
   std::sort(runs.begin(), runs.end(), [](const SweepPoint& a, const SweepPoint& b) {
     return a.kvtier.BytesPerSecond() < b.kvtier.BytesPerSecond();
   });
-  std::sort(fio.begin(), fio.end(), [](const FioResult& a, const FioResult& b) {
-    return a.bytes_per_second < b.bytes_per_second;
-  });
   SweepPoint out = runs[(runs.size() - 1) / 2];
   out.kvtier.errors = errors;
-  out.fio.reset();
-  if (!fio.empty()) out.fio = fio[(fio.size() - 1) / 2];
+  out.fio = MedianOf(fio, fio_rate);
+  out.fio_write = MedianOf(fio_write, fio_rate);
+  out.write = MedianOf(write, [](const PhaseResult& p) { return p.BytesPerSecond(); });
   return out;
 }
 
@@ -225,10 +290,7 @@ Status RunEncrypted(const DatapathConfig& c, const DatapathPlan& plan, TierUrl u
   row.inflight_bytes = r->sweep.back().inflight_bytes;
   row.plain_write = r->write;
   row.plain_read = r->sweep.back().kvtier;
-  std::error_code ec;
-  fs::remove_all(plan.tier_dir, ec);
-  fs::create_directories(plan.tier_dir, ec);
-  if (ec) return Status::FromErrno(ec.value(), "recreate " + plan.tier_dir);
+  KVTIER_RETURN_IF_ERROR(RecreateDir(plan.tier_dir));
   KVTIER_ASSIGN_OR_RETURN(url.params["key_file"], WriteBenchKey(plan));
   bool swept = true;
   {
@@ -258,6 +320,8 @@ Status RunMemory(const DatapathConfig& c, Tier& tier, ReadArea* area, DatapathRe
   r->sweep.push_back(point);
   r->memcpy_ref = MemcpyReference(area->Span(), area->Source(), r->chunk_bytes);
   r->memcpy_parallel = ParallelMemcpyReference(area->Span());  // the reference: N threads, N = cores
+  r->sweep.back().write = r->write;  // a Put into memory is a copy: its reference is the same memcpy
+  r->sweep.back().write_reference = r->memcpy_parallel;
   r->fio_note = "not applicable to an in-memory tier";
   Progress(c, "  read: " + GbpsText(point.kvtier.BytesPerSecond()) + "; memcpy " +
                   GbpsText(r->memcpy_ref->BytesPerSecond()) + ", " +
@@ -406,8 +470,9 @@ Result<DatapathPlan> PlanDatapath(const DatapathConfig& c) {
     p.bench_dir = (fs::path(url.path) / ("kvtier-bench." + std::to_string(getpid()))).string();
     p.tier_dir = p.bench_dir + "/tier";
     const uint64_t files = p.chunks * StoredChunkBytes(p.chunk_bytes);
-    p.need_bytes = files + files / 64;  // slack for directories and the tier's index; fio reads these files
-    p.need_breakdown = FormatBytes(files) + " of chunk files";
+    // Slack for directories and the tier's index; fio reads these files, then writes as many of its own.
+    p.need_bytes = 2 * files + files / 64;
+    p.need_breakdown = FormatBytes(files) + " of chunk files + " + FormatBytes(files) + " for fio's writes";
   } else {
     // The tier holds the chunks and the bench holds the destination buffers.
     p.need_bytes = 2 * payload + payload / 16;

@@ -18,8 +18,6 @@
 namespace kvtier::internal {
 namespace {
 
-constexpr unsigned kWriters = 4;
-
 // The first failure among threads that run side by side.
 class FirstError {
  public:
@@ -76,14 +74,18 @@ Result<ReadArea> ReadArea::Create(const ModelPreset& model, uint64_t chunks) {
   a.dst_ = AlignedBuffer::Allocate(a.chunk_bytes_ * chunks, size_t{2} << 20);
   if (a.dst_.data() == nullptr) return Status::NoSpace("cannot allocate " + FormatBytes(a.chunk_bytes_ * chunks));
   std::memset(a.dst_.data(), 0, a.chunk_bytes_ * chunks);  // fault the pages in before timing
-  a.source_.resize(a.chunk_bytes_);
-  FillPseudoRandom(a.source_);
-  a.tags_.resize(chunks);
+  const size_t head = std::min<size_t>(a.chunk_bytes_, kChunkAlign);
+  a.source_ = AlignedBuffer::Allocate(a.chunk_bytes_);
+  a.heads_ = AlignedBuffer::Allocate(kChunkAlign * chunks);
+  if (a.source_.data() == nullptr || a.heads_.data() == nullptr) return Status::NoSpace("cannot allocate the source");
+  FillPseudoRandom(a.source_.span());
   a.gather_pieces_.resize(2 * chunks);
   for (uint64_t i = 0; i < chunks; ++i) {
-    a.tags_[i] = i;
-    a.gather_pieces_[2 * i] = std::as_bytes(std::span(&a.tags_[i], 1));
-    a.gather_pieces_[2 * i + 1] = std::span<const std::byte>(a.source_).subspan(sizeof(uint64_t));
+    std::byte* h = a.heads_.data() + i * kChunkAlign;
+    std::memcpy(h, a.source_.data(), head);
+    std::memcpy(h, &i, sizeof(i));
+    a.gather_pieces_[2 * i] = std::span<const std::byte>(h, head);
+    a.gather_pieces_[2 * i + 1] = std::span<const std::byte>(a.source_.span()).subspan(head);
     a.gathers_.emplace_back(&a.gather_pieces_[2 * i], 2);
     a.scatters_.emplace_back(a.dst_.data() + i * a.chunk_bytes_, a.chunk_bytes_);
   }
@@ -134,12 +136,13 @@ Result<std::unique_ptr<Tier>> OpenTierForPass(const TierUrl& url, uint64_t infli
   return tier;
 }
 
-Result<PhaseResult> WritePass(Tier& tier, const ReadArea& area) {
+Result<PhaseResult> WritePass(Tier& tier, const ReadArea& area, unsigned writers) {
+  writers = static_cast<unsigned>(std::clamp<uint64_t>(writers, 1, std::max<uint64_t>(area.chunks(), 1)));
   std::atomic<uint64_t> next{0};
   FirstError first_error;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
-  for (unsigned w = 0; w < kWriters; ++w) {
+  for (unsigned w = 0; w < writers; ++w) {
     threads.emplace_back([&] {
       for (uint64_t i = next++; i < area.chunks(); i = next++) {
         Status s = tier.Put(area.id(i), area.Payload(i));

@@ -57,7 +57,9 @@ uint32_t IodepthFor(uint64_t inflight_bytes, uint64_t block_size) {
 }
 
 Result<std::vector<std::string>> BuildFioArgs(const FioJob& job) {
-  if (job.files.empty()) return Status::InvalidArgument("fio job needs files to read");
+  if (job.write ? job.write_files == 0 : job.files.empty()) {
+    return Status::InvalidArgument(job.write ? "fio write job needs a number of files" : "fio job needs files to read");
+  }
   if (job.block_size == 0 || job.iodepth == 0) {
     return Status::InvalidArgument("fio job needs a block size and an iodepth");
   }
@@ -66,9 +68,14 @@ Result<std::vector<std::string>> BuildFioArgs(const FioJob& job) {
   std::vector<std::string> argv = {
       "fio",
       "--name=kvtier-reference",
-      "--opendir=" + EscapeFioPath(job.link_dir),
-      "--readonly",
-      "--rw=read",
+  };
+  if (job.write) {
+    argv.insert(argv.end(), {"--directory=" + EscapeFioPath(job.link_dir), "--nrfiles=" + std::to_string(job.write_files),
+                             "--filesize=" + std::to_string(job.block_size), "--rw=write", "--unlink=1"});
+  } else {
+    argv.insert(argv.end(), {"--opendir=" + EscapeFioPath(job.link_dir), "--readonly", "--rw=read"});
+  }
+  argv.insert(argv.end(), {
       "--bs=" + std::to_string(job.block_size),
       "--iodepth=" + std::to_string(job.iodepth),
       "--ioengine=" + job.ioengine,
@@ -76,7 +83,7 @@ Result<std::vector<std::string>> BuildFioArgs(const FioJob& job) {
       "--invalidate=1",
       "--group_reporting",
       "--output-format=json",
-  };
+  });
   if (!job.hugepage_dir.empty()) {
     argv.push_back("--iomem=mmaphuge:" + EscapeFioPath(job.hugepage_dir + "/kvtier-fio." + std::to_string(getpid())));
   }
@@ -130,17 +137,18 @@ std::string ShellJoin(const std::vector<std::string>& argv) {
   return out;
 }
 
-Result<FioResult> ParseFioJson(std::string_view text) {
+Result<FioResult> ParseFioJson(std::string_view text, bool write) {
+  const char* const dir = write ? "write" : "read";
   const size_t start = text.find('{');
   if (start == std::string_view::npos) return Status::Corruption("fio printed no JSON");
   nlohmann::json doc = nlohmann::json::parse(text.substr(start), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return Status::Corruption("fio output is not valid JSON");
   if (!doc.is_object() || !doc.contains("jobs") || !doc["jobs"].is_array() || doc["jobs"].empty() ||
-      !doc["jobs"][0].is_object() || !doc["jobs"][0].contains("read") ||
-      !doc["jobs"][0]["read"].is_object()) {
-    return Status::Corruption("fio JSON has no read job");
+      !doc["jobs"][0].is_object() || !doc["jobs"][0].contains(dir) ||
+      !doc["jobs"][0][dir].is_object()) {
+    return Status::Corruption(std::string("fio JSON has no ") + dir + " job");
   }
-  const auto& read = doc["jobs"][0]["read"];
+  const auto& read = doc["jobs"][0][dir];
   FioResult r;
   r.bytes_per_second = NumberAt(read, "bw_bytes");
   const double bytes = NumberAt(read, "io_bytes");
@@ -156,7 +164,9 @@ Result<FioResult> ParseFioJson(std::string_view text) {
     const unsigned long d = std::strtoul(depth->get<std::string>().c_str(), nullptr, 10);
     r.iodepth = static_cast<uint32_t>(std::min<unsigned long>(d, UINT32_MAX));
   }
-  if (r.bytes == 0 || r.bytes_per_second <= 0) return Status::InvalidArgument("fio read no bytes");
+  if (r.bytes == 0 || r.bytes_per_second <= 0) {
+    return Status::InvalidArgument(write ? "fio wrote no bytes" : "fio read no bytes");
+  }
   return r;
 }
 
@@ -193,7 +203,7 @@ Result<FioResult> RunFio(const FioJob& job) {
   KVTIER_ASSIGN_OR_RETURN(std::vector<std::string> args, BuildFioArgs(job));
   const std::string command = ShellJoin(args);
   FileLinks links;
-  KVTIER_RETURN_IF_ERROR(links.Make(job.link_dir, job.files));
+  KVTIER_RETURN_IF_ERROR(links.Make(job.link_dir, job.write ? std::vector<std::string>{} : job.files));
   const std::string errors_path = job.output_path + ".log";  // fio's notices, shown only when it fails
   const Status run = RunProcess(args, "", errors_path);
   if (!run.ok()) {
@@ -204,7 +214,7 @@ Result<FioResult> RunFio(const FioJob& job) {
   }
   KVTIER_ASSIGN_OR_RETURN(const std::string text,
                           ReadBoundedFile(job.output_path, kMaxJsonInputBytes, "fio output"));
-  KVTIER_ASSIGN_OR_RETURN(FioResult r, ParseFioJson(text));
+  KVTIER_ASSIGN_OR_RETURN(FioResult r, ParseFioJson(text, job.write));
   r.memory = FioMemoryText(job);
   r.command = command;
   return r;

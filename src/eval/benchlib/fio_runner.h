@@ -23,6 +23,11 @@
 namespace kvtier::internal {
 
 struct FioJob {
+  // A read job reads `files` (never writes them: --readonly). A write job (`write`) instead writes
+  // `write_files` new files of `block_size` bytes each, one request per file, in `link_dir` (which must
+  // be empty of fio's names), and removes them at the end (--unlink=1).
+  bool write = false;
+  uint64_t write_files = 0;
   std::vector<std::string> files;  // existing files fio reads whole (never writes: --readonly)
   // fio takes at most 4096 bytes of file names, so RunFio hard-links `files` into this directory
   // (created if missing; same filesystem) as 0, 1, ... for `--opendir` and removes the links after.
@@ -52,9 +57,9 @@ Result<std::vector<std::string>> BuildFioArgs(const FioJob& job);
 std::string ShellJoin(const std::vector<std::string>& argv);
 
 struct FioResult {
-  double bytes_per_second = 0;  // read bandwidth (fio's bw_bytes)
-  uint64_t bytes = 0;           // bytes read
-  double seconds = 0;           // read runtime
+  double bytes_per_second = 0;  // read (or, for a write job, write) bandwidth (fio's bw_bytes)
+  uint64_t bytes = 0;           // bytes read (written)
+  double seconds = 0;           // runtime
   double p50_us = 0, p99_us = 0;  // completion latency percentiles of one read (one chunk)
   std::string ioengine;
   uint32_t iodepth = 0;
@@ -62,9 +67,10 @@ struct FioResult {
   std::string command;
 };
 
-// Parses fio's --output-format=json. Text before the first '{' (fio's warnings) is skipped.
-// Corruption when the JSON is malformed or has no read job; InvalidArgument when it read nothing.
-Result<FioResult> ParseFioJson(std::string_view text);
+// Parses fio's --output-format=json: the "read" (or, with `write`, the "write") figures of its first
+// job. Text before the first '{' (fio's warnings) is skipped. Corruption when the JSON is malformed or
+// has no such job; InvalidArgument when it moved nothing.
+Result<FioResult> ParseFioJson(std::string_view text, bool write = false);
 
 // True when a `fio` executable is on PATH.
 bool FioAvailable();
@@ -78,7 +84,8 @@ Result<FioResult> RunDdReference(const std::vector<std::string>& files, uint64_t
 // True when a `dd` executable is on PATH.
 bool DdAvailable();
 
-// Links job.files into job.link_dir, runs fio for `job`, removes the links and parses fio's output.
+// Links job.files into job.link_dir (a write job: creates job.link_dir), runs fio for `job`, removes
+// the links (fio removes a write job's files) and parses fio's output.
 // IOError when a link cannot be made, or fio cannot start or exits non-zero (the message carries the
 // command); a parse error otherwise.
 Result<FioResult> RunFio(const FioJob& job);

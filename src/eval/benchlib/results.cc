@@ -77,6 +77,10 @@ nlohmann::json SummaryJson(const DatapathResult& r) {
           {"reference_gbps", best->reference ? nlohmann::json(Gbps(best->reference->BytesPerSecond())) : nullptr},
           {"ratio_to_reference", best->reference ? nlohmann::json(best->RatioToReference()) : nullptr},
           {"min_ratio_to_fio", MinRatio(r, [](const SweepPoint& p) { return p.fio ? p.RatioToFio() : -1; })},
+          {"min_ratio_write_to_fio",
+           MinRatio(r, [](const SweepPoint& p) { return p.write && p.fio_write ? p.RatioWriteToFio() : -1; })},
+          {"min_ratio_write_to_reference",
+           MinRatio(r, [](const SweepPoint& p) { return p.write && p.write_reference ? p.RatioWriteToReference() : -1; })},
           {"min_ratio_verified_to_unverified",
            MinRatio(r, [](const SweepPoint& p) { return p.unverified ? p.RatioVerifiedToUnverified() : -1; })},
           {"ratio_to_memcpy", r.memcpy_parallel && r.memcpy_parallel->BytesPerSecond() > 0
@@ -141,6 +145,12 @@ nlohmann::json ToJson(const DatapathResult& r) {
                      {"ratio_to_fio", p.fio ? nlohmann::json(p.RatioToFio()) : nullptr},
                      {"reference", OptionalPhase(p.reference)},
                      {"ratio_to_reference", p.reference ? nlohmann::json(p.RatioToReference()) : nullptr},
+                     {"write", OptionalPhase(p.write)},
+                     {"fio_write", FioJson(p.fio_write)},
+                     {"ratio_write_to_fio", p.write && p.fio_write ? nlohmann::json(p.RatioWriteToFio()) : nullptr},
+                     {"write_reference", OptionalPhase(p.write_reference)},
+                     {"ratio_write_to_reference",
+                      p.write && p.write_reference ? nlohmann::json(p.RatioWriteToReference()) : nullptr},
                      {"unverified", OptionalPhase(p.unverified)},
                      {"ratio_verified_to_unverified",
                       p.unverified ? nlohmann::json(p.RatioVerifiedToUnverified()) : nullptr}});
@@ -216,6 +226,22 @@ std::string FormatSummary(const DatapathResult& r) {
                     "", Gbps(p.reference->BytesPerSecond()), 100 * p.RatioToReference());
       out += line;
       if (p.reference->errors) out += "  (" + std::to_string(p.reference->errors) + " reference errors)";
+      out += "\n";
+    }
+    if (p.write) {
+      std::snprintf(line, sizeof(line), "%11s  write %.2f GB/s", "", Gbps(p.write->BytesPerSecond()));
+      out += line;
+      if (p.fio_write) {
+        std::snprintf(line, sizeof(line), "; fio O_DIRECT writes, same depth: %.2f GB/s; kvtier = %.0f%%",
+                      Gbps(p.fio_write->bytes_per_second), 100 * p.RatioWriteToFio());
+        out += line;
+      }
+      if (p.write_reference) {
+        std::snprintf(line, sizeof(line), "; memcpy of the same bytes: %.2f GB/s; kvtier = %.0f%%",
+                      Gbps(p.write_reference->BytesPerSecond()), 100 * p.RatioWriteToReference());
+        out += line;
+      }
+      if (p.write->errors) out += "  (" + std::to_string(p.write->errors) + " errors)";
       out += "\n";
     }
     if (p.unverified) {

@@ -49,6 +49,22 @@ struct SweepPoint {
   double RatioToFio() const {
     return fio && fio->bytes_per_second > 0 ? kvtier.BytesPerSecond() / fio->bytes_per_second : 0;
   }
+  // The write row at this bound: kvtier's Puts into an empty tier from depth = inflight / chunk
+  // threads, then its reference: fio's O_DIRECT sequential writes of files of the same size at the same
+  // depth (directory targets), or a memcpy of the same bytes (mem://, `write_reference`).
+  std::optional<PhaseResult> write;
+  std::optional<FioResult> fio_write;
+  std::optional<PhaseResult> write_reference;
+  double RatioWriteToFio() const {
+    return write && fio_write && fio_write->bytes_per_second > 0
+               ? write->BytesPerSecond() / fio_write->bytes_per_second
+               : 0;
+  }
+  double RatioWriteToReference() const {
+    return write && write_reference && write_reference->BytesPerSecond() > 0
+               ? write->BytesPerSecond() / write_reference->BytesPerSecond()
+               : 0;
+  }
   // file:// only: the same chunks read by the same reader with payload checksums off, right after.
   std::optional<PhaseResult> unverified;
   double RatioVerifiedToUnverified() const {

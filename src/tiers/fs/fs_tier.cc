@@ -46,6 +46,7 @@ class FsTier final : public Tier {
                                                   .cipher = options_.cipher,
                                                   .host_allocator = options_.host_allocator})),
         missing_(options_.neg_ttl, options_.neg_entries),
+        present_(options_.pos_ttl, options_.neg_entries),
         touched_(options_.touch_interval, options_.neg_entries) {}
 
   // Seeds the usage figures: with a capacity, a pass that measures the pool and evicts down to it
@@ -64,24 +65,37 @@ class FsTier final : public Tier {
 
   bool Contains(const ChunkId& id) override {
     if (missing_.Contains(id)) return false;
+    if (present_.Contains(id)) return true;  // seen a moment ago; a stale hit costs only a miss at Load
     auto st = pool_->StatChunk(id);
-    if (st.ok() && st->type == FileType::kRegular) return true;
+    if (st.ok() && st->type == FileType::kRegular) {
+      present_.Insert(id);
+      return true;
+    }
     if (!st.ok() && st.status().IsNotFound()) missing_.Insert(id);
     return false;
   }
 
-  // The stats of a batch run on a few threads at once: on a network filesystem each is a round trip,
-  // so a Lookup of many chunks waits for about one instead of one per chunk.
+  // A batch is stat'ed on this thread while the filesystem answers fast (a local disk answers in
+  // microseconds, less than starting a thread costs); once the stats average a network round trip,
+  // the rest run on a few threads at once, so a Lookup of many chunks waits for about one round trip
+  // instead of one per chunk.
   void ContainsMany(std::span<const ChunkId> ids, std::span<bool> present) override {
     const size_t n = std::min(ids.size(), present.size());
-    const unsigned threads = static_cast<unsigned>(std::min<size_t>(kStatThreads, n / 2));
+    const auto start = std::chrono::steady_clock::now();
+    size_t i = 0;
+    while (i < n) {
+      present[i] = Contains(ids[i]);
+      ++i;
+      if (i >= kSerialProbe && std::chrono::steady_clock::now() - start > kSlowStat * static_cast<int64_t>(i)) break;
+    }
+    const unsigned threads = static_cast<unsigned>(std::min<size_t>(kStatThreads, (n - i) / 2));
     if (threads <= 1) {
-      for (size_t i = 0; i < n; ++i) present[i] = Contains(ids[i]);
+      for (; i < n; ++i) present[i] = Contains(ids[i]);
       return;
     }
-    std::atomic<size_t> next{0};
+    std::atomic<size_t> next{i};
     auto work = [&] {
-      for (size_t i = next++; i < n; i = next++) present[i] = Contains(ids[i]);
+      for (size_t k = next++; k < n; k = next++) present[k] = Contains(ids[k]);
     };
     std::vector<std::thread> helpers;
     helpers.reserve(threads - 1);
@@ -113,6 +127,7 @@ class FsTier final : public Tier {
     auto st = pool_->StatChunk(id);
     KVTIER_RETURN_IF_ERROR(pool_->RemoveChunk(id));
     if (st.ok()) Forget(st->size);
+    present_.Erase(id);
     missing_.Insert(id);
     return Status::OK();
   }
@@ -174,7 +189,10 @@ class FsTier final : public Tier {
   const ReadModeChoice read_mode_;  // how the reader reads this mount, and why (fs/read_probe.h)
   const std::unique_ptr<ChunkReader> reader_;
   static constexpr size_t kStatThreads = 8;
+  static constexpr size_t kSerialProbe = 8;  // stats timed on the caller's thread before any fan-out
+  static constexpr std::chrono::microseconds kSlowStat{50};  // mean stat time that means a network
   TtlKeySet missing_;  // negative-lookup cache
+  TtlKeySet present_;  // positive-lookup cache: chunks stat'ed, written or read a moment ago
   TtlKeySet touched_;  // chunks whose mtime this process refreshed recently
 
   // This process's view of the pool: the last pass's measurement plus its own puts and removes since.
@@ -214,9 +232,13 @@ Status FsTier::Put(const ChunkId& id, GatherList payload) {
   }
   Status s = Reserve(stored);
   if (s.ok()) {
-    auto written = PublishChunk(*pool_, id, payload, WriteOptions{.sync = options_.sync, .cipher = options_.cipher});
+    // Written with O_DIRECT from the caller's pages when they lie on 4 KiB boundaries and the pool is
+    // read with O_DIRECT (the probe found it correct here), else through the page cache.
+    auto written = PublishChunk(*pool_, id, payload,
+                                WriteOptions{.sync = options_.sync, .direct = ReadsDirect(), .cipher = options_.cipher});
     if (written.ok()) {
       missing_.Erase(id);
+      present_.Insert(id);
       if (written->already_there) {  // another writer's copy won the link; ours is gone
         Forget(stored);
         return Status::OK();
@@ -259,6 +281,7 @@ Status FsTier::Reserve(uint64_t stored) {
 Status FsTier::EvictTo(uint64_t max_bytes) {
   auto r = CollectPoolGarbage(*pool_, GcOptions{.max_bytes = max_bytes});
   if (!r.ok()) return r.status();
+  if (r->chunks_evicted > 0) present_.Clear();  // which ones went is not reported: forget every hit
   usage_ = r->bytes_after;
   chunks_ = r->chunks_after;
   counters_.evictions.fetch_add(r->chunks_evicted, std::memory_order_relaxed);
@@ -268,6 +291,7 @@ Status FsTier::EvictTo(uint64_t max_bytes) {
 Status FsTier::RemoveCorrupt(const ChunkId& id) {
   // A writer may have renamed a good copy over it since; removing that one costs only a miss.
   counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
+  present_.Erase(id);
   if (options_.read_only) return Status::OK();  // reported, left in place
   auto st = pool_->StatChunk(id);
   const Status removed = pool_->RemoveChunk(id);
@@ -298,9 +322,11 @@ void FsTier::Finish(ChunkRead& read, ReadOp* op) {
     counters_.hits.fetch_add(1, std::memory_order_relaxed);
     counters_.bytes_read.fetch_add(TotalBytes(op->dst), std::memory_order_relaxed);
     Touch(op->id);
+    present_.Insert(op->id);
     return;
   }
   counters_.misses.fetch_add(1, std::memory_order_relaxed);
+  present_.Erase(op->id);
   if (op->status.IsNotFound()) {
     missing_.Insert(op->id);
   } else if (op->status.IsCorruption()) {

@@ -1,10 +1,14 @@
 // fs:///path?options: a chunk pool in a directory on a shared filesystem (NFS, Lustre, CephFS, 3FS,
 // an NVMe-oF volume), used at once by many engine processes on many hosts.
 //
-// Nothing is trusted from memory: presence is a stat() of the chunk's path, remembered only as a
-// short negative cache (a miss is not asked again for neg_ttl_ms; a Put by this process clears it).
-// ContainsMany stats a batch on several threads. (A Store's Load does not ask the last tier at all:
-// the read's open says whether the chunk is there.)
+// Nothing is trusted from memory for long: presence is a stat() of the chunk's path, remembered
+// briefly: a miss for neg_ttl_ms (a Put by this process clears it), a hit (a stat, a Put or a read
+// by this process) for pos_ttl_ms, so the scheduler's repeated Lookups of one prompt cost no
+// syscall. A remembered hit may be stale (another host's gc removed the chunk): chunks are immutable
+// and verified on load, so that costs one NotFound read, which the Store treats as a miss and which
+// forgets the hit. ContainsMany stats a batch on the caller's thread while stats are fast (a local
+// disk) and on several threads once they take a network round trip. (A Store's Load does not ask
+// the last tier at all: the read's open says whether the chunk is there.)
 // Every metadata round trip (stat, open, fstat, create, rename, unlink, ...) is counted in
 // TierStats::metadata_ops.
 // Writers publish with temporary file + link(2), so readers see no chunk or a whole one and a
@@ -24,11 +28,13 @@
 //                        usage is the last gc's figure plus this process's own puts. A Put that
 //                        needs a pass while `kvtier gc` holds the pool returns Busy (retryable).
 //   neg_ttl_ms=1000      how long a miss is remembered (0 disables the negative cache)
-//   neg_entries=65536    bound on remembered misses
+//   pos_ttl_ms=1000      how long a hit is remembered (0 disables the positive cache)
+//   neg_entries=65536    bound on remembered misses (and, separately, on remembered hits)
 //   touch_s=60           a hit refreshes the chunk's mtime (gc's recency) at most this often per process
 //   direct=auto          auto: read with O_DIRECT or buffered, whichever a probe at open finds faster
 //                        and correct on this mount (fs/read_probe.h); on: O_DIRECT where accepted;
-//                        off: buffered. Stats().read_mode says which and why.
+//                        off: buffered. Stats().read_mode says which and why. Puts follow the
+//                        reads: O_DIRECT from the caller's pages where they lie on 4 KiB boundaries.
 //   io_uring=true        read with io_uring when the kernel allows, else preadv threads
 //   inflight=256MiB      bound on bytes being read at once
 //   sync=false           fsync each chunk before publishing it
@@ -64,6 +70,7 @@ struct FsTierOptions {
   std::string root;
   uint64_t capacity_bytes = 0;  // 0: unbounded
   std::chrono::milliseconds neg_ttl{1000};
+  std::chrono::milliseconds pos_ttl{1000};
   uint64_t neg_entries = 65536;
   std::chrono::seconds touch_interval{60};
   FsDirectMode direct = FsDirectMode::kAuto;

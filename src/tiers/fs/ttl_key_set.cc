@@ -59,6 +59,14 @@ void TtlKeySet::Erase(const ChunkId& id) {
   s.expiry.erase(k);  // its entry in `order` becomes stale and is dropped by a later sweep
 }
 
+void TtlKeySet::Clear() {
+  for (Shard& s : shards_) {
+    MutexLock lock(s.mu);
+    s.expiry.clear();
+    s.order.clear();
+  }
+}
+
 void TtlKeySet::Sweep(Shard& s, TimePoint now) {
   // The ttl is fixed, so insertion order is expiry order: the front is always the oldest.
   while (!s.order.empty()) {

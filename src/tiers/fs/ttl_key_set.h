@@ -1,7 +1,8 @@
 // TtlKeySet: remembers chunk keys for a short, fixed time, with a bound on how many it holds.
 //
 // The fs:// tier uses one as its negative-lookup cache (a key found missing is not stat'ed again for
-// `ttl`, so a miss-heavy Lookup stays cheap) and one to rate-limit recency touches. Forgetting early is
+// `ttl`, so a miss-heavy Lookup stays cheap), one as its positive-lookup cache, and one to rate-limit
+// recency touches. Forgetting early is
 // always safe (the filesystem is asked again), so when full the oldest entries are dropped.
 //
 // Thread-safety: every method may be called from many threads at once (sharded mutexes).
@@ -32,6 +33,8 @@ class TtlKeySet {
   // Inserts (or refreshes) `id`.
   void Insert(const ChunkId& id);
   void Erase(const ChunkId& id);
+  // Forgets every entry.
+  void Clear();
   // Entries held now, expired ones included until they are swept.
   size_t size() const;
 

@@ -99,7 +99,8 @@ TEST(DatapathTest, CheckEnoughSpaceSaysHowMuch) {
   EXPECT_NE(s.message().find("3.00 GiB"), std::string::npos) << s.message();
 }
 
-// fio reads the tier's own chunk files, so the plan needs room for those files only.
+// fio reads the tier's own chunk files, then writes as many files of its own: the plan needs room
+// for twice the chunk files.
 TEST(DatapathTest, PlanSweepsWholeChunksAndCountsChunkFileSpace) {
   DatapathConfig c = SmallConfig("file:///var/kv");
   c.run_fio = true;
@@ -110,8 +111,8 @@ TEST(DatapathTest, PlanSweepsWholeChunksAndCountsChunkFileSpace) {
   ASSERT_EQ(p->inflight.size(), 5u);
   EXPECT_EQ(p->inflight.front(), p->chunk_bytes);
   EXPECT_EQ(p->inflight.back(), 16 * p->chunk_bytes);
-  EXPECT_GE(p->need_bytes, p->chunks * StoredChunkBytes(p->chunk_bytes));
-  EXPECT_LT(p->need_bytes, 2 * p->chunks * p->chunk_bytes);
+  EXPECT_GE(p->need_bytes, 2 * p->chunks * StoredChunkBytes(p->chunk_bytes));
+  EXPECT_LT(p->need_bytes, 3 * p->chunks * p->chunk_bytes);
   EXPECT_EQ(p->tier_dir.rfind("/var/kv/kvtier-bench.", 0), 0u);
   c.target = "not a url";
   EXPECT_EQ(PlanDatapath(c).status().code(), Code::kInvalidArgument);
@@ -130,6 +131,13 @@ TEST(DatapathTest, MemoryTargetRunsEndToEndWithoutErrors) {
   EXPECT_GE(r->memcpy_parallel->chunks, 1u);  // threads
   EXPECT_TRUE(ToJson(*r)["summary"]["ratio_to_memcpy"].is_number());
   EXPECT_EQ(ToJson(*r)["schema"], kDatapathSchema);
+  ASSERT_TRUE(r->sweep[0].write.has_value());  // the write row, against a memcpy of the same bytes
+  ASSERT_TRUE(r->sweep[0].write_reference.has_value());
+  EXPECT_GT(r->sweep[0].RatioWriteToReference(), 0);
+  const nlohmann::json j = ToJson(*r);
+  EXPECT_TRUE(j["sweep"][0]["ratio_write_to_reference"].is_number());
+  EXPECT_TRUE(j["summary"]["min_ratio_write_to_reference"].is_number());
+  EXPECT_TRUE(j["summary"]["min_ratio_write_to_fio"].is_null());
 }
 
 TEST(DatapathTest, FileTargetSweepsColdReadsWithoutErrors) {
@@ -147,6 +155,9 @@ TEST(DatapathTest, FileTargetSweepsColdReadsWithoutErrors) {
   for (const SweepPoint& p : r->sweep) {
     EXPECT_EQ(p.kvtier.errors, 0u) << p.inflight_bytes;
     EXPECT_EQ(p.kvtier.chunks, r->write.chunks);
+    ASSERT_TRUE(p.write.has_value()) << "a write row at every point";
+    EXPECT_EQ(p.write->chunks, r->write.chunks);
+    EXPECT_FALSE(p.fio_write.has_value()) << "fio is off in this run";
   }
   ASSERT_TRUE(r->serial_pread.has_value());
   EXPECT_EQ(r->serial_pread->chunks, r->write.chunks);

@@ -117,23 +117,29 @@ TEST(FioRunnerTest, ParseRejectsGarbage) {
 }
 
 // Runs the real fio on a few small buffered files: checks the command line is one fio accepts.
-TEST(FioRunnerTest, RealFioAcceptsTheInvocation) {
-  if (!FioAvailable()) GTEST_SKIP() << "fio is not installed";
-  char tmpl[] = "/tmp/kvtier-fio-test-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::filesystem::path dir = tmpl;
+// A small fio job in `dir` that any filesystem takes: 256 KiB requests, psync, buffered.
+FioJob SmallJob(const std::filesystem::path& dir, const std::string& folder) {
   FioJob job;
-  for (int i = 0; i < 4; ++i) {
-    const std::string f = (dir / ("chunk" + std::to_string(i))).string();
-    std::ofstream(f, std::ios::binary) << std::string(256 << 10, static_cast<char>('a' + i));
-    job.files.push_back(f);
-  }
-  job.link_dir = (dir / "links").string();
+  job.link_dir = (dir / folder).string();
   job.block_size = 256 << 10;
   job.iodepth = 2;
   job.ioengine = "psync";
   job.direct = false;  // the temp directory may be on a filesystem without O_DIRECT
   job.output_path = (dir / "fio.json").string();
+  return job;
+}
+
+TEST(FioRunnerTest, RealFioAcceptsTheInvocation) {
+  if (!FioAvailable()) GTEST_SKIP() << "fio is not installed";
+  char tmpl[] = "/tmp/kvtier-fio-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::filesystem::path dir = tmpl;
+  FioJob job = SmallJob(dir, "links");
+  for (int i = 0; i < 4; ++i) {
+    const std::string f = (dir / ("chunk" + std::to_string(i))).string();
+    std::ofstream(f, std::ios::binary) << std::string(256 << 10, static_cast<char>('a' + i));
+    job.files.push_back(f);
+  }
   auto r = RunFio(job);
   for (int i = 0; i < 4; ++i) {  // read, never written
     std::ifstream in(job.files[i], std::ios::binary);
@@ -147,6 +153,58 @@ TEST(FioRunnerTest, RealFioAcceptsTheInvocation) {
   EXPECT_EQ(r->memory, "4 KiB pages");
   EXPECT_GT(r->bytes_per_second, 0);
   EXPECT_NE(r->command.find("--bs=262144"), std::string::npos);
+}
+
+// A write job writes files of its own (one request each) in its folder and removes them; it never
+// reads or opens the tier's files.
+TEST(FioRunnerTest, WriteInvocationWritesFilesOfItsOwnAndRemovesThem) {
+  FioJob job;
+  job.write = true;
+  job.write_files = 16;
+  job.link_dir = "/nvme/kv:pool/fio-write";
+  job.block_size = (32ull << 20) + 4096;
+  job.iodepth = 4;
+  auto argv = BuildFioArgs(job);
+  ASSERT_TRUE(argv.ok()) << argv.status().ToString();
+  for (const char* want : {"--directory=/nvme/kv\\:pool/fio-write", "--nrfiles=16", "--filesize=33558528",
+                           "--rw=write", "--unlink=1", "--bs=33558528", "--iodepth=4", "--direct=1"}) {
+    EXPECT_TRUE(HasArg(*argv, want)) << "missing " << want << " in " << ShellJoin(*argv);
+  }
+  for (const std::string& a : *argv) {
+    EXPECT_NE(a, "--readonly");
+    EXPECT_EQ(a.rfind("--opendir", 0), std::string::npos) << a;
+  }
+  job.write_files = 0;
+  EXPECT_EQ(BuildFioArgs(job).status().code(), Code::kInvalidArgument);
+}
+
+TEST(FioRunnerTest, ParsesTheWriteFiguresOfAWriteJob) {
+  constexpr const char* json = R"({"jobs": [{"job options": {"iodepth": "2"},
+      "read": {"io_bytes": 0, "bw_bytes": 0},
+      "write": {"io_bytes": 1048576, "bw_bytes": 524288, "runtime": 2000}}]})";
+  auto w = ParseFioJson(json, /*write=*/true);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_DOUBLE_EQ(w->bytes_per_second, 524288.0);
+  EXPECT_EQ(w->bytes, 1048576u);
+  EXPECT_EQ(ParseFioJson(json).status().code(), Code::kInvalidArgument);  // it read nothing
+  EXPECT_EQ(ParseFioJson(kFioJson, /*write=*/true).status().code(), Code::kCorruption);  // no write job
+}
+
+// The real fio writes as many files as asked, and none is left afterwards.
+TEST(FioRunnerTest, RealFioWritesAndRemovesItsFiles) {
+  if (!FioAvailable()) GTEST_SKIP() << "fio is not installed";
+  char tmpl[] = "/tmp/kvtier-fio-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::filesystem::path dir = tmpl;
+  FioJob job = SmallJob(dir, "fio-write");
+  job.write = true;
+  job.write_files = 4;
+  auto r = RunFio(job);
+  const bool left = std::filesystem::exists(job.link_dir) && !std::filesystem::is_empty(job.link_dir);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->bytes, 4u * (256 << 10));
+  EXPECT_FALSE(left) << "fio's files are removed";
 }
 
 // The dd fallback reads every file whole, `depth` at a time, and fails when a file is missing.

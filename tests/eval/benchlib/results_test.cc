@@ -45,6 +45,10 @@ DatapathResult Sample() {
   f.command = "fio ...";
   p.fio = f;
   p.unverified = PhaseResult{128, 4ull << 30, 1.6, 0, 0, 0};  // verified 2.0 s: 80% of unverified
+  p.write = PhaseResult{128, 4ull << 30, 4.0, 0, 0, 0};  // 1.07 GB/s
+  FioResult fw = f;
+  fw.bytes_per_second = 2.0e9;  // fio's O_DIRECT writes at the same depth
+  p.fio_write = fw;
   r.sweep.push_back(p);
   r.serial_pread = PhaseResult{128, 4ull << 30, 8.0, 0, 60000, 70000};
   r.context_tokens = 32768;
@@ -52,6 +56,19 @@ DatapathResult Sample() {
   EXPECT_TRUE(gpu.ok());
   r.gpu = *gpu;
   return r;
+}
+
+// The write row's ratio is kvtier's write bandwidth over fio's at the same point; the summary keeps
+// the lowest, and a sweep without a memcpy write reference has none.
+TEST(ResultsJsonTest, WriteRatiosAgainstFio) {
+  const nlohmann::json j = ToJson(Sample());
+  const double want = (4.0 * (1ull << 30) / 4.0) / 2.0e9;
+  EXPECT_DOUBLE_EQ(j["sweep"][0]["ratio_write_to_fio"].get<double>(), want);
+  EXPECT_DOUBLE_EQ(j["summary"]["min_ratio_write_to_fio"].get<double>(), want);
+  EXPECT_TRUE(j["summary"]["min_ratio_write_to_reference"].is_null());
+  EXPECT_TRUE(j["sweep"][0]["ratio_write_to_reference"].is_null());
+  EXPECT_NE(FormatSummary(Sample()).find("fio O_DIRECT writes, same depth: 2.00 GB/s"), std::string::npos)
+      << FormatSummary(Sample());
 }
 
 TEST(ResultsJsonTest, KeySetIsStable) {
@@ -75,6 +92,14 @@ TEST(ResultsJsonTest, KeySetIsStable) {
       "sweep.[].unverified.chunks", "sweep.[].unverified.bytes", "sweep.[].unverified.seconds",
       "sweep.[].unverified.gbps", "sweep.[].unverified.errors", "sweep.[].unverified.p50_us",
       "sweep.[].unverified.p99_us", "sweep.[].ratio_verified_to_unverified",
+      "sweep.[].write", "sweep.[].write.chunks", "sweep.[].write.bytes", "sweep.[].write.seconds",
+      "sweep.[].write.gbps", "sweep.[].write.errors", "sweep.[].write.p50_us", "sweep.[].write.p99_us",
+      "sweep.[].fio_write", "sweep.[].fio_write.gbps", "sweep.[].fio_write.bytes",
+      "sweep.[].fio_write.seconds", "sweep.[].fio_write.p50_us", "sweep.[].fio_write.p99_us",
+      "sweep.[].fio_write.ioengine", "sweep.[].fio_write.iodepth", "sweep.[].fio_write.memory",
+      "sweep.[].fio_write.command", "sweep.[].ratio_write_to_fio", "sweep.[].write_reference",
+      "sweep.[].ratio_write_to_reference", "summary.min_ratio_write_to_fio",
+      "summary.min_ratio_write_to_reference",
       "serial_pread", "serial_pread.chunks", "serial_pread.bytes", "serial_pread.seconds",
       "serial_pread.gbps", "serial_pread.errors", "serial_pread.p50_us", "serial_pread.p99_us",
       "memcpy", "memcpy_parallel", "verify_copy", "encrypted",

@@ -3,7 +3,11 @@
 // counted in TierStats::metadata_ops.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "tiers/fs/counting_fs.h"
@@ -17,15 +21,40 @@ namespace {
 using fstest::OnePiece;
 using fstest::PayloadFor;
 
+class SlowStatFileSystem : public CountingFileSystem {
+ public:
+  SlowStatFileSystem(std::shared_ptr<FileSystem> inner, std::chrono::microseconds delay)
+      : CountingFileSystem(std::move(inner)), delay_(delay) {}
+  Result<FileStat> Stat(std::string_view rel) override {
+    if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      threads_.insert(std::this_thread::get_id());
+    }
+    return CountingFileSystem::Stat(rel);
+  }
+  size_t threads_seen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return threads_.size();
+  }
+
+ private:
+  const std::chrono::microseconds delay_;
+  std::mutex mu_;
+  std::set<std::thread::id> threads_;
+};
+
 class FsMetadataTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(dir_.ok()); }
 
   // An fs:// tier over a filesystem whose calls this test counts.
-  std::unique_ptr<Tier> Open(std::shared_ptr<CountingFileSystem>* counted, const std::string& params = "") {
+  // With `stat_delay`, every Stat first sleeps that long (a network filesystem's round trip).
+  std::unique_ptr<Tier> Open(std::shared_ptr<CountingFileSystem>* counted, const std::string& params = "",
+                             std::chrono::microseconds stat_delay = {}) {
     auto posix = OpenPosixFileSystem(dir_.path() + "/pool", PosixFsOptions{.create = true});
     EXPECT_TRUE(posix.ok());
-    *counted = std::make_shared<CountingFileSystem>(*posix);
+    *counted = std::make_shared<SlowStatFileSystem>(*posix, stat_delay);
     auto url = TierUrl::Parse("fs://" + dir_.path() + "/pool" + params);
     EXPECT_TRUE(url.ok());
     auto o = ParseFsTierOptions(*url);
@@ -85,7 +114,7 @@ TEST_F(FsMetadataTest, LoadAfterLookupStatsEachChunkAtMostOnce) {
 
 TEST_F(FsMetadataTest, ContainsManyAgreesWithContains) {
   std::shared_ptr<CountingFileSystem> counted;
-  auto tier = Open(&counted, "?neg_ttl_ms=0");
+  auto tier = Open(&counted, "?neg_ttl_ms=0&pos_ttl_ms=0");
   ASSERT_NE(tier, nullptr);
   for (size_t i : {0, 2, 3, 7}) {
     auto data = PayloadFor(keys_[i], Bytes());
@@ -105,6 +134,44 @@ TEST_F(FsMetadataTest, ContainsManyAgreesWithContains) {
     EXPECT_EQ(looped[i], stored) << i;
   }
   EXPECT_GE(counted->stats(), 2 * ids.size());  // nothing cached here: every answer was a stat
+}
+
+// Stats that take a round trip (here a 2 ms sleep each) move the batch onto several threads; the
+// answers are the same as one Contains per chunk.
+TEST_F(FsMetadataTest, SlowStatsAreSpreadOverThreadsWithTheSameAnswers) {
+  std::shared_ptr<CountingFileSystem> counted;
+  auto tier = Open(&counted, "?neg_ttl_ms=0&pos_ttl_ms=0", std::chrono::microseconds(2000));
+  ASSERT_NE(tier, nullptr);
+  for (size_t i : {1, 4, 5}) {
+    auto data = PayloadFor(keys_[i], Bytes());
+    ASSERT_TRUE(tier->Put(Id(i), OnePiece(data).src()).ok());
+  }
+  std::vector<ChunkId> ids;
+  for (size_t r = 0; r < 8; ++r) {
+    for (size_t i = 0; i < keys_.size(); ++i) ids.push_back(Id(i));
+  }
+  std::unique_ptr<bool[]> present(new bool[ids.size()]());
+  const uint64_t stats0 = counted->stats();
+  tier->ContainsMany(ids, {present.get(), ids.size()});
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const size_t k = i % keys_.size();
+    EXPECT_EQ(present[i], k == 1 || k == 4 || k == 5) << i;
+  }
+  EXPECT_EQ(counted->stats() - stats0, ids.size());
+  EXPECT_GT(static_cast<SlowStatFileSystem&>(*counted).threads_seen(), 1u);
+}
+
+// Fast stats (a local disk) stay on the caller's thread: no thread is started for them.
+TEST_F(FsMetadataTest, FastStatsStayOnTheCallersThread) {
+  std::shared_ptr<CountingFileSystem> counted;
+  auto tier = Open(&counted, "?neg_ttl_ms=0&pos_ttl_ms=0");
+  ASSERT_NE(tier, nullptr);
+  std::vector<ChunkId> ids;
+  for (size_t i = 0; i < keys_.size(); ++i) ids.push_back(Id(i));
+  std::unique_ptr<bool[]> present(new bool[ids.size()]());
+  tier->ContainsMany(ids, {present.get(), ids.size()});
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_FALSE(present[i]);
+  EXPECT_EQ(static_cast<SlowStatFileSystem&>(*counted).threads_seen(), 1u);
 }
 
 }  // namespace

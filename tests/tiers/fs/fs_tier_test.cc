@@ -77,6 +77,32 @@ TEST_F(FsTierTest, AnotherInstanceSeesChunksAfterNegativeTtl) {
   EXPECT_EQ(out, PayloadFor(keys_[1], Bytes()));
 }
 
+// A hit is remembered for pos_ttl_ms; one that went stale (another host removed the chunk) costs one
+// NotFound read, which forgets it. pos_ttl_ms=0 asks the filesystem every time.
+TEST_F(FsTierTest, RemembersHitsBrieflyAndAStaleOneCostsOneMiss) {
+  auto writer = Open();
+  auto cached = Open("?pos_ttl_ms=600000");
+  auto uncached = Open("?pos_ttl_ms=0&neg_ttl_ms=0");
+  ASSERT_NE(cached, nullptr);
+  ASSERT_NE(uncached, nullptr);
+  ASSERT_TRUE(PutKey(*writer, 4).ok());
+  EXPECT_TRUE(cached->Contains(Id(4)));
+  EXPECT_TRUE(uncached->Contains(Id(4)));
+  ASSERT_TRUE(std::filesystem::remove(PathOf(4)));  // behind both tiers' backs
+  EXPECT_FALSE(uncached->Contains(Id(4)));
+  EXPECT_TRUE(cached->Contains(Id(4))) << "a remembered hit, within its ttl";
+  std::vector<std::byte> out(Bytes());
+  EXPECT_TRUE(cached->Get(Id(4), OnePiece(out).dst()).IsNotFound());  // verified on load: a miss
+  EXPECT_FALSE(cached->Contains(Id(4))) << "the failed read forgot the hit";
+  bool present[2] = {true, true};
+  const ChunkId ids[2] = {Id(4), Id(5)};
+  cached->ContainsMany(ids, present);
+  EXPECT_FALSE(present[0]);
+  EXPECT_FALSE(present[1]);
+  EXPECT_EQ(ParseFsTierOptions(*TierUrl::Parse("fs:///x?pos_ttl_ms=86400001")).status().code(),
+            Code::kInvalidArgument);
+}
+
 TEST_F(FsTierTest, ChunksSurviveReopen) {
   {
     auto tier = Open();

@@ -20,7 +20,7 @@ class GcCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(dir_.ok());
-    auto t = internal::OpenFsTier(*TierUrl::Parse("fs://" + Pool() + "?neg_ttl_ms=0"));
+    auto t = internal::OpenFsTier(*TierUrl::Parse("fs://" + Pool() + "?neg_ttl_ms=0&pos_ttl_ms=0"));
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     tier_ = std::move(t).value();
     for (size_t i = 0; i < keys_.size(); ++i) {

@@ -41,7 +41,7 @@ class PoolGcTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(dir_.ok());
-    auto t = OpenFsTier(*TierUrl::Parse("fs://" + Root() + "?neg_ttl_ms=0"));
+    auto t = OpenFsTier(*TierUrl::Parse("fs://" + Root() + "?neg_ttl_ms=0&pos_ttl_ms=0"));
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     tier_ = std::move(t).value();
   }

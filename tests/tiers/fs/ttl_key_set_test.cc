@@ -42,6 +42,16 @@ TEST_F(TtlKeySetTest, EraseForgets) {
   EXPECT_TRUE(set.Contains(Id(3)));
 }
 
+TEST_F(TtlKeySetTest, ClearForgetsEverything) {
+  TtlKeySet set(1000ms, 1024, clock());
+  for (size_t i = 0; i < 64; ++i) set.Insert(Id(i));
+  set.Clear();
+  EXPECT_EQ(set.size(), 0u);
+  for (size_t i = 0; i < 64; ++i) EXPECT_FALSE(set.Contains(Id(i))) << i;
+  set.Insert(Id(5));
+  EXPECT_TRUE(set.Contains(Id(5)));
+}
+
 TEST_F(TtlKeySetTest, NamespaceIsPartOfTheKey) {
   TtlKeySet set(1000ms, 1024, clock());
   ChunkId other = Id(0);
