@@ -45,7 +45,10 @@ if grep -q "not found" <<<"$trace"; then
   echo "carry_closure_test: FAILED: libkvtier.so still misses: $(grep 'not found' <<<"$trace" | tr '\n' ' ')" >&2
   exit 1
 fi
-env -i LD_LIBRARY_PATH=/carry/missing TMPDIR=/tmp "$CHROOT" "$ROOT" "/carry/bin/$(basename "$BIN")" >"$ROOT/run.log" 2>&1 || {
+# The bare root has no /proc, which shm:// needs (owners' process start times): that one test runs outside
+# the chroot, in gpu_api_test itself; here the point is that every library resolves.
+env -i LD_LIBRARY_PATH=/carry/missing TMPDIR=/tmp "$CHROOT" "$ROOT" "/carry/bin/$(basename "$BIN")" \
+  --gtest_filter=-GpuApiTest.StoreOffersItsShmMappingForPinning >"$ROOT/run.log" 2>&1 || {
   echo "carry_closure_test: FAILED: the carried binary did not run:" >&2
   tail -20 "$ROOT/run.log" >&2
   exit 1
