@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 #include "kvtier/tier.h"
@@ -51,6 +52,26 @@ class ScopedLatency {
  private:
   LatencyHistogram* h_;
   LatencyHistogram* also_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Measures a batch of `chunks` chunks read together (a Tier's GetMany): each chunk was ready only when
+// the batch was, so the batch's time is what each caller saw, and it is recorded once per chunk.
+class BatchLatency {
+ public:
+  BatchLatency(LatencyHistogram* h, size_t chunks)
+      : h_(h), chunks_(chunks), start_(std::chrono::steady_clock::now()) {}
+  ~BatchLatency() {
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
+    for (size_t i = 0; i < chunks_; ++i) h_->Record(us);
+  }
+  BatchLatency(const BatchLatency&) = delete;
+  BatchLatency& operator=(const BatchLatency&) = delete;
+
+ private:
+  LatencyHistogram* h_;
+  size_t chunks_;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -115,11 +115,8 @@ class FsTier final : public Tier {
   }
 
   void GetMany(std::span<ReadOp> ops) override {
-    const auto start = std::chrono::steady_clock::now();
+    BatchLatency timer(&counters_.get_latency, ops.size());
     ReadBatch(ops);
-    // Each chunk of a parallel batch is ready by the end of the batch: record that, per chunk.
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    for (size_t i = 0; i < ops.size(); ++i) counters_.get_latency.Record(us);
   }
 
   Status Remove(const ChunkId& id) override {

@@ -327,11 +327,8 @@ Status MemTier::Get(const ChunkId& id, ScatterList dst) {
 }
 
 void MemTier::GetMany(std::span<ReadOp> ops) {
-  const auto start = std::chrono::steady_clock::now();
+  BatchLatency timer(&counters_.get_latency, ops.size());
   ReadBatch(ops);
-  // Each chunk of the batch is ready when the batch is: that is the latency its caller saw.
-  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  for (size_t i = 0; i < ops.size(); ++i) counters_.get_latency.Record(us);
 }
 
 Result<BorrowedChunk> MemTier::Borrow(const ChunkId& id) {
