@@ -149,10 +149,8 @@ class ShmTier final : public Tier {
     return op.status;
   }
   void GetMany(std::span<ReadOp> ops) override {
-    const auto start = std::chrono::steady_clock::now();
+    BatchLatency timer(&counters_.get_latency, ops.size());
     ReadBatch(ops);
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    for (size_t i = 0; i < ops.size(); ++i) counters_.get_latency.Record(us);
   }
   // A verified view straight out of the arena, pinned until released. An encrypted pool holds only
   // ciphertext there: its chunks are lent as a private copy, opened and authenticated (BorrowOpened).
@@ -294,6 +292,30 @@ uint32_t ShmTier::FindLockFree(const ChunkId& id) const {
   return kNone;
 }
 
+namespace {
+
+// InvalidArgument unless the caller's destination (UINT64_MAX: none) holds exactly the chunk's bytes.
+Status CheckDestination(const std::string& url, uint64_t dst_bytes, uint64_t bytes) {
+  if (dst_bytes == UINT64_MAX || dst_bytes == bytes) return Status::OK();
+  return Status::InvalidArgument(url + ": destination holds " + std::to_string(dst_bytes) + " bytes, chunk has " +
+                                 std::to_string(bytes));
+}
+
+// What a reader keeps of slot `s` (read with state word `word`) while it holds the chunk; `bytes` is the
+// length the caller read once and checked (never read again: a lock-free reader's slot may change).
+void Describe(const Slot& x, uint32_t s, uint64_t word, uint64_t bytes, const ChunkId& id, Held* h) {
+  const uint64_t pg = x.pages.load(std::memory_order_relaxed);
+  h->s = s;
+  h->word = word;
+  h->first = static_cast<uint32_t>(pg);
+  h->pages = pg >> 32;
+  h->bytes = bytes;
+  h->table_sum = x.table_sum.load(std::memory_order_relaxed);
+  h->id = id;
+}
+
+}  // namespace
+
 Status ShmTier::HoldLocked(const ChunkId& id, uint64_t dst_bytes, Held* h) {
   const uint32_t s = pool_->FindLocked(id);
   if (s == kNone) {
@@ -302,10 +324,7 @@ Status ShmTier::HoldLocked(const ChunkId& id, uint64_t dst_bytes, Held* h) {
   }
   Slot& x = pool_->slot(s);
   const uint64_t bytes = x.bytes.load(std::memory_order_relaxed);
-  if (dst_bytes != UINT64_MAX && dst_bytes != bytes) {
-    return Status::InvalidArgument(url_ + ": destination holds " + std::to_string(dst_bytes) + " bytes, chunk has " +
-                                   std::to_string(bytes));
-  }
+  KVTIER_RETURN_IF_ERROR(CheckDestination(url_, dst_bytes, bytes));
   const uint64_t layout = x.layout.load(std::memory_order_relaxed);
   if (id.layout_fingerprint != 0 && layout != 0 && id.layout_fingerprint != layout) {
     pool_->RemoveLocked(s);
@@ -318,14 +337,7 @@ Status ShmTier::HoldLocked(const ChunkId& id, uint64_t dst_bytes, Held* h) {
     return Status::NotFound(url_ + ": chunk " + id.key.Hex() + " not readable now (every pin record is taken)");
   }
   x.ref.store(1, std::memory_order_relaxed);
-  const uint64_t pg = x.pages.load(std::memory_order_relaxed);
-  h->s = s;
-  h->word = x.word.load(std::memory_order_relaxed);
-  h->first = static_cast<uint32_t>(pg);
-  h->pages = pg >> 32;
-  h->bytes = bytes;
-  h->table_sum = x.table_sum.load(std::memory_order_relaxed);
-  h->id = id;
+  Describe(x, s, x.word.load(std::memory_order_relaxed), bytes, id, h);
   return Status::OK();
 }
 
@@ -338,19 +350,9 @@ Status ShmTier::HoldLockFree(const ChunkId& id, uint64_t dst_bytes, Held* h) {
     return Status::NotFound(url_ + ": no chunk " + id.key.Hex());
   }
   const uint64_t bytes = x.bytes.load(std::memory_order_relaxed);
-  if (dst_bytes != UINT64_MAX && dst_bytes != bytes) {
-    return Status::InvalidArgument(url_ + ": destination holds " + std::to_string(dst_bytes) + " bytes, chunk has " +
-                                   std::to_string(bytes));
-  }
-  const uint64_t pg = x.pages.load(std::memory_order_relaxed);
+  KVTIER_RETURN_IF_ERROR(CheckDestination(url_, dst_bytes, bytes));
   *h = Held{};
-  h->s = s;
-  h->word = word;
-  h->first = static_cast<uint32_t>(pg);
-  h->pages = pg >> 32;
-  h->bytes = bytes;
-  h->table_sum = x.table_sum.load(std::memory_order_relaxed);
-  h->id = id;
+  Describe(x, s, word, bytes, id, h);
   return Status::OK();
 }
 
