@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
+from ..store import _dtype
 from ._host_paged import PagedCache
 
 if TYPE_CHECKING:
@@ -107,13 +108,8 @@ def paged_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, layout: str = 
     blocks = {r[3] for r in regions}
     if len(blocks) != 1:
         raise ValueError(f"KvtierConnector: layers differ in num_blocks: {sorted(blocks)}")
-    es = int(np.dtype(np.uint8).itemsize)  # byte addresses
-    row = spec.kv_heads * spec.head_dim * _elem_bytes(spec.dtype) * es
+    row = spec.kv_heads * spec.head_dim * _dtype(spec.dtype)[1]  # bytes of one token's K (or V) row
     return PagedCache(np.array([r[0] for r in regions], dtype=np.uint64),
                       np.array([r[1] for r in regions], dtype=np.uint64),
                       np.array([r[2] for r in regions], dtype=np.uint64),
                       blocks.pop(), spec.block_size, row, keepalive=dict(kv_caches))
-
-
-def _elem_bytes(dtype: str) -> int:
-    return {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}[dtype]
