@@ -13,7 +13,7 @@ set -euo pipefail
 # client libraries of the redis://, rados:// and s3:// tiers are build dependencies), and the test
 # frameworks the default build compiles. The demo (`kvtier demo`) needs nothing more.
 BUILD_PACKAGES=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   libssl-dev libxxhash-dev liburing-dev
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
