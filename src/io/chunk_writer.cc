@@ -132,10 +132,89 @@ Status WritePlainBody(FileSystem& fs, int fd, const std::string& path, const Chu
   return WriteAll(fs, fd, std::move(iov), path);
 }
 
-// An encrypted v2 chunk: each piece sealed into a piece-sized buffer and written at its offset, then
-// the padding, then the header (which carries the tags) at offset 0.
-Status WriteEncryptedBody(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload,
-                          const ChunkCipher& cipher) {
+// Bytes of sealed pieces an encrypted direct write gathers before one O_DIRECT write: whole pieces,
+// at least one.
+constexpr uint64_t kSealWindowBytes = 8ull << 20;
+
+// Sealed pieces gathered in an aligned window and written with O_DIRECT at their offsets (each piece
+// starts on a 4 KiB boundary: pieces are 1 MiB or more); the last window carries the zero padding.
+class SealWindow {
+ public:
+  SealWindow(FileSystem& fs, int fd, const std::string& path) : fs_(fs), fd_(fd), path_(path) {}
+
+  Status Allocate(uint64_t payload_bytes) {
+    const uint64_t piece = PieceBytesFor(payload_bytes);
+    const uint64_t window = std::max<uint64_t>(piece, kSealWindowBytes / piece * piece);
+    buf_ = AlignedBuffer::Allocate(std::max<uint64_t>(AlignUp(std::min(window, payload_bytes)), kChunkAlign));
+    if (buf_.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
+    return Status::OK();
+  }
+
+  // Where piece `len` bytes long is sealed: the window is written out first when it cannot hold it.
+  Result<std::span<std::byte>> Target(uint64_t len) {
+    if (filled_ + len > buf_.size()) KVTIER_RETURN_IF_ERROR(Drain());
+    return buf_.span().subspan(filled_, len);
+  }
+  void Sealed(uint64_t len) { filled_ += len; }
+
+  // Writes what the window holds, zero padded to a whole block, at its offset in the file.
+  Status Drain() {
+    if (filled_ == 0) return Status::OK();
+    const uint64_t bytes = AlignUp(filled_);
+    std::memset(buf_.data() + filled_, 0, bytes - filled_);
+    KVTIER_RETURN_IF_ERROR(PwriteAll(fs_, fd_, buf_.data(), bytes, offset_, path_));
+    offset_ += filled_;
+    filled_ = 0;
+    return Status::OK();
+  }
+
+ private:
+  FileSystem& fs_;
+  const int fd_;
+  const std::string& path_;
+  AlignedBuffer buf_;
+  uint64_t filled_ = 0;
+  uint64_t offset_ = kChunkHeaderSize;
+};
+
+// An encrypted v2 chunk written with O_DIRECT: pieces sealed into an aligned window that is written
+// whenever it is full (no page-cache copy of the ciphertext), then the header (which carries the tags)
+// at offset 0 from an aligned block. InvalidArgument when the filesystem refuses the direct write (the
+// caller then writes through the page cache).
+Status WriteEncryptedDirect(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload,
+                            const ChunkCipher& cipher) {
+  SealWindow window(fs, fd, path);
+  KVTIER_RETURN_IF_ERROR(window.Allocate(TotalBytes(payload)));
+  AlignedBuffer head = AlignedBuffer::Allocate(kChunkHeaderSize);
+  if (head.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
+  if (!SetDirect(fd, true)) return Status::InvalidArgument("O_DIRECT refused on " + path);
+  Status failed;  // a window that could not be written while sealing
+  auto target = [&](uint32_t, uint64_t len) -> std::span<std::byte> {
+    Result<std::span<std::byte>> t = failed.ok() ? window.Target(len) : Result<std::span<std::byte>>(failed);
+    if (t.ok()) return *t;
+    failed = t.status();
+    return {};
+  };
+  auto sealed = [&](uint32_t, std::span<const std::byte> piece) {
+    KVTIER_RETURN_IF_ERROR(failed);
+    window.Sealed(piece.size());
+    return Status::OK();
+  };
+  Result<ChunkHeader> header = SealChunk(id, payload, cipher, target, sealed);
+  Status s = !failed.ok() ? failed : header.status();
+  if (s.ok()) s = window.Drain();
+  if (s.ok()) {
+    EncodeChunkHeader(*header, std::span<std::byte, kChunkHeaderSize>(head.data(), kChunkHeaderSize));
+    s = PwriteAll(fs, fd, head.data(), kChunkHeaderSize, 0, path);
+  }
+  (void)SetDirect(fd, false);
+  return s;
+}
+
+// An encrypted v2 chunk through the page cache: each piece sealed into a piece-sized buffer and written
+// at its offset, then the padding, then the header (which carries the tags) at offset 0.
+Status WriteEncryptedBuffered(FileSystem& fs, int fd, const std::string& path, const ChunkId& id,
+                              GatherList payload, const ChunkCipher& cipher) {
   const uint64_t n = TotalBytes(payload);
   AlignedBuffer buf = AlignedBuffer::Allocate(std::max<uint64_t>(std::min<uint64_t>(n, PieceBytesFor(n)), kChunkAlign));
   if (buf.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
@@ -154,12 +233,23 @@ Status WriteEncryptedBody(FileSystem& fs, int fd, const std::string& path, const
   return PwriteAll(fs, fd, head.data(), head.size(), 0, path);
 }
 
+// An encrypted v2 chunk, with O_DIRECT when `direct` and the filesystem allows it.
+Status WriteEncryptedBody(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload,
+                          const ChunkCipher& cipher, bool direct) {
+  if (direct) {
+    Status s = WriteEncryptedDirect(fs, fd, path, id, payload, cipher);
+    if (s.code() != Code::kInvalidArgument) return s;
+    // Refused: every byte is written again at its offset through the page cache (same file size).
+  }
+  return WriteEncryptedBuffered(fs, fd, path, id, payload, cipher);
+}
+
 }  // namespace
 
 Result<uint64_t> WriteChunkBody(FileSystem& fs, int fd, const std::string& where, const ChunkId& id,
                                 GatherList payload, const WriteOptions& options) {
   if (TotalBytes(payload) > kMaxChunkPayload) return Status::InvalidArgument("chunk payload over 4 GiB");
-  KVTIER_RETURN_IF_ERROR(options.cipher != nullptr ? WriteEncryptedBody(fs, fd, where, id, payload, *options.cipher)
+  KVTIER_RETURN_IF_ERROR(options.cipher != nullptr ? WriteEncryptedBody(fs, fd, where, id, payload, *options.cipher, options.direct)
                                                    : WritePlainBody(fs, fd, where, id, payload, options.direct));
   if (options.sync) KVTIER_RETURN_IF_ERROR(fs.SyncFile(fd));
   return StoredChunkBytes(TotalBytes(payload));

@@ -2,9 +2,12 @@
 // (one hash pass), byte-exact and verified when read back; eviction unlinks files with the tier's lock
 // released.
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -13,6 +16,7 @@
 #include "tiers/file/file_test_util.h"
 #include "tiers/file/file_tier.h"
 #include "tiers/fs/counting_fs.h"
+#include "core/chunk_cipher.h"
 #include "io/chunk_io.h"
 #include "kvtier/store.h"
 
@@ -32,7 +36,13 @@ class WatchingFs final : public CountingFileSystem {
     (flags >= 0 && (flags & O_DIRECT) != 0 ? direct_writes : buffered_writes)++;
     return CountingFileSystem::WriteV(fd, iov, count);
   }
+  Result<uint64_t> WriteAt(int fd, const std::byte* data, uint64_t len, uint64_t offset) override {
+    const int flags = fcntl(fd, F_GETFL);
+    (flags >= 0 && (flags & O_DIRECT) != 0 ? direct_at : buffered_at)++;
+    return CountingFileSystem::WriteAt(fd, data, len, offset);
+  }
   std::atomic<uint64_t> direct_writes{0}, buffered_writes{0};
+  std::atomic<uint64_t> direct_at{0}, buffered_at{0};  // positioned writes (encrypted chunks)
 };
 
 std::shared_ptr<internal::FileSystem> Posix(const std::string& dir) {
@@ -120,6 +130,43 @@ TEST(FileSavePathTest, UnalignedSourcesAreWrittenThroughThePageCache) {
   EXPECT_EQ(watching->direct_writes.load(), 0u);
   EXPECT_GE(watching->buffered_writes.load(), 1u);
   EXPECT_TRUE(internal::VerifyChunkFile(*watching, "c.kvc", id).ok());
+}
+
+// Encrypted chunks are sealed into an aligned window and written with O_DIRECT: 9.5 MiB is ten 1 MiB
+// pieces, so two windows (8 MiB, then the rest with its zero padding) and the header block, none through
+// the page cache; the file authenticates under the key and has the stored size.
+TEST(FileSavePathTest, EncryptedChunksAreWrittenWithODirect) {
+  TempDir tmp;
+  auto watching = std::make_shared<WatchingFs>(Posix(tmp.path()));
+  const std::string key_file = tmp.path() + "/key";
+  {
+    std::FILE* f = std::fopen(key_file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(std::string(64, 'a').c_str(), f);
+    std::fclose(f);
+    ::chmod(key_file.c_str(), 0600);
+  }
+  auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
+  ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
+  const Namespace ns = BigNamespace();
+  const size_t bytes = (19u << 20) / 2;
+  const ChunkId id = ChunkId::Of(ns, KeyNo(ns, 3));
+  const std::vector<std::byte> payload = PayloadFor(KeyNo(ns, 3), bytes);
+  const std::span<const std::byte> src[] = {payload};
+  auto fd = watching->CreateNew("e.kvc", false);
+  ASSERT_TRUE(fd.ok());
+  auto written = internal::WriteChunkBody(*watching, fd->get(), "e.kvc", id, src,
+                                          internal::WriteOptions{.direct = true, .cipher = *cipher});
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(*written, StoredChunkBytes(bytes));
+  EXPECT_EQ(std::filesystem::file_size(tmp.path() + "/e.kvc"), StoredChunkBytes(bytes));
+  const int probe = ::open((tmp.path() + "/probe").c_str(), O_CREAT | O_WRONLY | O_DIRECT, 0600);
+  if (probe < 0) GTEST_SKIP() << "this filesystem refuses O_DIRECT";
+  ::close(probe);
+  EXPECT_EQ(watching->buffered_at.load(), 0u) << "encrypted bytes went through the page cache";
+  EXPECT_EQ(watching->direct_at.load(), 3u);  // two windows and the header
+  EXPECT_TRUE(internal::VerifyChunkFile(*watching, "e.kvc", id, cipher->get()).ok());
+  EXPECT_TRUE(internal::VerifyChunkFile(*watching, "e.kvc", id).status().IsCorruption());  // no key: refused
 }
 
 // The first unlink of a chunk file waits until Release(): a disk (or an NFS server) that is slow to
