@@ -1,13 +1,13 @@
 # kvtier: `make demo` runs the main job, `make test` runs every test. Each installs what it needs:
-# `make build`/`make demo` the build's packages only (scripts/install-deps.sh --demo: no server);
-# `make python` those and Python's (--python); `make test` and the targets below it
+# `make build`/`make demo`/`make deb`/`make install` the build's packages only (scripts/install-deps.sh
+# --demo: no server); `make python` those and Python's (--python); `make test` and the targets below it
 # also the tools and servers the tests start (install-deps.sh).
 BUILD    ?= build
 JOBS     ?= 2
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVTIER_WERROR=ON
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS) --no-tests=error
 
-.PHONY: deps deps-build deps-python configure build demo test python test-asan test-tsan check-locking fuzz fuzz-smoke fuzz-build clean
+.PHONY: deps deps-build deps-python configure build demo deb install test python test-asan test-tsan check-locking fuzz fuzz-smoke fuzz-build clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -28,6 +28,19 @@ build: configure
 demo: configure
 	@cmake --build $(BUILD) -j$(JOBS) --target kvtier_cli
 	@$(BUILD)/src/tools/kvtier demo
+
+# What is installed (cmake/KvtierInstall.cmake): the CLI, libkvtier.so.1, kvtier.h, the CMake package and
+# kvtier.pc. `make install` puts them under PREFIX; `make deb` packs them, under /usr, into
+# $(BUILD)/kvtier_<version>_<arch>.deb (CPack; dependencies from dpkg-shlibdeps).
+PREFIX ?= /usr/local
+install: configure
+	@cmake --build $(BUILD) -j$(JOBS) --target kvtier_cli kvtier_shared
+	@cmake --install $(BUILD) --prefix $(PREFIX)
+
+deb: configure
+	@cmake --build $(BUILD) -j$(JOBS) --target kvtier_cli kvtier_shared
+	@cpack --config $(BUILD)/CPackConfig.cmake -B $(BUILD) >$(BUILD)/cpack.log || { cat $(BUILD)/cpack.log; exit 1; }
+	@ls $(BUILD)/kvtier_*.deb
 
 test: deps build
 	@ctest --test-dir $(BUILD) $(CTEST_FLAGS)
