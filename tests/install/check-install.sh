@@ -71,7 +71,8 @@ run_consumer() {
 step "pkg-config: C and C++ programs"
 pc_env=(env PKG_CONFIG_LIBDIR="$lib/pkgconfig" PKG_CONFIG_PATH= PKG_CONFIG_SYSROOT_DIR="$sysroot"
         PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1)
-read -r -a pc_flags <<<"$("${pc_env[@]}" pkg-config --cflags --libs kvtier)"
+pc_out=$("${pc_env[@]}" pkg-config --cflags --libs kvtier) || fail "pkg-config --cflags --libs kvtier"
+read -r -a pc_flags <<<"$pc_out"
 cc -std=c11 -Wall -Werror "$here/consumer/consumer.c" "${pc_flags[@]}" -o "$tmp/consumer_c"
 c++ -std=c++17 -Wall -Werror "$here/consumer/consumer.cc" "${pc_flags[@]}" -o "$tmp/consumer_cxx"
 run_consumer "pkg-config C" env LD_LIBRARY_PATH="$lib" "$tmp/consumer_c"
