@@ -48,6 +48,8 @@ done
 [ "$(readlink "$lib/libkvtier.so")" = libkvtier.so.1 ] || fail "libkvtier.so does not link to libkvtier.so.1"
 soname=$(objdump -p "$lib/libkvtier.so.1" | awk '$1 == "SONAME" {print $2}')
 [ "$soname" = libkvtier.so.1 ] || fail "SONAME is '$soname', not libkvtier.so.1"
+abi=$(sed -n 's/^#define KVTIER_ABI_VERSION \([0-9]*\)u$/\1/p' "$prefix/include/kvtier/kvtier.h")
+[ "$soname" = "libkvtier.so.$abi" ] || fail "SONAME $soname does not name KVTIER_ABI_VERSION '$abi' of kvtier.h"
 if objdump -p "$lib/libkvtier.so.1" "$prefix/bin/kvtier" | grep -E 'R(UN)?PATH'; then
   fail "an installed binary keeps a build RPATH"
 fi
