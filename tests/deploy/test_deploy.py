@@ -127,6 +127,9 @@ def test_systemd_units_hardened(units):
         s = unit(SYSTEMD / name)
         assert values(s, "Service", "ProtectSystem") == ["strict"], name
         assert values(s, "Service", "User") == ["kvtier"], name
+    serve = unit(SYSTEMD / "kvtier-serve.service")
+    # shm:// pools: the host's /dev/shm, and other users' /proc/<pid>/stat for the holders' liveness.
+    assert not values(serve, "Service", "PrivateDevices") and not values(serve, "Service", "ProtectProc")
     sysusers = (SYSTEMD / "kvtier.sysusers.conf").read_text()
     assert re.search(r"^u kvtier - ", sysusers, re.M), "kvtier.sysusers.conf does not create the user"
 
