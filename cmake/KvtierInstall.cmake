@@ -1,6 +1,7 @@
 # Installation (`cmake --install`) and the Debian package (`make deb`, CPack): the `kvtier` CLI, the C API
 # library libkvtier.so (SONAME libkvtier.so.<ABI>), its header kvtier/kvtier.h, a CMake package
-# (`find_package(kvtier)` -> imported target kvtier::kvtier) and a pkg-config file (kvtier.pc).
+# (`find_package(kvtier)` -> imported target kvtier::kvtier), a pkg-config file (kvtier.pc) and the
+# service files of deploy/ under share/kvtier.
 # Only the C API is installed: the C++ headers of include/kvtier/ declare the layer libraries, which are
 # static and not installed (libkvtier.so exports only kvtier_* symbols), so no installed program could
 # link against them. docs/deploy.md describes the installed layout.
@@ -21,6 +22,9 @@ install(TARGETS kvtier_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS kvtier_shared EXPORT kvtierTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/kvtier/kvtier.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kvtier)
+# The service files of deploy/ as examples to copy (docs/deploy.md): nothing is enabled by installing them.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/deploy/systemd ${PROJECT_SOURCE_DIR}/deploy/kubernetes
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/kvtier)
 
 set(KVTIER_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/kvtier)
 install(EXPORT kvtierTargets NAMESPACE kvtier:: DESTINATION ${KVTIER_CMAKE_DIR})

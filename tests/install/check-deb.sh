@@ -25,7 +25,8 @@ echo "== dpkg-deb --contents"
 listing=$(dpkg-deb --contents "$deb")
 files=$(awk '{print $6}' <<<"$listing")
 for f in ./usr/bin/kvtier ./usr/lib/libkvtier.so ./usr/lib/libkvtier.so.1 ./usr/include/kvtier/kvtier.h \
-         ./usr/lib/pkgconfig/kvtier.pc ./usr/lib/cmake/kvtier/kvtierConfig.cmake; do
+         ./usr/lib/pkgconfig/kvtier.pc ./usr/lib/cmake/kvtier/kvtierConfig.cmake \
+         ./usr/share/kvtier/systemd/kvtier-serve.service ./usr/share/kvtier/kubernetes/kustomization.yaml; do
   grep -qx -- "$f" <<<"$files" || fail "$f is not in the package"
 done
 outside=$(grep -v -e '^\./$' -e '^\./usr/' <<<"$files" || true)

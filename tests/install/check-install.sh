@@ -42,7 +42,8 @@ lib=$prefix/lib
 step "installed files"
 for f in bin/kvtier lib/libkvtier.so lib/libkvtier.so.1 include/kvtier/kvtier.h lib/pkgconfig/kvtier.pc \
          lib/cmake/kvtier/kvtierConfig.cmake lib/cmake/kvtier/kvtierConfigVersion.cmake \
-         lib/cmake/kvtier/kvtierTargets.cmake; do
+         lib/cmake/kvtier/kvtierTargets.cmake share/kvtier/systemd/kvtier-serve.service \
+         share/kvtier/systemd/kvtier-gc@.timer share/kvtier/kubernetes/kustomization.yaml; do
   [ -e "$prefix/$f" ] || fail "$f is not installed"
 done
 [ "$(readlink "$lib/libkvtier.so")" = libkvtier.so.1 ] || fail "libkvtier.so does not link to libkvtier.so.1"
