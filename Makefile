@@ -1,12 +1,13 @@
 # kvtier: `make demo` runs the main job, `make test` runs every test. Each installs what it needs:
-# `make build`/`make demo` the build's packages only (scripts/install-deps.sh --demo: no server);
-# `make test` and the targets below it also the tools and servers the tests start (install-deps.sh).
+# `make build`/`make demo`/`make deb`/`make install` the build's packages only (scripts/install-deps.sh
+# --demo: no server); `make python` those and Python's (--python); `make test` and the targets below it
+# also the tools and servers the tests start (install-deps.sh).
 BUILD    ?= build
 JOBS     ?= 2
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVTIER_WERROR=ON
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS) --no-tests=error
 
-.PHONY: deps deps-build build demo test python test-asan test-tsan check-locking fuzz fuzz-smoke fuzz-build clean
+.PHONY: deps deps-build deps-python configure build demo deb install test python test-asan test-tsan check-locking fuzz fuzz-smoke fuzz-build clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -14,19 +15,40 @@ deps:
 deps-build:
 	@bash scripts/install-deps.sh --demo
 
-build: deps-build
+deps-python:
+	@bash scripts/install-deps.sh --python
+
+configure: deps-build
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+
+build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
 
-demo: build
+# The demo needs the CLI only: the tests and benchmarks are built by `make build` and `make test`.
+demo: configure
+	@cmake --build $(BUILD) -j$(JOBS) --target kvtier_cli
 	@$(BUILD)/src/tools/kvtier demo
+
+# What is installed (cmake/KvtierInstall.cmake): the CLI, libkvtier.so.1, kvtier.h, the CMake package and
+# kvtier.pc. `make install` puts them under PREFIX; `make deb` packs them, under /usr, into
+# $(BUILD)/kvtier_<version>_<arch>.deb (CPack; dependencies from dpkg-shlibdeps).
+PREFIX ?= /usr/local
+install: configure
+	@cmake --build $(BUILD) -j$(JOBS) --target kvtier_cli kvtier_shared
+	@cmake --install $(BUILD) --prefix $(PREFIX)
+
+deb: configure
+	@cmake --build $(BUILD) -j$(JOBS) --target kvtier_cli kvtier_shared
+	@cpack --config $(BUILD)/CPackConfig.cmake -B $(BUILD) >$(BUILD)/cpack.log || { cat $(BUILD)/cpack.log; exit 1; }
+	@ls $(BUILD)/kvtier_*.deb
 
 test: deps build
 	@ctest --test-dir $(BUILD) $(CTEST_FLAGS)
 
 # The Python package (python/kvtier): builds libkvtier.so and puts a copy inside the package (git-ignored),
 # so that `/usr/bin/python3 examples/save_load.py` and `pip install --no-build-isolation ./python` find it.
-python: deps
+# The package needs only the build's packages and Python's (no server, no test tool).
+python: deps-python
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) --target kvtier_shared
 	@cp -f $(BUILD)/src/capi/libkvtier.so python/kvtier/libkvtier.so

@@ -3,7 +3,9 @@
 The library is found in this order:
   1. the path in the environment variable KVTIER_LIBRARY;
   2. libkvtier.so next to this file (copied there by `make python`, shipped by an installed package);
-  3. <repository>/build/src/capi/libkvtier.so (a source checkout built with CMake).
+  3. <repository>/build/src/capi/libkvtier.so (a source checkout built with CMake);
+  4. the installed library, by its SONAME libkvtier.so.<ABI_VERSION> through the dynamic loader (the
+     .deb's /usr/lib, `cmake --install` into a prefix in ld.so.conf, or LD_LIBRARY_PATH).
 It is loaded with ctypes.CDLL, which releases the GIL for the duration of every call, so loads and saves
 of different threads run in parallel. kvtier_abi_version() must equal ABI_VERSION.
 """
@@ -188,6 +190,11 @@ def candidate_paths() -> list[Path]:
     return paths
 
 
+def system_library() -> str:
+    """The installed library's SONAME: the dynamic loader finds it in its own search path."""
+    return f"libkvtier.so.{ABI_VERSION}"
+
+
 def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     for name, (restype, argtypes) in _SIGNATURES.items():
         fn = getattr(lib, name)
@@ -208,9 +215,15 @@ def _open() -> ctypes.CDLL:
             tried.append(f"{path} ({e})")
             continue
         return _check_abi(_bind(lib), path)
+    try:
+        lib = ctypes.CDLL(system_library())
+    except OSError as e:
+        tried.append(f"{system_library()} in the loader's search path ({e})")
+    else:
+        return _check_abi(_bind(lib), Path(system_library()))
     raise KvtierError(Status.NOT_FOUND,
-                      "libkvtier.so not found; run `make python` or set KVTIER_LIBRARY. Tried: "
-                      + "; ".join(tried))
+                      "libkvtier.so not found; install kvtier, run `make python` or set KVTIER_LIBRARY. "
+                      "Tried: " + "; ".join(tried))
 
 
 def _check_abi(lib: ctypes.CDLL, path: Path) -> ctypes.CDLL:
