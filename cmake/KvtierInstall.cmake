@@ -14,9 +14,6 @@ get_target_property(KVTIER_SOVERSION kvtier_shared SOVERSION)
 set_target_properties(kvtier_shared PROPERTIES
   VERSION ${KVTIER_SOVERSION}.${PROJECT_VERSION_MINOR}.${PROJECT_VERSION_PATCH}
   EXPORT_NAME kvtier)
-# src/capi gives the header directory as a source path; an installed target gets the installed one.
-set_property(TARGET kvtier_shared PROPERTY INTERFACE_INCLUDE_DIRECTORIES
-  "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>" "$<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>")
 
 install(TARGETS kvtier_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS kvtier_shared EXPORT kvtierTargets
