@@ -7,7 +7,9 @@
 // in the order layer 0 K, layer 0 V, layer 1 K, ...
 //
 // Load: Store::Load reads and verifies a batch of chunks into pinned host staging (the bytes are
-// checked on the host before any reaches the GPU), then one bulk host->GPU copy per chunk (per chunk and
+// checked on the host before any reaches the GPU) -- or, for a chunk a tier lends (Store::Borrow,
+// verified) from page-locked memory (PinStoreHostMemory), nothing is staged and the copy reads it in
+// place -- then one bulk host->GPU copy per chunk (per chunk and
 // layer group when the load is layer-wise) lands them in device staging on the transfer's stream and
 // one scatter kernel per batch (and layer group) moves the rows into the blocks. While the GPU copies a
 // batch, host threads read and verify the next ones (several batches at once, queued in order). A
@@ -82,6 +84,22 @@ class PinnedRegistration {
   void* ptr_;
 };
 
+// This process's page-locking of the host memory a Store's tiers lend chunks from (Tier::HostRegions: a
+// shm:// pool's whole mapping). Each region is registered once per process, however many holders (the
+// driver refuses a second registration of the same pages); the last holder unregisters it.
+class HostMemoryPins {
+ public:
+  virtual ~HostMemoryPins() = default;
+  virtual size_t regions() const = 0;  // regions this holder keeps registered
+};
+
+// Page-locks the regions `store`'s tiers offer, with `device` current, so that GpuTransfer loads copy
+// chunks lent from them straight to the GPU (no staging copy). Hold the result while loading and destroy
+// it before the Store. A Store whose tiers offer nothing gets a holder of no regions. NotSupported
+// without CUDA or a device; the driver's refusal of a region as IOError (then nothing new stays
+// registered).
+Result<std::unique_ptr<HostMemoryPins>> PinStoreHostMemory(Store& store, int device = 0);
+
 // The engine's paged KV cache: where its per-layer K and V tensors are. kvtier never frees them.
 struct PagedKvCache {
   int device = 0;
@@ -105,7 +123,9 @@ struct GpuTransferOptions {
   uint32_t layer_groups = 1;
 };
 
-// The GPU side of one Load: per layer group, whether its bytes have landed in the blocks.
+// The GPU side of one Load: per layer group, whether its bytes have landed in the blocks. It holds the
+// chunks the load copies in place from a tier until Wait() returns or it is destroyed (which waits):
+// destroy it before the Store.
 class GpuLoad {
  public:
   virtual ~GpuLoad() = default;

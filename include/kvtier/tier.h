@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvtier/borrowed_chunk.h"
 #include "kvtier/host_allocator.h"
@@ -148,6 +149,11 @@ class Tier {
   // (kvtier/borrowed_chunk.h). NotFound on a miss; Corruption when it fails verification (removed);
   // NotSupported (the default) where chunks do not live in this process's memory.
   virtual Result<BorrowedChunk> Borrow(const ChunkId& id);
+
+  // The long-lived host memory Borrow's views lie in, valid while the tier is open, which a GPU process
+  // may page-lock once (PinStoreHostMemory, kvtier/gpu.h) so that GPU loads copy borrowed chunks straight
+  // from it. Empty (the default) where the tier lends nothing or its memory is pinned another way.
+  virtual std::vector<std::span<std::byte>> HostRegions();
 
   // Removes a chunk; OK if it was not there.
   virtual Status Remove(const ChunkId& id) = 0;

@@ -28,6 +28,8 @@ Result<BorrowedChunk> Tier::Borrow(const ChunkId&) {
   return Status::NotSupported(url() + " does not lend chunks in place");
 }
 
+std::vector<std::span<std::byte>> Tier::HostRegions() { return {}; }
+
 Status Tier::DescribeNamespace(const Digest&, std::string_view) { return Status::OK(); }
 
 Result<std::string> Tier::NamespaceDescription(const Digest& ns) {

@@ -33,9 +33,35 @@ Status CheckNotCapturing(cudaStream_t stream, const char* fn) {
   return Status::OK();
 }
 
+// Chunks lent by a tier are copied to the GPU straight from the tier's memory when every byte of them
+// lies in page-locked memory (PinStoreHostMemory, or a tier allocated with PinnedHostAllocator) in a few
+// runs; otherwise they are read into the pinned staging like any other chunk.
+constexpr size_t kMaxLentRuns = 8;
+
+bool PinnedByte(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // an unknown pointer is not an error of the transfer
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
+bool CopyableInPlace(const BorrowedChunk& b, uint64_t chunk_bytes) {
+  if (b.size() != chunk_bytes || b.pieces().size() > kMaxLentRuns) return false;
+  for (const auto& p : b.pieces()) {
+    if (!p.empty() && !(PinnedByte(p.data()) && PinnedByte(p.data() + p.size() - 1))) return false;
+  }
+  return true;
+}
+
 class CudaLoad final : public GpuLoad {
  public:
   CudaLoad(int device, std::vector<Event> events) : device_(device), events_(std::move(events)) {}
+  // Lent chunks go back to their tier once the GPU has copied them.
+  ~CudaLoad() override {
+    if (!lent_.empty()) (void)Wait();
+  }
 
   size_t chunks() const override { return chunks_; }
   uint32_t layer_groups() const override { return static_cast<uint32_t>(events_.size()); }
@@ -71,11 +97,17 @@ class CudaLoad final : public GpuLoad {
 
   Status Wait() override {
     for (uint32_t g = 0; g < layer_groups(); ++g) KVTIER_RETURN_IF_ERROR(WaitLayerGroup(g));
+    lent_.clear();  // every copy from them has finished
     return Status::OK();
   }
 
   cudaEvent_t event(uint32_t group) const { return events_[group].get(); }
   void set_chunks(size_t n) { chunks_ = n; }
+  // Keeps chunks lent for this load until its copies have finished (calling thread only).
+  void Keep(std::vector<BorrowedChunk>& lent) {
+    for (BorrowedChunk& b : lent) lent_.push_back(std::move(b));
+    lent.clear();
+  }
 
  private:
   Status CheckGroup(uint32_t group) const {
@@ -89,6 +121,7 @@ class CudaLoad final : public GpuLoad {
   const int device_;
   std::vector<Event> events_;
   size_t chunks_ = 0;
+  std::vector<BorrowedChunk> lent_;
 };
 
 // One pinned staging buffer with its run list; `done` fires after the GPU's last use of both. Every
@@ -97,6 +130,10 @@ class CudaLoad final : public GpuLoad {
 struct Slot {
   PinnedBuffer host;
   PinnedBuffer runs_host;
+  // Per chunk of the batch read into it: where its bytes lie on the host (a lent chunk's runs in its
+  // tier, or its place in `host`), and the chunks lent, handed to the load before they are queued.
+  std::vector<std::vector<std::span<const std::byte>>> src;
+  std::vector<BorrowedChunk> lent;
   std::vector<size_t> group_end;  // end of each layer group's runs in runs_host (calling thread only)
   Event done;
   // Set on the calling thread once the slot's last GPU work is queued; cleared by whoever waits (a host
@@ -177,7 +214,10 @@ class CudaTransfer final : public GpuTransfer {
   // caller's blocks or reads a staging slot), so every slot is free; returns `err`.
   Status Drain(Status err) {
     (void)cudaStreamSynchronize(stream_.get());
-    for (uint32_t i = 0; i < slot_count_; ++i) slots_[i].busy.store(false, std::memory_order_release);
+    for (uint32_t i = 0; i < slot_count_; ++i) {
+      slots_[i].lent.clear();
+      slots_[i].busy.store(false, std::memory_order_release);
+    }
     return err;
   }
 
@@ -236,12 +276,13 @@ class CudaTransfer final : public GpuTransfer {
   Status QueueLoadGroup(const Slot& s, uint32_t g, uint32_t count);
   // Loads with one layer group: batches queued as they are read (host reads overlap the GPU).
   Result<size_t> LoadPipelined(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
-                               std::span<const uint32_t> table);
+                               std::span<const uint32_t> table, CudaLoad& load);
   // Layer-wise loads: waves of up to slot_count_ batches are read, then queued group-major; group g's
   // event is recorded after group g of every wave.
   Result<size_t> LoadWaves(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
-                           std::span<const uint32_t> table, const CudaLoad& load);
-  // On a reader thread: waits until the GPU has left the slot, then reads and verifies into it.
+                           std::span<const uint32_t> table, CudaLoad& load);
+  // On a reader thread: waits until the GPU has left the slot, then borrows the leading chunks that can
+  // be copied in place and reads and verifies the rest into it.
   Result<size_t> ReadBatch(Store& store, const Namespace& ns, std::span<const ChunkKey> keys, Slot& s);
   // Queues the gather and the GPU->host copies of a batch to save.
   Status EnqueueSave(Slot& s, std::span<const uint32_t> table, uint64_t first, uint32_t count);
@@ -273,10 +314,17 @@ Status CudaTransfer::QueueLoadGroup(const Slot& s, uint32_t g, uint32_t count) {
   const uint64_t chunk = layout_.BytesPerChunk();
   const LayerRange r = LayerGroup(layout_.layers, groups_, g);
   const uint64_t off = geometry_.LayersOffset(r.begin), bytes = geometry_.LayersBytes(r.begin, r.end);
-  for (uint32_t c = 0; c < count; ++c) {  // one bulk copy per chunk (and layer group)
-    KVTIER_CUDA_RETURN(cudaMemcpyAsync(dev_.data() + c * chunk + off, s.host.data() + c * chunk + off, bytes,
-                                       cudaMemcpyHostToDevice, stream_.get()),
-                       "host->GPU copy");
+  for (uint32_t c = 0; c < count; ++c) {  // one bulk copy per chunk (and layer group), per run of a lent one
+    uint64_t at = 0;  // offset of the run in the chunk
+    for (const auto& run : s.src[c]) {
+      const uint64_t lo = std::max(at, off), hi = std::min(at + run.size(), off + bytes);
+      if (lo < hi) {
+        KVTIER_CUDA_RETURN(cudaMemcpyAsync(dev_.data() + c * chunk + lo, run.data() + (lo - at), hi - lo,
+                                           cudaMemcpyHostToDevice, stream_.get()),
+                           "host->GPU copy");
+      }
+      at += run.size();
+    }
   }
   return UploadAndLaunch(s, g == 0 ? 0 : s.group_end[g - 1], s.group_end[g]);
 }
@@ -285,23 +333,36 @@ Result<size_t> CudaTransfer::ReadBatch(Store& store, const Namespace& ns, std::s
                                        Slot& s) {
   KVTIER_RETURN_IF_ERROR(WaitSlot(s));
   const uint64_t chunk = layout_.BytesPerChunk();
-  std::vector<std::span<std::byte>> pieces(keys.size());
-  std::vector<ScatterList> dsts(keys.size());
-  for (size_t c = 0; c < keys.size(); ++c) {
-    pieces[c] = {s.host.data() + c * chunk, chunk};
-    dsts[c] = ScatterList(&pieces[c], 1);
+  s.src.assign(keys.size(), {});
+  s.lent.clear();
+  size_t lent = 0;
+  for (; lent < keys.size(); ++lent) {
+    Result<BorrowedChunk> b = store.Borrow(ns, keys[lent]);  // verified; released again when not usable
+    if (!b.ok() || !CopyableInPlace(*b, chunk)) break;
+    s.src[lent].assign(b->pieces().begin(), b->pieces().end());
+    s.lent.push_back(std::move(*b));
   }
-  return store.Load(ns, keys, dsts);
+  if (lent == keys.size()) return lent;
+  std::vector<std::span<std::byte>> pieces(keys.size() - lent);
+  std::vector<ScatterList> dsts(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    pieces[i] = {s.host.data() + (lent + i) * chunk, chunk};
+    dsts[i] = ScatterList(&pieces[i], 1);
+  }
+  KVTIER_ASSIGN_OR_RETURN(const size_t loaded, store.Load(ns, keys.subspan(lent), dsts));
+  for (size_t c = lent; c < lent + loaded; ++c) s.src[c] = {{s.host.data() + c * chunk, chunk}};
+  return lent + loaded;
 }
 
 Result<size_t> CudaTransfer::LoadPipelined(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
-                                           std::span<const uint32_t> table) {
+                                           std::span<const uint32_t> table, CudaLoad& load) {
   auto read = [&](size_t, uint32_t slot, size_t first, uint32_t count) {
     return ReadBatch(store, ns, keys.subspan(first, count), slots_[slot]);
   };
   // On this thread, in batch order: queue the batch's copies and kernel.
   auto consume = [&](size_t, uint32_t slot, size_t first, uint32_t, uint32_t loaded) -> Status {
     Slot& s = slots_[slot];
+    load.Keep(s.lent);
     KVTIER_RETURN_IF_ERROR(PlanBatch(s, table, first, loaded, RunDirection::kToBlocks, groups_));
     for (uint32_t g = 0; g < groups_; ++g) KVTIER_RETURN_IF_ERROR(QueueLoadGroup(s, g, loaded));
     return MarkQueued(s);
@@ -310,7 +371,7 @@ Result<size_t> CudaTransfer::LoadPipelined(Store& store, const Namespace& ns, st
 }
 
 Result<size_t> CudaTransfer::LoadWaves(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
-                                       std::span<const uint32_t> table, const CudaLoad& load) {
+                                       std::span<const uint32_t> table, CudaLoad& load) {
   const size_t wave = size_t{batch_} * slot_count_;
   size_t total = 0;
   for (size_t w0 = 0; w0 < keys.size(); w0 += wave) {
@@ -322,6 +383,7 @@ Result<size_t> CudaTransfer::LoadWaves(Store& store, const Namespace& ns, std::s
     // Every batch of a wave has its own slot, so planning here and queueing after the wave is read
     // never lets a read refill a slot the GPU has not copied yet.
     auto consume = [&](size_t, uint32_t slot, size_t first, uint32_t, uint32_t loaded) -> Status {
+      load.Keep(slots_[slot].lent);
       KVTIER_RETURN_IF_ERROR(PlanBatch(slots_[slot], table, w0 + first, loaded, RunDirection::kToBlocks, groups_));
       staged.emplace_back(slot, loaded);
       return Status::OK();
@@ -353,8 +415,10 @@ Result<std::unique_ptr<GpuLoad>> CudaTransfer::Load(Store& store, const Namespac
   auto load = std::make_unique<CudaLoad>(device_, std::move(events));
   KVTIER_RETURN_IF_ERROR(WaitForStream(after_stream, "GpuTransfer::Load"));
   Result<size_t> loaded = groups_ > 1 ? LoadWaves(store, ns, keys, block_table, *load)
-                                      : LoadPipelined(store, ns, keys, block_table);
+                                      : LoadPipelined(store, ns, keys, block_table, *load);
   if (!loaded.ok()) return Drain(loaded.status());
+  // Batches read past a miss were never queued: what they borrowed goes back now.
+  for (uint32_t i = 0; i < slot_count_; ++i) slots_[i].lent.clear();
   if (groups_ == 1 || *loaded == 0) {  // the events fire after everything queued
     for (uint32_t g = 0; g < groups_; ++g) {
       if (cudaError_t err = cudaEventRecord(load->event(g), stream_.get()); err != cudaSuccess) {

@@ -4,7 +4,6 @@
 
 #include "core/thread_annotations.h"
 #include "kvtier/gpu.h"
-#include "tiers/shm/shm_tier.h"
 
 namespace kvtier::internal {
 namespace {
@@ -52,7 +51,7 @@ class Registry {
 std::vector<std::span<std::byte>> StoreHostRegions(Store& store) {
   std::vector<std::span<std::byte>> out;
   for (size_t i = 0; i < store.tier_count(); ++i) {
-    for (const auto& r : ShmHostRegions(store.tier(i))) out.push_back(r);
+    for (const auto& r : store.tier(i).HostRegions()) out.push_back(r);
   }
   return out;
 }
@@ -71,3 +70,14 @@ Result<std::unique_ptr<HostRegionPins>> PinHostRegions(std::span<const std::span
 }
 
 }  // namespace kvtier::internal
+
+namespace kvtier {
+
+Result<std::unique_ptr<HostMemoryPins>> PinStoreHostMemory(Store& store, int device) {
+  KVTIER_RETURN_IF_ERROR(GpuAvailable(device));
+  const std::vector<std::span<std::byte>> regions = internal::StoreHostRegions(store);
+  KVTIER_ASSIGN_OR_RETURN(auto pins, internal::PinHostRegions(regions, device));
+  return std::unique_ptr<HostMemoryPins>(std::move(pins));
+}
+
+}  // namespace kvtier

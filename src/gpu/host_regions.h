@@ -1,7 +1,8 @@
-// Page-locking the host memory a Store's tiers serve chunks from, once per process: a shm:// pool's
-// mapping (internal::ShmHostRegions) is registered with cudaHostRegister by the first caller of this
-// process and shared by every later one, so copies between it and a GPU run at pinned speed without a
-// second registration of the same pages (which the driver refuses).
+// Page-locking the host memory a Store's tiers lend chunks from, once per process: each region a tier
+// offers (Tier::HostRegions, e.g. a shm:// pool's mapping) is registered with cudaHostRegister by the
+// first caller of this process and shared by every later one, so copies between it and a GPU run at
+// pinned speed without a second registration of the same pages (which the driver refuses). The public
+// face is PinStoreHostMemory (kvtier/gpu.h).
 //
 // Thread-safety: every function may be called from any thread.
 #pragma once
@@ -12,22 +13,23 @@
 #include <vector>
 
 #include "kvtier/status.h"
+#include "kvtier/gpu.h"
 #include "kvtier/store.h"
 
 namespace kvtier::internal {
 
-// The long-lived host regions of `store`'s tiers, in tier order (see ShmHostRegions for which).
+// The long-lived host regions of `store`'s tiers (Tier::HostRegions), in tier order.
 std::vector<std::span<std::byte>> StoreHostRegions(Store& store);
 
 // Holds this process's registration of some regions; the last holder of a region unregisters it.
 // REQUIRES: released before the tiers whose memory it pins are closed.
-class HostRegionPins {
+class HostRegionPins final : public HostMemoryPins {
  public:
   HostRegionPins() = default;
-  ~HostRegionPins();
+  ~HostRegionPins() override;
   HostRegionPins(const HostRegionPins&) = delete;
   HostRegionPins& operator=(const HostRegionPins&) = delete;
-  size_t regions() const { return held_.size(); }
+  size_t regions() const override { return held_.size(); }
 
  private:
   friend Result<std::unique_ptr<HostRegionPins>> PinHostRegions(std::span<const std::span<std::byte>>, int);

@@ -43,11 +43,15 @@ TEST(GpuApiTest, StoreOffersItsShmMappingForPinning) {
   ASSERT_EQ(regions.size(), 1u) << "the shm:// mapping only";
   EXPECT_EQ(regions[0].size(), std::filesystem::file_size(dir.path() + "/kvtier-shm-gpuhook"));
   auto pins = internal::PinHostRegions(regions, 0);
+  auto store_pins = PinStoreHostMemory(**store, 0);  // the public face of the same hook
   if (!GpuAvailable(0).ok()) {
     EXPECT_EQ(pins.status().code(), Code::kNotSupported) << pins.status().ToString();
+    EXPECT_EQ(store_pins.status().code(), Code::kNotSupported) << store_pins.status().ToString();
     std::printf("no usable GPU here: the registration answers %s\n", pins.status().ToString().c_str());
   } else {
     EXPECT_TRUE(pins.ok()) << pins.status().ToString();
+    ASSERT_TRUE(store_pins.ok()) << store_pins.status().ToString();
+    EXPECT_EQ((*store_pins)->regions(), 1u);
   }
 }
 

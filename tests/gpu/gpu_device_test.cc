@@ -435,6 +435,45 @@ TEST(GpuDeviceTest, FileTierRoundTrip) {
   EXPECT_TRUE(dc.Get(table_b, n).value() == data) << "bytes differ after GPU -> file:// -> GPU";
 }
 
+// Zero-copy loads from a shm:// pool pinned once (PinStoreHostMemory): chunks are copied to the GPU
+// straight from the arena (StoreStats::borrows counts them, Store::Load does not), byte for byte.
+TEST(GpuDeviceTest, ShmPoolPinnedOnceLoadsInPlace) {
+  SKIP_WITHOUT_GPU();
+  const Layout layout{8, 2, 64, DType::kBF16, 256};  // 1 MiB chunks
+  const uint32_t n = 9;
+  DeviceCache dc(layout, 160, 32);
+  ASSERT_TRUE(dc.status().ok()) << dc.status().ToString();
+  kvtier::testing::TempDir dir;
+  StoreOptions so;
+  so.tiers = {"shm://gpuzero?dir=" + dir.path() + "&capacity=64MiB"};
+  auto store = Store::Open(so);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto pins = PinStoreHostMemory(**store, 0);
+  ASSERT_TRUE(pins.ok()) << pins.status().ToString();
+  EXPECT_EQ((*pins)->regions(), 1u);
+  auto ns = Namespace::Make("test/gpu", layout, "t").value();
+  const auto keys = Keys(ns, n, 41);
+  const auto data = RandomBytes(n * layout.BytesPerChunk(), 10);
+  const auto table = ShuffledTable(160, n * 8, 9);
+  ASSERT_TRUE(SaveHost(**store, ns, keys, data).ok());
+  ASSERT_TRUE(dc.Clear(0x22).ok());
+  GpuTransferOptions opt;
+  opt.staging_bytes = 2 * layout.BytesPerChunk();
+  opt.layer_groups = 2;
+  auto t = GpuTransfer::Open(layout, dc.cache(), opt).value();
+  const StoreStats before = (*store)->Stats();
+  {
+    auto load = t->Load(**store, ns, keys, table);
+    ASSERT_TRUE(load.ok()) << load.status().ToString();
+    EXPECT_EQ((*load)->chunks(), n);
+    ASSERT_TRUE((*load)->Wait().ok());
+  }
+  const StoreStats after = (*store)->Stats();
+  EXPECT_EQ(after.borrows - before.borrows, n) << "chunks were not copied from the arena in place";
+  EXPECT_EQ(after.load_chunks, before.load_chunks) << "no chunk went through the staging copy";
+  EXPECT_TRUE(dc.Get(table, n).value() == data) << "bytes differ after shm:// (pinned) -> GPU";
+}
+
 // A load given the engine's stream waits for the work queued there: a fill of the same blocks that is
 // still pending (behind a 300 ms host function) when Load is called lands first, and the load's bytes
 // are what remains. Without the dependency the fill would overwrite the loaded blocks.

@@ -155,6 +155,10 @@ class ShmTier final : public Tier {
   // A verified view straight out of the arena, pinned until released. An encrypted pool holds only
   // ciphertext there: its chunks are lent as a private copy, opened and authenticated (BorrowOpened).
   Result<BorrowedChunk> Borrow(const ChunkId& id) override;
+  std::vector<std::span<std::byte>> HostRegions() override {
+    if (pool_->read_only() || sealed()) return {};
+    return {pool_->mapping()};
+  }
   Status Remove(const ChunkId& id) override;
   Status List(const std::function<bool(const ChunkInfo&)>& fn) override;
   Status Check(const ChunkInfo& info) override;
@@ -783,12 +787,6 @@ Result<std::vector<NamespaceUsage>> ShmNamespaceUsage(Tier& tier) {
   std::vector<NamespaceUsage> out;
   for (const auto& [ns, u] : by_ns) out.push_back(u);
   return out;
-}
-
-std::vector<std::span<std::byte>> ShmHostRegions(Tier& tier) {
-  auto* t = dynamic_cast<ShmTier*>(&tier);
-  if (t == nullptr || t->pool().read_only() || t->sealed()) return {};
-  return {t->pool().mapping()};
 }
 
 Result<ShmAudit> AuditShmTier(Tier& tier, bool reclaim) {

@@ -29,12 +29,9 @@ Status CorruptShmChunkForTesting(Tier& tier, const ChunkId& id, bool forge_sums 
 // slots whose state did not change while it read them. InvalidArgument for a tier that is not shm://.
 Result<std::vector<NamespaceUsage>> ShmNamespaceUsage(Tier& tier);
 
-// The long-lived host memory this tier serves chunks from, which a GPU process may page-lock once
-// (src/gpu/host_regions.h): the whole mapping of a writable opener of a plain pool, where Borrow's views
-// and every read's source lie, valid while the tier is open. None for a read-only opener (its mapping is
-// PROT_READ), for an encrypted pool (the arena holds ciphertext; Borrow lends opened copies), or for a
-// tier that is not shm://.
-std::vector<std::span<std::byte>> ShmHostRegions(Tier& tier);
+// Tier::HostRegions of shm://: the whole mapping of a writable opener of a plain pool, where Borrow's
+// views and every read's source lie. None for a read-only opener (its mapping is PROT_READ) or an
+// encrypted pool (the arena holds ciphertext; Borrow lends opened copies).
 
 // For tests and `kvtier shm list`: a consistency audit of the pool under its lock (which it takes,
 // repairing first where a dead process held it).

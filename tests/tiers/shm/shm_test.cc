@@ -610,7 +610,7 @@ TEST_F(ShmTest, HostRegionsOfferedForPinning) {
   auto tier = Open(Url("pinme"));
   ASSERT_NE(tier, nullptr);
   ASSERT_TRUE(PutChunk(*tier, 1).ok());
-  const auto regions = internal::ShmHostRegions(*tier);
+  const auto regions = tier->HostRegions();
   ASSERT_EQ(regions.size(), 1u);
   EXPECT_EQ(regions[0].size(), std::filesystem::file_size(PoolPath("pinme")));
   auto b = tier->Borrow(IdOf(1));
@@ -622,13 +622,13 @@ TEST_F(ShmTest, HostRegionsOfferedForPinning) {
   b->Release();
   auto ro = Open(Url("pinme"), /*read_only=*/true);
   ASSERT_NE(ro, nullptr);
-  EXPECT_TRUE(internal::ShmHostRegions(*ro).empty()) << "a PROT_READ mapping is not offered";
+  EXPECT_TRUE(ro->HostRegions().empty()) << "a PROT_READ mapping is not offered";
   auto sealed = Open(Url("pinsealed") + "&key_file=" + KeyFile(4));
   ASSERT_NE(sealed, nullptr);
-  EXPECT_TRUE(internal::ShmHostRegions(*sealed).empty()) << "an encrypted arena holds only ciphertext";
+  EXPECT_TRUE(sealed->HostRegions().empty()) << "an encrypted arena holds only ciphertext";
   auto mem = OpenTier("mem://?capacity=1MiB");
   ASSERT_TRUE(mem.ok());
-  EXPECT_TRUE(internal::ShmHostRegions(**mem).empty());
+  EXPECT_TRUE((*mem)->HostRegions().empty());
 }
 
 TEST(ShmDefaultDir, PoolUnderDevShmIsRemovedByTheTest) {
