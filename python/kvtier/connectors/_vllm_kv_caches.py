@@ -112,4 +112,5 @@ def paged_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, layout: str = 
     return PagedCache(np.array([r[0] for r in regions], dtype=np.uint64),
                       np.array([r[1] for r in regions], dtype=np.uint64),
                       np.array([r[2] for r in regions], dtype=np.uint64),
-                      blocks.pop(), spec.block_size, row, keepalive=dict(kv_caches))
+                      blocks.pop(), spec.block_size, row, keepalive=dict(kv_caches),
+                      layer_names=tuple(names))

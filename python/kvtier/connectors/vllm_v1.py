@@ -36,9 +36,13 @@ Worker side (one per TP rank):
   ``[num_blocks, block_size, kv_heads, head_dim]``. Anything else (MLA's ``[num_blocks, block_size,
   latent]``, an HND stride order, a cross-layer cache) is refused with ValueError.
 - ``start_load_kv`` starts one kvtier load per request over its block table (kvtier copies verified
-  chunk bytes straight into the blocks); ``wait_for_layer_load`` waits for the synchronous loads.
-  On host memory a chunk is verified whole, so every layer of it lands at once: the first layer's
-  wait waits for the loads, the others return at once.
+  chunk bytes straight into the blocks); ``wait_for_layer_load(layer)`` waits, for each synchronous
+  load, only until that layer's bytes of every chunk are verified and in the blocks
+  (``Handle.wait_bytes``: a chunk holds layer 0 K, layer 0 V, layer 1 K, ...; file:// and fs://
+  report each verified piece of the chunk format, mem:// each copied slice, other tiers whole
+  chunks), so layer 0's attention runs while later layers are still being read. A chunk that fails
+  after its first layers landed is zeroed and reported with the load errors like any other: the
+  step's output for those tokens is dropped and they are recomputed.
 - ``save_kv_layer`` does nothing per layer (a chunk holds every layer); ``wait_for_save`` starts
   one background kvtier save per request and returns without waiting for storage.
 - ``get_finished`` reports asynchronous loads that are done (``finished_recving``, also for a
@@ -264,6 +268,7 @@ class KvtierConnectorCore:
         self._pending_loads: list[LoadSpec] = []
         # worker state
         self._cache: Optional[PagedCache] = None
+        self._layer_index: dict[str, int] = {}
         self._ops: list[_Op] = []
         self._sync_loads: list[_Op] = []
         self._load_errors: set[int] = set()
@@ -408,6 +413,7 @@ class KvtierConnectorCore:
 
     def register_kv_caches(self, kv_caches: Mapping[str, Any]) -> None:
         self._cache = paged_cache_of(kv_caches, self._spec, self._extra.get("kv_cache_layout", "auto"))
+        self._layer_index = {name: i for i, name in enumerate(self._cache.layer_names)}
 
     def _keys(self, tokens: Sequence[int]) -> list:
         return self.namespace.chunk_keys(tokens)
@@ -440,8 +446,23 @@ class KvtierConnectorCore:
                 self._sync_loads.append(op)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
-        while self._sync_loads:
-            self._finish(self._sync_loads.pop())
+        """Returns once ``layer_name``'s bytes of every synchronous load have landed (or the load
+        ended); a name that is not a registered layer waits for the whole loads and accounts for them.
+        Whether a chunk finally loaded is decided when the load ends (wait_for_save)."""
+        index = self._layer_index.get(layer_name)
+        if index is None or self._cache is None:
+            while self._sync_loads:
+                self._finish(self._sync_loads.pop())
+            return
+        need = self._cache.layer_end(index, self._chunk_tokens)
+        for op in self._sync_loads:
+            if op.handle is None:
+                continue
+            try:
+                op.handle.wait_bytes(need)
+            except kvtier.KvtierError as e:  # accounted for when the load is finished
+                logger.warning("KvtierConnector: waiting for layer %s of %s failed: %s", layer_name,
+                               op.req_id, e)
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any, **kwargs: Any) -> None:
         return None  # a chunk holds every layer: saved whole in wait_for_save
