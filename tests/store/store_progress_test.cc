@@ -232,6 +232,28 @@ TEST(StoreProgressTiers, MemReportsSlicesInOrder) {
   EXPECT_TRUE(out == data);
 }
 
+// A shm:// pool verifies each 1 MiB piece against its checksum as it copies it, and reports it.
+TEST(StoreProgressTiers, ShmReportsVerifiedPieces) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const Layout layout{2, 8, 128, DType::kBF16, 256};  // 2 MiB chunks: 2 pieces
+  const Namespace ns = *Namespace::Make("test/progress", layout, "");
+  auto store = Store::Open(OneTier("shm://progress?capacity=8MiB&threads=1&dir=" + dir.path()));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const std::vector<uint32_t> tokens(256, 5);
+  const auto keys = ComputeChunkKeys(ns, tokens);
+  std::vector<std::byte> data(layout.BytesPerChunk(), std::byte{4}), out(data.size());
+  std::span<const std::byte> src(data);
+  ASSERT_TRUE((*store)->Save(ns, keys, std::vector<GatherList>{GatherList(&src, 1)}).ok());
+  std::span<std::byte> dst(out);
+  Recorder rec(1);
+  auto n = (*store)->LoadWithProgress(ns, keys, std::vector<ScatterList>{ScatterList(&dst, 1)}, &rec);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1u);
+  EXPECT_EQ(rec.calls(0), (std::vector<uint64_t>{1 << 20, 2 << 20}));
+  EXPECT_TRUE(out == data);
+}
+
 // file:// verifies each 1 MiB piece of the chunk format as it lands and reports it; a flipped byte in
 // the last piece fails the chunk after its first piece was reported, and the load ends there.
 TEST(StoreProgressTiers, FileReportsVerifiedPiecesAndACorruptLastPieceFailsTheChunk) {

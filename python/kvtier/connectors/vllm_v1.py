@@ -24,9 +24,10 @@ Scheduler side (one process):
   kvtier stopped reading or writing its blocks.
 - The connectors of one process share one Store per configuration (with TP 1 vLLM runs the
   scheduler and the worker in one process: every tier shows the scheduler the worker's saves at
-  once). Across processes (TP > 1), a tier whose index is the shared directory (``fs://``) shows
-  the scheduler what the workers saved while the engine runs; a ``file://`` tier's index is per
-  process (hits after a restart), ``mem://`` per process.
+  once). Across processes (TP > 1), a tier every process shares shows the scheduler what the workers
+  saved while the engine runs: ``shm://`` as the first tier on one host (every rank and the
+  scheduler map one pool), ``fs://`` across hosts; a ``file://`` tier's index is per process (hits
+  after a restart), ``mem://`` per process.
 
 Worker side (one per TP rank):
 

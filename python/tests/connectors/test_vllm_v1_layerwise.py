@@ -72,8 +72,10 @@ class GatedHandle:
         return getattr(self._h, name)
 
 
-def test_layer_waits_ask_for_that_layers_bytes_and_layer0_is_usable_first(file_tier, monkeypatch):
-    url, _ = file_tier
+@pytest.mark.parametrize("kind", ["file", "shm"])
+def test_layer_waits_ask_for_that_layers_bytes_and_layer0_is_usable_first(kind, file_tier, tmp_path,
+                                                                          monkeypatch):
+    url = file_tier[0] if kind == "file" else f"shm://layerwise?dir={tmp_path}&capacity=32MiB"
     tokens = prompt(1, 2 * CHUNK + 1)
     saved(url, tokens)
     eng = engine(url)
