@@ -140,3 +140,17 @@ def test_cuda_caches_reload_equals_recompute(file_tier):
     second.worker.shutdown()
     second.sched.shutdown()
     first.sched.shutdown()
+
+
+def test_connector_run_of_gpu_e2e_smoke_on_cpu(tmp_path):
+    """scripts/gpu-e2e.sh's connector step (python/gpu_e2e/connector_run.py) on the host path: the
+    same logic as on a GPU, a tiny model: loaded through the connector, tokens equal to recompute."""
+    import json
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))   # python/: gpu_e2e
+    from gpu_e2e import connector_run
+    out = tmp_path / "connector.json"
+    assert connector_run.main(["--out", str(out), "--dir", str(tmp_path / "scratch"), "--device", "cpu",
+                               "--small", "--contexts", "64", "--chunk-tokens", "32", "--decode", "4"]) == 0
+    result = json.loads(out.read_text())
+    assert result["complete"] and [lv["tier"] for lv in result["levels"]] == ["mem", "file"]
+    assert all(lv["tokens_equal"] and lv["loaded_chunks"] == 2 for lv in result["levels"])
