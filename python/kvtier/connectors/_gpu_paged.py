@@ -23,6 +23,7 @@ Nothing here imports torch or needs a GPU: the tensors are read through their ``
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
@@ -32,6 +33,8 @@ from ._vllm_kv_caches import _TORCH_DTYPES, _layer_order
 
 if TYPE_CHECKING:
     from .vllm_v1 import ModelSpec
+
+logger = logging.getLogger(__name__)
 
 
 def is_cuda(t: Any) -> bool:
@@ -156,8 +159,15 @@ class GpuWorker:
         return done, np.concatenate([skipped, rest[rest >= 0]])
 
     def wait_layer(self, index: int) -> None:
-        if self._loaded_this_step:
-            self._transfer.stream_wait_layers(layer_group(index, self._layers, self.groups), _current_stream())
+        if not self._loaded_this_step:
+            return
+        group = layer_group(index, self._layers, self.groups)
+        try:
+            self._transfer.stream_wait_layers(group, _current_stream())
+        except gpu.KvtierError as e:  # e.g. a stream being captured: wait on the host instead
+            logger.warning("KvtierConnector: stream wait for layer group %d refused (%s); waiting on the host",
+                           group, e)
+            self._transfer.wait_layers(group)  # a GPU error here is the engine's to handle: raised
 
     def end_step(self) -> None:
         self._loaded_this_step = False
