@@ -108,6 +108,15 @@ if [ "$e2e_limit" -gt 0 ]; then
 else
   log "gpu_e2e: SKIPPED, $((BUDGET - (SECONDS - start))) s of the $BUDGET s budget left"
 fi
+# 3b. The same sessions through KvtierConnector (python/gpu_e2e/connector_run.py): 8K and 32K contexts
+#     (--quick: 8K), mem:// and file://, the paged KV in vLLM's FlashAttention layout, loads through the
+#     connector's CUDA path (kvtier.gpu) with a layer wait before each layer; $OUT/connector.json.
+conn_args=()
+[ "$QUICK" = 1 ] && conn_args=(--quick)
+step gpu_e2e_connector 150 connector.log env -C python KVTIER_LIBRARY="$CARRY/libkvtier.so" \
+  PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+  python3 -m gpu_e2e.connector_run --out "$RESULTS/connector.json" --dir "$SCRATCH/connector" "${conn_args[@]}"
+log "gpu_e2e_connector: $(grep '^gpu_e2e connector' "$RESULTS/connector.log" | tr '\n' ';')"
 rm -rf "$SCRATCH"
 
 # 4. $OUT/gpu-results.json (always), docs/gpu-results.json and the table for docs/gpu.md (when complete).

@@ -201,6 +201,18 @@ KVTIER_API int kvtier_op_done(const kvtier_op* op);
  * otherwise the operation's status (its message through kvtier_op_error, and kvtier_last_error). Any
  * number of threads may wait on one operation. */
 KVTIER_API kvtier_status kvtier_op_wait(kvtier_op* op, int64_t timeout_ms);
+/* Of a load, while it runs: blocks until the first `bytes` bytes of every chunk of the operation are
+ * verified and in the caller's buffers (a chunk's first layers: a chunk holds layer 0 K, layer 0 V,
+ * layer 1 K, ...), until the operation is done, or until `timeout_ms` passed (negative: no limit; 0: only
+ * looks; KVTIER_BUSY on timeout). Sets *ready to the number of leading chunks whose first `bytes` bytes
+ * are verified and in place (`bytes` above the chunk size counts as the whole chunk); once the operation
+ * is done, only chunks it loaded count. Bytes are reported as the tier verifies them (file://, fs://:
+ * per piece of the chunk format; mem://: per copied slice; other tiers: whole chunks). A chunk that
+ * fails after some of its bytes were reported is zeroed and not loaded (kvtier_op_count, the operation's
+ * status): an engine that used those bytes recomputes the chunk. KVTIER_INVALID_ARGUMENT for a save or a
+ * NULL argument. Any number of threads may wait. */
+KVTIER_API kvtier_status kvtier_op_wait_bytes(kvtier_op* op, uint64_t bytes, int64_t timeout_ms,
+                                              size_t* ready);
 /* Of a finished operation: chunks loaded (loads) or saved (saves); 0 while running. */
 KVTIER_API size_t kvtier_op_count(const kvtier_op* op);
 /* Message of a failed operation; "" while running or on success. Valid until kvtier_op_free. */

@@ -90,6 +90,16 @@ struct StoreStats {
   LatencySummary save_latency;   // per Save call
 };
 
+// What Store::LoadWithProgress reports while it runs. Landed(chunk, bytes): the first `bytes` bytes of
+// chunk `chunk` (an index into the load's keys) are verified and in its destination; per chunk `bytes`
+// only grows. Called from kvtier's reading threads, for a chunk under a lock of that chunk: it must be
+// quick and must not call back into the Store.
+class LoadProgress {
+ public:
+  virtual ~LoadProgress() = default;
+  virtual void Landed(size_t chunk, uint64_t bytes) = 0;
+};
+
 class Store {
  public:
   // Opens every tier of `options.tiers`. InvalidArgument for bad options or URLs; the first tier's
@@ -115,6 +125,16 @@ class Store {
   // InvalidArgument when keys and dsts differ in length or a destination has the wrong size.
   virtual Result<size_t> Load(const Namespace& ns, std::span<const ChunkKey> keys,
                               std::span<const ScatterList> dsts) = 0;
+
+  // Load, reporting to `progress` (when not null) how far each chunk has landed while the load runs, so
+  // an engine can use a chunk's first layers (the chunk's leading bytes) before the rest has landed.
+  // What is reported is verified: a tier that checks pieces as they land (file://, fs://: the per-piece
+  // checksums of the chunk format; mem://: its copies) reports each piece, any other tier the whole
+  // chunk once read. A chunk that fails after some of its bytes were reported is not read again from a
+  // slower tier: the load ends before it (those bytes are zeroed and it is not counted loaded), so an
+  // engine that used them learns from the returned count that the chunk failed.
+  virtual Result<size_t> LoadWithProgress(const Namespace& ns, std::span<const ChunkKey> keys,
+                                          std::span<const ScatterList> dsts, LoadProgress* progress) = 0;
 
   // Copies each chunk into the top tier and returns; lower tiers are written in the background.
   // Never blocks on slow storage: when the background queue is full the chunk is dropped for the lower

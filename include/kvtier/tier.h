@@ -48,11 +48,27 @@ using GatherList = std::span<const std::span<const std::byte>>;
 size_t TotalBytes(ScatterList pieces);
 size_t TotalBytes(GatherList pieces);
 
+// Where a tier may report, while it reads one chunk, which bytes of the destination already hold
+// verified bytes of that chunk, so that an engine can use a chunk's first layers before its last ones
+// have landed (Store::LoadWithProgress). A tier reports a range only once every byte of it is verified
+// and in the destination, and writes those bytes again only if the read then fails (the Tier::Get
+// contract zeroes a failed read's destination; the Store then reports the chunk as not loaded).
+// Reporting is optional: a tier that reports nothing has its chunk reported whole when its read returns.
+// Thread-safety: Verified may be called from any thread, for ranges in any order.
+class ReadProgress {
+ public:
+  virtual ~ReadProgress() = default;
+  // Bytes [offset, offset + len) of the chunk's payload are verified and in the destination.
+  virtual void Verified(uint64_t offset, uint64_t len) = 0;
+};
+
 // One read of a batch; `status` is set by the tier: OK, NotFound, Corruption or an I/O error.
+// `progress`, when set, receives the ranges verified as the read goes (see ReadProgress).
 struct ReadOp {
   ChunkId id;
   ScatterList dst;
   Status status;
+  ReadProgress* progress = nullptr;
 };
 
 struct TierCapabilities {

@@ -3,12 +3,12 @@ buffer, in the same run.
 
 The chunks (llama-3.1-8b geometry: 32 layers, 8 KV heads, head_dim 128, bf16, 256 tokens = 32 MiB) are
 saved once into a mem:// tier. Each round loads them (a) with Store.load into one contiguous buffer and
-(b) through the connector's worker side (start_load_kv + wait_for_layer_load) into vLLM FlashAttention
-tensors [2, num_blocks, 16, 8, 128] per layer, once with a shuffled block table (per chunk 32 x 2 x 16
-block regions of 32 KiB, scattered) and once with consecutive block ids (a fresh engine's free list:
-adjacent regions are one piece), which kvtier fills straight from the verified chunk. Both
-destinations are torch tensors (one allocator, no huge pages for either). The rounds alternate; the
-median of each is printed with its ratio to (a).
+(b) through the connector's worker side (start_load_kv, wait_for_layer_load of every layer,
+wait_for_save) into vLLM FlashAttention tensors [2, num_blocks, 16, 8, 128] per layer, once with a
+shuffled block table (per chunk 32 x 2 x 16 block regions of 32 KiB, scattered) and once with
+consecutive block ids (a fresh engine's free list: adjacent regions are one piece), which kvtier fills
+straight from the verified chunk. Both destinations are torch tensors (one allocator, no huge pages for
+either). The rounds alternate; the median of each is printed with its ratio to (a).
 
     PYTHONPATH=python KVTIER_LIBRARY=build/src/capi/libkvtier.so python3 python/bench/vllm_v1_paged_load.py
 """
@@ -77,7 +77,9 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         worker.bind_connector_metadata(meta)
         worker.start_load_kv(None)
-        worker.wait_for_layer_load("model.layers.0.self_attn.attn")
+        for name in caches:  # as vLLM's attention layers do; the last one returns once every byte landed
+            worker.wait_for_layer_load(name)
+        worker.wait_for_save()  # the step's end: the loads are accounted for
         dt = time.perf_counter() - t
         worker.clear_connector_metadata()
         assert not worker.get_block_ids_with_load_errors()

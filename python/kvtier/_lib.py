@@ -166,6 +166,7 @@ _SIGNATURES = {
     "kvtier_save_async": (_STATUS, [_STORE, _NS, _KEYS, c_size_t, _BUFS, _SIZES, c_int, POINTER(_OP)]),
     "kvtier_op_done": (c_int, [_OP]),
     "kvtier_op_wait": (_STATUS, [_OP, c_int64]),
+    "kvtier_op_wait_bytes": (_STATUS, [_OP, c_uint64, c_int64, POINTER(c_size_t)]),
     "kvtier_op_count": (c_size_t, [_OP]),
     "kvtier_op_error": (c_char_p, [_OP]),
     "kvtier_op_free": (None, [_OP]),

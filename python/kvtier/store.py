@@ -306,6 +306,27 @@ class Handle:
                 self._result = (status, lib.kvtier_op_count(op),
                                 message.decode("utf-8", "replace") if message else "")
 
+    def wait_bytes(self, nbytes: int, timeout: Optional[float] = None) -> int:
+        """Of a load: blocks until the first ``nbytes`` bytes of every chunk are verified and in the
+        buffers (a chunk holds layer 0 K, layer 0 V, layer 1 K, ...), until the load is done, or until
+        ``timeout`` seconds passed (KvtierError(BUSY)); returns how many leading chunks have their first
+        ``nbytes`` bytes in place (once done, only chunks it loaded). A chunk that fails after its first
+        bytes landed is zeroed and not counted by wait(): whoever used those bytes recomputes it."""
+        nbytes = checked_int("nbytes", nbytes, "uint64", minimum=0)
+        if timeout is not None and not timeout >= 0:
+            raise KvtierError(Status.INVALID_ARGUMENT, f"timeout must be >= 0 seconds, not {timeout}")
+        ms = -1 if timeout is None else min(int(timeout * 1000), (1 << 63) - 1)
+        op = self._enter()
+        if op is None:  # closed: the load is over and its count final
+            status, count, message = self._result  # type: ignore[misc]
+            return count if status == Status.OK else 0
+        try:
+            ready = ctypes.c_size_t()
+            check(_lib.lib().kvtier_op_wait_bytes(op, nbytes, ms, ctypes.byref(ready)))
+            return ready.value
+        finally:
+            self._leave()
+
     def result(self) -> int:
         """Same as wait()."""
         return self.wait()

@@ -20,9 +20,17 @@ using namespace kvtier::capi;
 
 // One operation. The async thread owns the work fields until it publishes the result; after it sets
 // `finished` (under `mu`) it never touches the operation again, so kvtier_op_free may delete it.
-struct kvtier_op {
+// A load's operation is its own LoadProgress: `landed` (under `mu`) says how far each chunk has
+// landed, for kvtier_op_wait_bytes.
+struct kvtier_op final : kvtier::LoadProgress {
   kvtier_op(kvtier::Store* s, const kvtier::Namespace& n, bool load, int fd)
       : store(s), ns(n), is_load(load), notify_fd(fd) {}
+
+  void Landed(size_t chunk, uint64_t bytes) override {
+    MutexLock lock(mu);
+    landed[chunk] = bytes;
+    cv.NotifyAll();
+  }
 
   // Work, set before the operation is queued and released by the async thread before `done`.
   kvtier::Store* store;
@@ -40,6 +48,7 @@ struct kvtier_op {
   kvtier_status status GUARDED_BY(mu) = KVTIER_OK;
   std::string message GUARDED_BY(mu);
   size_t count GUARDED_BY(mu) = 0;
+  std::vector<uint64_t> landed GUARDED_BY(mu);  // loads: per chunk, its leading bytes verified in place
 };
 
 namespace {
@@ -57,7 +66,7 @@ void Run(kvtier_op* op) noexcept {
   size_t count = 0;
   try {
     if (op->is_load) {
-      auto r = op->store->Load(op->ns, op->keys, op->dst->chunks);
+      auto r = op->store->LoadWithProgress(op->ns, op->keys, op->dst->chunks, op);
       if (r.ok()) count = *r;
       s = r.status();
     } else {
@@ -90,6 +99,14 @@ void Run(kvtier_op* op) noexcept {
   op->cv.NotifyAll();  // under the lock: a waiter may free the operation as soon as it is released
 }
 
+// The leading chunks of a load whose first `want` bytes have landed; once it is done, only chunks it
+// loaded (those past the loaded prefix were zeroed).
+size_t LeadingLanded(const kvtier_op* op, uint64_t want) REQUIRES(op->mu) {
+  size_t n = 0;
+  while (n < op->landed.size() && op->landed[n] >= want) ++n;
+  return op->done ? std::min(n, op->count) : n;
+}
+
 kvtier_status Submit(const char* fn, bool is_load, kvtier_store* store, const kvtier_ns* ns,
                      const kvtier_key* keys, size_t n_keys, const kvtier_buf* pieces,
                      const size_t* pieces_per_chunk, int notify_fd, kvtier_op** out) {
@@ -105,6 +122,10 @@ kvtier_status Submit(const char* fn, bool is_load, kvtier_store* store, const kv
       KVTIER_RETURN_IF_ERROR(BuildBuffers(fn, n_keys, pieces, pieces_per_chunk, bytes, op->dst.emplace()));
     } else {
       KVTIER_RETURN_IF_ERROR(BuildBuffers(fn, n_keys, pieces, pieces_per_chunk, bytes, op->src.emplace()));
+    }
+    if (is_load) {
+      MutexLock lock(op->mu);
+      op->landed.assign(n_keys, 0);
     }
     kvtier_op* raw = op.get();
     store->async->Schedule([raw] { Run(raw); });
@@ -163,6 +184,32 @@ kvtier_status kvtier_op_wait(kvtier_op* op, int64_t timeout_ms) {
     return Status::OK();
   });
   return waited != KVTIER_OK ? waited : result;
+}
+
+kvtier_status kvtier_op_wait_bytes(kvtier_op* op, uint64_t bytes, int64_t timeout_ms, size_t* ready) {
+  const char* fn = "kvtier_op_wait_bytes";
+  return Guard(fn, [&]() -> Status {
+    if (ready == nullptr) return NullArgument(fn, "ready");
+    *ready = 0;
+    if (op == nullptr) return NullArgument(fn, "op");
+    if (!op->is_load) return Status::InvalidArgument(std::string(fn) + ": the operation is a save");
+    const uint64_t want = std::min<uint64_t>(bytes, op->ns.layout().BytesPerChunk());
+    // Capped at about 100 years, so that the deadline cannot overflow the clock.
+    const int64_t ms = std::clamp<int64_t>(timeout_ms, 0, int64_t{100} * 365 * 24 * 3600 * 1000);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    MutexLock lock(op->mu);
+    while (!op->done && LeadingLanded(op, want) < op->landed.size()) {
+      if (timeout_ms < 0) {
+        op->cv.Wait(op->mu);
+      } else if (!op->cv.WaitUntil(op->mu, deadline) && !op->done &&
+                 LeadingLanded(op, want) < op->landed.size()) {
+        *ready = LeadingLanded(op, want);
+        return Status::Busy(std::string(fn) + ": not landed after " + std::to_string(timeout_ms) + " ms");
+      }
+    }
+    *ready = LeadingLanded(op, want);
+    return Status::OK();
+  });
 }
 
 size_t kvtier_op_count(const kvtier_op* op) {

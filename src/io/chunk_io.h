@@ -77,6 +77,9 @@ struct ChunkRead {
   ScatterList dst;       // receives the verified payload; total size must equal the payload size
   Status status;         // set by ReadMany: OK, NotFound, Corruption, InvalidArgument or IOError
   uint64_t stored_bytes = 0;  // set by ReadMany: file size
+  // When set, receives each piece's range as soon as it is verified in `dst` (io_uring engine; the
+  // preadv engine reports nothing and the Store reports the chunk whole when the read returns).
+  ReadProgress* progress = nullptr;
 };
 
 // Verification threads a reader gets unless told otherwise: one per core, 1 to 8.

@@ -542,6 +542,10 @@ void Batch::RunPiece(Job* job, uint32_t piece) {
   }
   if (s.ok()) {
     job->verified.fetch_add(1, std::memory_order_relaxed);
+    if (job->read->progress != nullptr) {
+      const ChunkHeader& h = job->verifier->header();
+      job->read->progress->Verified(h.PieceOffset(piece), h.PieceLength(piece));
+    }
     return;
   }
   MutexLock lock(job->mu);

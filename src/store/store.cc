@@ -157,12 +157,14 @@ void StoreImpl::RemoveIfLengthDisagrees(size_t tier, const ChunkId& id, const St
 }
 
 size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
-                              std::vector<int>& from, std::vector<bool>& read) {
+                              std::vector<int>& from, std::vector<bool>& read,
+                              std::span<const std::unique_ptr<ChunkLanding>> progress) {
   const size_t n = ids.size();
   std::vector<std::vector<ReadOp>> batches(tiers_.size());
   std::vector<std::vector<size_t>> index(tiers_.size());
   for (size_t i = 0; i < n; ++i) {
-    batches[from[i]].push_back(ReadOp{ids[i], dsts[i], Status::OK()});
+    ReadProgress* landing = progress.empty() ? nullptr : progress[i].get();
+    batches[from[i]].push_back(ReadOp{ids[i], dsts[i], Status::OK(), landing});
     index[from[i]].push_back(i);
   }
   // Tiers read their batches at the same time: a slow tier's reads overlap the fast tier's copies.
@@ -183,14 +185,19 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
   std::vector<bool> ok(n, false);
   for (size_t t = 0; t < tiers_.size(); ++t) {
     for (size_t b = 0; b < batches[t].size(); ++b) {
-      ok[index[t][b]] = batches[t][b].status.ok();
-      read[index[t][b]] = !batches[t][b].status.IsNotFound();
+      const size_t i = index[t][b];
+      ok[i] = batches[t][b].status.ok();
+      read[i] = !batches[t][b].status.IsNotFound();
       RemoveIfLengthDisagrees(t, batches[t][b].id, batches[t][b].status);
+      if (ok[i] && !progress.empty()) progress[i]->Complete(TotalBytes(dsts[i]));
     }
   }
-  // A bad or vanished copy is a miss in that tier, not the end: slower tiers may hold a good one.
+  // A bad or vanished copy is a miss in that tier, not the end: slower tiers may hold a good one. Not
+  // when the failed read had already reported bytes as landed: the caller may have used them, and the
+  // failure zeroed them, so the chunk ends the prefix however a second read would go.
   for (size_t i = 0; i < n; ++i) {
     while (!ok[i]) {
+      if (!progress.empty() && progress[i]->reported()) return i;
       const int t = FirstHolder(ids[i], static_cast<size_t>(from[i]) + 1);
       if (t < 0) return i;
       from[i] = t;
@@ -198,6 +205,7 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
       RemoveIfLengthDisagrees(static_cast<size_t>(t), ids[i], st);
       ok[i] = st.ok();
       if (!st.IsNotFound()) read[i] = true;
+      if (ok[i] && !progress.empty()) progress[i]->Complete(TotalBytes(dsts[i]));
     }
   }
   return n;
@@ -205,6 +213,11 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
 
 Result<size_t> StoreImpl::Load(const Namespace& ns, std::span<const ChunkKey> keys,
                                std::span<const ScatterList> dsts) {
+  return LoadWithProgress(ns, keys, dsts, nullptr);
+}
+
+Result<size_t> StoreImpl::LoadWithProgress(const Namespace& ns, std::span<const ChunkKey> keys,
+                                           std::span<const ScatterList> dsts, LoadProgress* progress) {
   const uint64_t bytes = ns.layout().BytesPerChunk();
   KVTIER_RETURN_IF_ERROR(CheckChunkBuffers("Load", "destination", keys.size(), dsts, bytes));
   NamespaceCounters& c = namespaces_.For(ns.id());
@@ -217,7 +230,12 @@ Result<size_t> StoreImpl::Load(const Namespace& ns, std::span<const ChunkKey> ke
   std::vector<int> from = LeadingHolders(ids, /*assume_last=*/true);
   ids.resize(from.size());
   std::vector<bool> read(ids.size(), false);
-  const size_t n = ReadPlanned(ids, dsts.first(ids.size()), from, read);
+  std::vector<std::unique_ptr<ChunkLanding>> landing;
+  if (progress != nullptr) {
+    landing.reserve(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) landing.push_back(std::make_unique<ChunkLanding>(progress, i));
+  }
+  const size_t n = ReadPlanned(ids, dsts.first(ids.size()), from, read, landing);
   // Past the loaded prefix nothing is reported loaded: leave no bytes of a partly read batch there
   // (a chunk no tier had was not written to).
   for (size_t i = n; i < ids.size(); ++i) {

@@ -13,6 +13,7 @@
 
 #include "core/latency.h"
 #include "kvtier/store.h"
+#include "store/chunk_landing.h"
 #include "store/namespace_table.h"
 #include "store/save_queue.h"
 #include "store/seen_table.h"
@@ -48,6 +49,8 @@ class StoreImpl final : public Store {
   size_t Lookup(const Namespace& ns, std::span<const ChunkKey> keys) override;
   Result<size_t> Load(const Namespace& ns, std::span<const ChunkKey> keys,
                       std::span<const ScatterList> dsts) override;
+  Result<size_t> LoadWithProgress(const Namespace& ns, std::span<const ChunkKey> keys,
+                                  std::span<const ScatterList> dsts, LoadProgress* progress) override;
   Status Save(const Namespace& ns, std::span<const ChunkKey> keys,
               std::span<const GatherList> srcs) override;
   Result<BorrowedChunk> Borrow(const Namespace& ns, const ChunkKey& key) override;
@@ -74,8 +77,11 @@ class StoreImpl final : public Store {
   // Removes a chunk whose stored length disagrees with its layout (the tier said InvalidArgument for
   // a destination Load had checked) and counts it corrupt in that tier's TierStats::corrupt.
   void RemoveIfLengthDisagrees(size_t tier, const ChunkId& id, const Status& st);
+  // With `progress` (one tracker per chunk, or empty), each read reports its verified ranges there and
+  // a chunk that fails after reporting some is not retried: the prefix ends before it.
   size_t ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
-                     std::vector<int>& from, std::vector<bool>& read);
+                     std::vector<int>& from, std::vector<bool>& read,
+                     std::span<const std::unique_ptr<ChunkLanding>> progress = {});
   // Queues a background copy of chunk `id` from tier `from` into the top tier; counts a drop when the
   // queue is full.
   void Promote(const ChunkId& id, int from, uint64_t bytes);

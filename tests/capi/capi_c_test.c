@@ -261,6 +261,10 @@ static void TestBadBufferArguments(void) {
   CHECK_STATUS(kvtier_op_wait(NULL, -1), KVTIER_INVALID_ARGUMENT);
   CHECK_ERROR_NAMES("kvtier_op_wait");
   CHECK(kvtier_op_done(NULL) == 0 && kvtier_op_count(NULL) == 0);
+  size_t ready = 7;
+  CHECK_STATUS(kvtier_op_wait_bytes(NULL, 1, -1, &ready), KVTIER_INVALID_ARGUMENT);
+  CHECK(ready == 0);
+  CHECK_ERROR_NAMES("kvtier_op_wait_bytes");
   CHECK(strcmp(kvtier_op_error(NULL), "") == 0);
   kvtier_op_free(NULL);
   char text[8];
@@ -500,10 +504,18 @@ static void TestAsync(void) {
   CHECK(strcmp(kvtier_op_error(op), "") == 0);
   CHECK(ReadEventFd(efd) == 1); /* written before kvtier_op_wait returned */
   CHECK_STATUS(kvtier_op_wait(op, 0), KVTIER_OK); /* done: a zero timeout returns its status */
+  size_t ready = 0;
+  CHECK_STATUS(kvtier_op_wait_bytes(op, 1, -1, &ready), KVTIER_INVALID_ARGUMENT); /* a save */
   kvtier_op_free(op);
 
   memset(dst, 0xEE, sizeof(dst));
   CHECK_STATUS(kvtier_load_async(s, ns, keys, 3, out, NULL, efd, &op), KVTIER_OK);
+  /* The leading chunks whose first half (then all) has landed: the load ends at the miss. */
+  CHECK_STATUS(kvtier_op_wait_bytes(op, CHUNK / 2, -1, &ready), KVTIER_OK);
+  CHECK(ready == 2);
+  CHECK_STATUS(kvtier_op_wait_bytes(op, 10 * CHUNK, 60000, &ready), KVTIER_OK);
+  CHECK(ready == 2);
+  CHECK_STATUS(kvtier_op_wait_bytes(op, 1, -1, NULL), KVTIER_INVALID_ARGUMENT);
   CHECK_STATUS(kvtier_op_wait(op, 60000), KVTIER_OK);
   CHECK(kvtier_op_count(op) == 2); /* chunk 2 is a miss */
   CHECK(memcmp(dst[0], src[0], CHUNK) == 0 && memcmp(dst[1], src[1], CHUNK) == 0);

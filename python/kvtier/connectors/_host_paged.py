@@ -41,6 +41,7 @@ class PagedCache:
     block_tokens: int
     row_bytes: int           # one token of one layer's K (or V)
     keepalive: Any = None    # the tensors
+    layer_names: tuple = ()  # the engine's name of each layer, in chunk order
 
     @property
     def layers(self) -> int:
@@ -49,6 +50,11 @@ class PagedCache:
     @property
     def region_bytes(self) -> int:
         return self.block_tokens * self.row_bytes
+
+    def layer_end(self, layer: int, chunk_tokens: int) -> int:
+        """Bytes of a chunk of ``chunk_tokens`` tokens up to the end of layer ``layer``'s V: a chunk holds
+        layer 0 K, layer 0 V, layer 1 K, ... (what must have landed before that layer is usable)."""
+        return (layer + 1) * 2 * chunk_tokens * self.row_bytes
 
     def pieces(self, blocks: np.ndarray, scratch: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
         """(kvtier_buf entries [n, 2] of (address, size), pieces per chunk [n_chunks]) for the chunks

@@ -4,7 +4,8 @@ Served (CPU tensors, NHD stride order: each block's K and V is one contiguous ru
 kv_heads x head_dim values): FlashAttention ``[2, num_blocks, block_size, kv_heads, head_dim]``,
 FlashInfer ``[num_blocks, 2, block_size, kv_heads, head_dim]``, and a (K, V) pair of
 ``[num_blocks, block_size, kv_heads, head_dim]``. Everything else is refused with ValueError: MLA
-latent caches, HND stride orders, CUDA tensors, a dtype other than the configuration's.
+latent caches, HND stride orders, a dtype other than the configuration's (CUDA caches:
+``_gpu_paged``).
 ``spec`` is a ``kvtier.connectors.vllm_v1.ModelSpec``.
 """
 
@@ -91,8 +92,8 @@ _TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "tor
 def _check_tensor(t: Any, spec: ModelSpec, what: str) -> None:
     device = getattr(getattr(t, "device", None), "type", None)
     if device != "cpu":
-        raise ValueError(f"KvtierConnector: {what}: a {device} tensor; this connector serves host "
-                         "(CPU) KV caches only (CUDA: use kvtier.gpu, docs/connectors.md)")
+        raise ValueError(f"KvtierConnector: {what}: a {device} tensor among CPU ones; the host path "
+                         "serves CPU tensors (CUDA caches, every layer on the GPU, go through kvtier.gpu)")
     want = _TORCH_DTYPES[spec.dtype]
     if str(t.dtype) not in ((want,) if isinstance(want, str) else want):
         raise ValueError(f"KvtierConnector: {what}: dtype {t.dtype}, the configuration says {spec.kv_dtype}")
@@ -112,4 +113,5 @@ def paged_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, layout: str = 
     return PagedCache(np.array([r[0] for r in regions], dtype=np.uint64),
                       np.array([r[1] for r in regions], dtype=np.uint64),
                       np.array([r[2] for r in regions], dtype=np.uint64),
-                      blocks.pop(), spec.block_size, row, keepalive=dict(kv_caches))
+                      blocks.pop(), spec.block_size, row, keepalive=dict(kv_caches),
+                      layer_names=tuple(names))

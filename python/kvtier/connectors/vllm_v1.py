@@ -24,9 +24,10 @@ Scheduler side (one process):
   kvtier stopped reading or writing its blocks.
 - The connectors of one process share one Store per configuration (with TP 1 vLLM runs the
   scheduler and the worker in one process: every tier shows the scheduler the worker's saves at
-  once). Across processes (TP > 1), a tier whose index is the shared directory (``fs://``) shows
-  the scheduler what the workers saved while the engine runs; a ``file://`` tier's index is per
-  process (hits after a restart), ``mem://`` per process.
+  once). Across processes (TP > 1), a tier every process shares shows the scheduler what the workers
+  saved while the engine runs: ``shm://`` as the first tier on one host (every rank and the
+  scheduler map one pool), ``fs://`` across hosts; a ``file://`` tier's index is per process (hits
+  after a restart), ``mem://`` per process.
 
 Worker side (one per TP rank):
 
@@ -36,9 +37,13 @@ Worker side (one per TP rank):
   ``[num_blocks, block_size, kv_heads, head_dim]``. Anything else (MLA's ``[num_blocks, block_size,
   latent]``, an HND stride order, a cross-layer cache) is refused with ValueError.
 - ``start_load_kv`` starts one kvtier load per request over its block table (kvtier copies verified
-  chunk bytes straight into the blocks); ``wait_for_layer_load`` waits for the synchronous loads.
-  On host memory a chunk is verified whole, so every layer of it lands at once: the first layer's
-  wait waits for the loads, the others return at once.
+  chunk bytes straight into the blocks); ``wait_for_layer_load(layer)`` waits, for each synchronous
+  load, only until that layer's bytes of every chunk are verified and in the blocks
+  (``Handle.wait_bytes``: a chunk holds layer 0 K, layer 0 V, layer 1 K, ...; file:// and fs://
+  report each verified piece of the chunk format, mem:// each copied slice, other tiers whole
+  chunks), so layer 0's attention runs while later layers are still being read. A chunk that fails
+  after its first layers landed is zeroed and reported with the load errors like any other: the
+  step's output for those tokens is dropped and they are recomputed.
 - ``save_kv_layer`` does nothing per layer (a chunk holds every layer); ``wait_for_save`` starts
   one background kvtier save per request and returns without waiting for storage.
 - ``get_finished`` reports asynchronous loads that are done (``finished_recving``, also for a
@@ -52,8 +57,12 @@ Worker side (one per TP rank):
 - ``handle_preemptions`` waits for the saves of preempted requests before their blocks are reused;
   ``shutdown`` waits for every operation in flight, then closes the store.
 
-Only CPU tensors are served here (vLLM's CPU backend); CUDA caches are refused until the connector
-drives kvtier.gpu (docs/connectors.md).
+CPU tensors (vLLM's CPU backend) go through kvtier's host paged path (``_host_paged``); CUDA tensors
+(FlashAttention layout, or (K, V) pairs) through kvtier.gpu (``_gpu_paged``): a load is read and
+verified on the host before ``start_load_kv`` returns and lands on the GPU layer group by layer group
+(``layer_groups``, default min(layers, 8)), ``wait_for_layer_load`` makes the engine's current stream
+wait for that layer's group without blocking the host, and a save gathers the blocks on the GPU and is
+in the top tier when ``wait_for_save`` returns. ``async_load`` is refused for CUDA caches.
 """
 
 from __future__ import annotations
@@ -68,6 +77,7 @@ import numpy as np
 import kvtier
 
 from . import STORE_OPTION_NAMES, open_store, split_urls
+from ._gpu_paged import GpuWorker, is_cuda
 from ._host_paged import PagedCache, load_async, save_async
 from ._vllm_kv_caches import paged_cache_of
 
@@ -122,7 +132,7 @@ DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf1
           "fp32": "fp32", "half": "fp16", "float": "fp32", "fp8": "fp8", "fp8_e4m3": "fp8",
           "fp8_e5m2": "fp8"}
 OWN_OPTIONS = ("tiers", "chunk_tokens", "async_load", "tenant", "salt", "model_id", "model_revision",
-               "kv_cache_layout") + STORE_OPTION_NAMES
+               "kv_cache_layout", "layer_groups") + STORE_OPTION_NAMES
 KV_CACHE_LAYOUTS = ("auto", "flash_attn", "flashinfer")
 DEFAULT_CHUNK_TOKENS = 256
 
@@ -264,6 +274,8 @@ class KvtierConnectorCore:
         self._pending_loads: list[LoadSpec] = []
         # worker state
         self._cache: Optional[PagedCache] = None
+        self._gpu: Optional[GpuWorker] = None
+        self._layer_index: dict[str, int] = {}
         self._ops: list[_Op] = []
         self._sync_loads: list[_Op] = []
         self._load_errors: set[int] = set()
@@ -407,7 +419,17 @@ class KvtierConnectorCore:
     # ---- worker side ---------------------------------------------------------------------------
 
     def register_kv_caches(self, kv_caches: Mapping[str, Any]) -> None:
-        self._cache = paged_cache_of(kv_caches, self._spec, self._extra.get("kv_cache_layout", "auto"))
+        layout = self._extra.get("kv_cache_layout", "auto")
+        if kv_caches and is_cuda(next(iter(kv_caches.values()))):
+            if self._async_load:
+                raise ValueError("KvtierConnector: async_load is not supported for CUDA KV caches "
+                                 "(kvtier.gpu reads and verifies a load before start_load_kv returns)")
+            groups = int(self._extra.get("layer_groups", min(self._spec.layers, 8)))
+            self._gpu = GpuWorker(kv_caches, self._spec, layout, groups, self.namespace, self._store)
+            self._layer_index = {name: i for i, name in enumerate(self._gpu.names)}
+            return
+        self._cache = paged_cache_of(kv_caches, self._spec, layout)
+        self._layer_index = {name: i for i, name in enumerate(self._cache.layer_names)}
 
     def _keys(self, tokens: Sequence[int]) -> list:
         return self.namespace.chunk_keys(tokens)
@@ -424,6 +446,9 @@ class KvtierConnectorCore:
         for spec in meta.loads:
             keys = self._keys(spec.tokens)[spec.first_chunk:]
             blocks = self._chunk_blocks(spec.blocks, len(keys))
+            if self._gpu is not None:
+                self._load_gpu(spec.req_id, keys, blocks)
+                continue
             op = _Op(spec.req_id, None, blocks, True, spec.is_async)
             try:
                 self._require_cache()
@@ -440,8 +465,27 @@ class KvtierConnectorCore:
                 self._sync_loads.append(op)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
-        while self._sync_loads:
-            self._finish(self._sync_loads.pop())
+        """Returns once ``layer_name``'s bytes of every synchronous load have landed (or the load
+        ended); a name that is not a registered layer waits for the whole loads and accounts for them.
+        Whether a chunk finally loaded is decided when the load ends (wait_for_save)."""
+        index = self._layer_index.get(layer_name)
+        if self._gpu is not None:
+            if index is not None:
+                self._gpu.wait_layer(index)  # the engine's stream waits; the host does not
+            return
+        if index is None or self._cache is None:
+            while self._sync_loads:
+                self._finish(self._sync_loads.pop())
+            return
+        need = self._cache.layer_end(index, self._chunk_tokens)
+        for op in self._sync_loads:
+            if op.handle is None:
+                continue
+            try:
+                op.handle.wait_bytes(need)
+            except kvtier.KvtierError as e:  # accounted for when the load is finished
+                logger.warning("KvtierConnector: waiting for layer %s of %s failed: %s", layer_name,
+                               op.req_id, e)
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any, **kwargs: Any) -> None:
         return None  # a chunk holds every layer: saved whole in wait_for_save
@@ -449,10 +493,15 @@ class KvtierConnectorCore:
     def wait_for_save(self) -> None:
         self.wait_for_layer_load("")  # a step whose layers never waited still finishes its loads
         meta = self._metadata()
+        if self._gpu is not None:
+            self._gpu.end_step()
         for spec in meta.saves:
             self._held.add(spec.req_id)
             keys = self._keys(spec.tokens)[spec.first_chunk:]
             if not keys:
+                continue
+            if self._gpu is not None:
+                self._save_gpu(spec.req_id, keys, self._chunk_blocks(spec.blocks, len(keys)))
                 continue
             op = _Op(spec.req_id, None, self._chunk_blocks(spec.blocks, len(keys)), False)
             try:
@@ -514,16 +563,47 @@ class KvtierConnectorCore:
         for op in self._ops_of(lambda o: True):
             self._finish(op)
         self._sync_loads = []
+        if self._gpu is not None:
+            self._gpu.close()
         self._closed = True
         if self._store_key is not None:
             _release_store(self._store_key)
 
     # ---- internals -----------------------------------------------------------------------------
 
+    def _note_load(self, loaded: int, bad: np.ndarray) -> None:
+        """Accounts for a finished load: ``bad`` are the blocks it did not fill (recomputed)."""
+        self._stats["loaded_chunks"] += loaded
+        if bad.size:
+            self._stats["load_errors"] += 1
+            self._stats["error_blocks"] += int(bad.size)
+            self._load_errors |= {int(b) for b in bad}
+
+    def _load_gpu(self, req_id: str, keys: list, blocks: np.ndarray) -> None:
+        self._stats["loads"] += 1
+        try:
+            self._require_cache()
+            loaded, bad = self._gpu.load(keys, blocks)  # type: ignore[union-attr]
+        except (kvtier.KvtierError, ValueError, RuntimeError) as e:
+            logger.warning("KvtierConnector: GPU load of %s failed (%s); its tokens are recomputed", req_id, e)
+            loaded, bad = 0, blocks[blocks >= 0]
+        self._note_load(loaded, bad)
+
+    def _save_gpu(self, req_id: str, keys: list, blocks: np.ndarray) -> None:
+        try:
+            self._require_cache()
+            self._gpu.save(keys, blocks)  # type: ignore[union-attr]
+        except (kvtier.KvtierError, ValueError, RuntimeError) as e:
+            self._stats["saves_failed"] += 1
+            logger.warning("KvtierConnector: GPU save of %s failed: %s", req_id, e)
+            return
+        self._stats["saves"] += 1
+        self._stats["saved_chunks"] += len(keys)
+
     def _require_cache(self) -> None:
         if self._closed:
             raise RuntimeError("the connector is shut down")
-        if self._cache is None:
+        if self._cache is None and self._gpu is None:
             raise RuntimeError("register_kv_caches was not called")
 
     def _ops_of(self, pred: Any) -> list:
@@ -547,13 +627,8 @@ class KvtierConnectorCore:
             finally:
                 op.handle.close()
         if op.is_load:
-            self._stats["loaded_chunks"] += done
             bad = op.blocks[done:]
-            bad = bad[bad >= 0]
-            if bad.size:
-                self._stats["load_errors"] += 1
-                self._stats["error_blocks"] += int(bad.size)
-                self._load_errors |= {int(b) for b in bad}
+            self._note_load(done, bad[bad >= 0])
         elif op.handle is None or done < len(op.blocks):
             self._stats["saved_chunks"] += done
             self._stats["saves_failed"] += 0 if op.handle is None else 1

@@ -53,13 +53,13 @@ def chunk_file(tier_dir: pathlib.Path, kv_key: bytes) -> pathlib.Path:
     return found[0]
 
 
-def corrupt_chunk(tier_dir: pathlib.Path, kv_key: bytes) -> None:
-    """Flips one payload byte of the chunk's file, as a failing disk would."""
+def corrupt_chunk(tier_dir: pathlib.Path, kv_key: bytes, payload_offset: int = 1) -> None:
+    """Flips one payload byte (at ``payload_offset``) of the chunk's file, as a failing disk would."""
     path = chunk_file(tier_dir, kv_key)
     size = path.stat().st_size
-    assert size > HEADER_BYTES
+    assert size > HEADER_BYTES + payload_offset
     with open(path, "r+b") as f:
-        f.seek(HEADER_BYTES + 1)  # the payload follows the header (the file may be padded after it)
+        f.seek(HEADER_BYTES + payload_offset)  # the payload follows the header (the file may be padded)
         b = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([b[0] ^ 0x5A]))

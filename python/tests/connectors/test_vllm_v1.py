@@ -323,8 +323,20 @@ def _tp_worker(rank, url, meta, tokens, mode):
     return ok, worker.stats()["load_errors"]
 
 
-def test_tensor_parallel_two_processes(fs_tier):
-    url = fs_tier
+@pytest.fixture(params=["fs", "shm"])
+def shared_tier(request, tmp_path):
+    """A tier every process sees at once: an fs:// pool (its index is the shared directory), or, on one
+    host, a shm:// pool as the first tier (its index is in the shared mapping: each TP rank and the
+    scheduler process map one pool)."""
+    if request.param == "fs":
+        return request.getfixturevalue("fs_tier")
+    return f"shm://vllm-tp?dir={tmp_path}&capacity=16MiB"
+
+
+def test_tensor_parallel_two_processes(shared_tier):
+    """TP=2: two worker processes and this process as the scheduler. The scheduler sees each rank's
+    saves as they are made and counts a hit only when every rank has its chunks."""
+    url = shared_tier
     tokens = prompt(30, 2 * CHUNK + 1)
     from vllm_v1_driver import KVCacheBlocks, Request
     sched = KvtierConnectorCore("scheduler", TP_SPEC, {"tiers": url, "chunk_tokens": CHUNK})

@@ -95,11 +95,11 @@ class FlashAttnCache:
     [num_blocks, 2, ...] (FlashInfer) with ``flashinfer=True``."""
 
     def __init__(self, layers: int, num_blocks: int, block_size: int, kv_heads: int, head_dim: int,
-                 dtype: torch.dtype = torch.float32, flashinfer: bool = False) -> None:
+                 dtype: torch.dtype = torch.float32, flashinfer: bool = False, device: str = "cpu") -> None:
         self.block_size, self.kv_heads, self.head_dim = block_size, kv_heads, head_dim
         self.flashinfer = flashinfer
         shape = ((num_blocks, 2) if flashinfer else (2, num_blocks)) + (block_size, kv_heads, head_dim)
-        self.tensors = {f"model.layers.{i}.self_attn.attn": torch.zeros(shape, dtype=dtype)
+        self.tensors = {f"model.layers.{i}.self_attn.attn": torch.zeros(shape, dtype=dtype, device=device)
                         for i in range(layers)}
         self.names = list(self.tensors)
 
@@ -116,7 +116,7 @@ class FlashAttnCache:
     def read_rows(self, layer: int, kv: int, block_ids: list, start: int, end: int) -> torch.Tensor:
         src = self.kv(layer, kv)
         return torch.stack([src[block_ids[t // self.block_size], t % self.block_size].reshape(-1)
-                            for t in range(start, end)])
+                            for t in range(start, end)]).cpu()
 
 
 class MiniEngine:

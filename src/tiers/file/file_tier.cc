@@ -281,6 +281,7 @@ void FileTier::GetMany(std::span<ReadOp> ops) {
     }
     read.expected = ops[i].id;
     read.dst = ops[i].dst;
+    read.progress = ops[i].progress;
     reads.push_back(std::move(read));
     op_of.push_back(i);
     generations.push_back(generation);

@@ -306,7 +306,8 @@ void FsTier::ReadBatch(std::span<ReadOp> ops) {
       counters_.misses.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    reads.push_back(ChunkRead{&pool_->fs(), pool_->ChunkPath(op.id), op.id, op.dst, Status::OK(), 0});
+    reads.push_back(
+        ChunkRead{&pool_->fs(), pool_->ChunkPath(op.id), op.id, op.dst, Status::OK(), 0, op.progress});
     targets.push_back(&op);
   }
   if (!reads.empty()) reader_->ReadMany(reads);

@@ -273,8 +273,11 @@ void MemTier::CopyOut(std::span<ReadOp> ops, std::span<Pinned> pins) {
     const Task& task = tasks[t];
     const Pinned& pin = pins[task.op];
     const ScatterList dst = ops[task.op].dst;
+    ReadProgress* progress = ops[task.op].progress;
     if (!verify_) {
+      // Nothing to check (the bytes never left this process): a slice is verified once copied.
       arena_->ReadRange(pin.first_page, task.offset, task.len, dst);
+      if (progress != nullptr) progress->Verified(task.offset, task.len);
       return;
     }
     // Each block of the arena is hashed right before it is copied, while it is in this core's cache:
@@ -284,6 +287,7 @@ void MemTier::CopyOut(std::span<ReadOp> ops, std::span<Pinned> pins) {
     arena_->ReadRange(pin.first_page, task.offset, task.len, dst,
                       [&state](const std::byte* p, size_t n) { XXH3_64bits_update(&state, p, n); });
     pins[task.op].bad = XXH3_64bits_digest(&state) != pin.checksum;
+    if (!pins[task.op].bad && progress != nullptr) progress->Verified(task.offset, task.len);
   };
   if (copy_threads_ <= 1 || tasks.size() < 2 || total < 2 * kCopySlice) {
     for (size_t t = 0; t < tasks.size(); ++t) run(t);

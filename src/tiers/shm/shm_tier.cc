@@ -437,9 +437,18 @@ void ShmTier::VerifyAll(std::span<Held> held, std::span<ReadOp> ops) {
     for (uint64_t i = 0; i < held[k].sums.size(); ++i) tasks.push_back(Task{static_cast<uint32_t>(k), i});
   }
   std::vector<char> bad(tasks.size(), 0);
+  // A writable opener's pin keeps the chunk's pages from reuse, so a piece verified in the destination
+  // stays valid: it is reported at once (a lock-free reader learns only at the end whether it read a
+  // chunk that stayed put, so it reports nothing and the Store reports the chunk whole).
+  const bool report = !ops.empty() && !pool_->read_only();
   const std::function<void(size_t)> run = [&](size_t t) {
     const Held& h = held[tasks[t].h];
     bad[t] = !Piece(h, tasks[t].piece, ops.empty() ? ScatterList{} : ops[tasks[t].h].dst, !ops.empty());
+    ReadProgress* progress = report ? ops[tasks[t].h].progress : nullptr;
+    if (!bad[t] && progress != nullptr) {
+      const uint64_t at = tasks[t].piece * kPieceBytes;
+      progress->Verified(at, std::min<uint64_t>(kPieceBytes, h.bytes - at));
+    }
   };
   if (threads_ <= 1 || tasks.size() < 2 || total < 4 * kPieceBytes) {
     for (size_t t = 0; t < tasks.size(); ++t) run(t);

@@ -1,0 +1,180 @@
+"""KvtierConnector's path for KV caches in GPU memory: kvtier.gpu (include/kvtier/gpu.h).
+
+kvtier reads and verifies each chunk on the host, copies it to the GPU in bulk and scatters its rows
+into the blocks with one kernel per batch, layer group by layer group, each group with its own CUDA
+event. The plan here is what the connector hands it:
+
+- ``gpu_cache_of``: per layer the device addresses of one contiguous K and one contiguous V tensor
+  ``[num_blocks, block_size, kv_heads, head_dim]`` -- vLLM's FlashAttention layout
+  ``[2, num_blocks, block_size, kv_heads, head_dim]`` (K = ``t[0]``, V = ``t[1]``) or a (K, V) pair.
+  FlashInfer's ``[num_blocks, 2, ...]`` interleaves K and V block by block, which kvtier.gpu does not
+  address: refused, as are MLA, HND and every other layout.
+- ``layer_group``: the group of a layer, as gpu.h defines groups (group g covers layers
+  ``[g*L/G, (g+1)*L/G)``), so ``wait_for_layer_load(layer)`` makes the engine's stream wait for that
+  group's event only.
+- ``load_plan``: the chunks of a load that kvtier.gpu writes. It writes every block of a chunk, so a
+  leading chunk that holds a block the engine's own prefix cache owns (-1 in the block table) is not
+  loaded -- never written over a block another request may be reading -- and its own blocks are
+  reported as load errors (recomputed).
+
+Nothing here imports torch or needs a GPU: the tensors are read through their ``device``, ``shape``,
+``stride()``, ``element_size()``, ``dtype`` and ``data_ptr()``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+
+from .. import gpu
+from ._vllm_kv_caches import _TORCH_DTYPES, _layer_order
+
+if TYPE_CHECKING:
+    from .vllm_v1 import ModelSpec
+
+logger = logging.getLogger(__name__)
+
+
+def is_cuda(t: Any) -> bool:
+    first = t[0] if isinstance(t, (tuple, list)) else t
+    return getattr(getattr(first, "device", None), "type", None) == "cuda"
+
+
+def _check(t: Any, spec: ModelSpec, what: str) -> int:
+    """ValueError unless ``t`` is a contiguous CUDA [num_blocks, block_size, kv_heads, head_dim] of the
+    configuration's dtype; returns its device index."""
+    dev = getattr(t, "device", None)
+    if getattr(dev, "type", None) != "cuda":
+        raise ValueError(f"KvtierConnector: {what}: a {getattr(dev, 'type', None)} tensor among CUDA ones")
+    want = _TORCH_DTYPES[spec.dtype]
+    if str(t.dtype) not in ((want,) if isinstance(want, str) else want):
+        raise ValueError(f"KvtierConnector: {what}: dtype {t.dtype}, the configuration says {spec.kv_dtype}")
+    shape = (spec.block_size, spec.kv_heads, spec.head_dim)
+    row = spec.kv_heads * spec.head_dim
+    if len(t.shape) != 4 or tuple(t.shape[1:]) != shape or tuple(t.stride()) != (
+            spec.block_size * row, row, spec.head_dim, 1):
+        raise ValueError(f"KvtierConnector: {what}: shape {tuple(t.shape)} strides {tuple(t.stride())}; "
+                         f"kvtier.gpu needs one contiguous [num_blocks, {', '.join(map(str, shape))}] "
+                         "tensor per layer for K and for V (FlashAttention layout, NHD)")
+    return int(dev.index or 0)
+
+
+def _layer_kv(t: Any, spec: ModelSpec, layout: str, what: str) -> tuple:
+    if isinstance(t, (tuple, list)):
+        if len(t) != 2:
+            raise ValueError(f"KvtierConnector: {what}: a tuple of {len(t)} tensors, not (K, V)")
+        return t[0], t[1]
+    if len(t.shape) != 5:
+        raise ValueError(f"KvtierConnector: {what}: shape {tuple(t.shape)} is not a FlashAttention cache "
+                         "[2, num_blocks, block_size, kv_heads, head_dim] (MLA and other layouts are not "
+                         "supported)")
+    if layout == "flashinfer" or (layout == "auto" and t.shape[0] != 2):
+        raise ValueError(f"KvtierConnector: {what}: shape {tuple(t.shape)}: kvtier.gpu needs K and V "
+                         "each contiguous (FlashAttention [2, num_blocks, ...]); FlashInfer's "
+                         "[num_blocks, 2, ...] is served on host memory only")
+    return t[0], t[1]
+
+
+def gpu_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, layout: str = "auto") -> tuple:
+    """(kvtier.gpu.PagedCache, layer names in chunk order) of vLLM's CUDA ``kv_caches``."""
+    names = _layer_order(list(kv_caches))
+    if len(names) != spec.layers:
+        raise ValueError(f"KvtierConnector: {len(names)} KV cache layers, the model has {spec.layers}")
+    ks, vs, blocks, devices = [], [], set(), set()
+    for name in names:
+        k, v = _layer_kv(kv_caches[name], spec, layout, f"layer {name!r}")
+        for x, which in ((k, "K"), (v, "V")):
+            devices.add(_check(x, spec, f"layer {name!r} {which}"))
+            blocks.add(int(x.shape[0]))
+        ks.append(int(k.data_ptr()))
+        vs.append(int(v.data_ptr()))
+    if len(blocks) != 1 or len(devices) != 1:
+        raise ValueError(f"KvtierConnector: layers differ in num_blocks {sorted(blocks)} or device "
+                         f"{sorted(devices)}")
+    cache = gpu.PagedCache(device=devices.pop(), num_blocks=blocks.pop(), block_tokens=spec.block_size,
+                           k=ks, v=vs)
+    return cache, tuple(names)
+
+
+def layer_group(layer: int, layers: int, groups: int) -> int:
+    """The layer group (gpu.h: group g covers layers [g*L/G, (g+1)*L/G)) that holds ``layer``."""
+    if not 0 <= layer < layers or not 1 <= groups <= layers:
+        raise ValueError(f"layer {layer} of {layers} in {groups} groups")
+    g = layer * groups // layers
+    while g + 1 < groups and (g + 1) * layers // groups <= layer:
+        g += 1
+    while g * layers // groups > layer:
+        g -= 1
+    return g
+
+
+def load_plan(blocks: np.ndarray) -> tuple[int, np.ndarray]:
+    """(first chunk kvtier.gpu loads, blocks of the chunks before it that the connector owns) for a
+    load over ``blocks`` ([n_chunks, blocks_per_chunk], -1 for blocks the engine holds already)."""
+    held = (blocks < 0).any(axis=1)
+    first = int(np.argmin(held)) if not held.all() else len(blocks)
+    if held[first:].any():
+        raise ValueError("KvtierConnector: a block the engine holds after a block it loads")
+    skipped = blocks[:first]
+    return first, skipped[skipped >= 0]
+
+
+def _current_stream() -> int:
+    import torch  # only with CUDA caches, which come from torch
+
+    return int(torch.cuda.current_stream().cuda_stream)
+
+
+class GpuWorker:
+    """The worker side of KvtierConnector over kvtier.gpu: one Transfer bound to the registered cache.
+    Loads are read and verified on the host before ``load`` returns and land on the GPU layer group by
+    layer group; ``wait_layer`` makes the engine's current stream wait for a layer's group without
+    blocking the host. Saves gather the blocks on the GPU and are in the top tier when ``save``
+    returns (the lower tiers are written in the background)."""
+
+    def __init__(self, kv_caches: Mapping[str, Any], spec: ModelSpec, layout: str, layer_groups: int,
+                 ns: Any, store: Any) -> None:
+        cache, self.names = gpu_cache_of(kv_caches, spec, layout)
+        why = gpu.why_not(cache.device)
+        if why:
+            raise ValueError(f"KvtierConnector: CUDA KV caches need kvtier's GPU path, which is not usable "
+                             f"here: {why}")
+        self.groups = max(1, min(int(layer_groups), spec.layers))
+        self._layers, self._ns, self._store = spec.layers, ns, store
+        self._transfer = gpu.Transfer(ns, cache, layer_groups=self.groups)
+        self._keep = dict(kv_caches)
+        self._loaded_this_step = False
+
+    def load(self, keys: list, blocks: np.ndarray) -> tuple[int, np.ndarray]:
+        """Loads what ``load_plan`` allows; returns (chunks loaded, owned blocks not loaded)."""
+        first, skipped = load_plan(blocks)
+        done = 0
+        if first < len(keys):
+            done = self._transfer.load(self._store, self._ns, keys[first:], blocks[first:].ravel().tolist(),
+                                       after_stream=_current_stream())
+            self._loaded_this_step = True
+        rest = blocks[first + done:]
+        return done, np.concatenate([skipped, rest[rest >= 0]])
+
+    def wait_layer(self, index: int) -> None:
+        if not self._loaded_this_step:
+            return
+        group = layer_group(index, self._layers, self.groups)
+        try:
+            self._transfer.stream_wait_layers(group, _current_stream())
+        except gpu.KvtierError as e:  # e.g. a stream being captured: wait on the host instead
+            logger.warning("KvtierConnector: stream wait for layer group %d refused (%s); waiting on the host",
+                           group, e)
+            self._transfer.wait_layers(group)  # a GPU error here is the engine's to handle: raised
+
+    def end_step(self) -> None:
+        self._loaded_this_step = False
+
+    def save(self, keys: list, blocks: np.ndarray) -> None:
+        self._transfer.save(self._store, self._ns, keys, blocks.ravel().tolist(), after_stream=_current_stream())
+
+    def close(self) -> None:
+        self._transfer.close()
+        self._keep = {}
