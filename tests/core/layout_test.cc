@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <utility>
 
 namespace kvtier {
 namespace {
@@ -70,6 +71,24 @@ TEST(LayoutTest, FingerprintKnownAnswerAndSensitivity) {
   seen.insert(Layout{32, 8, 128, DType::kFP16}.Fingerprint());
   seen.insert(Layout{32, 8, 128, DType::kBF16, 128}.Fingerprint());
   EXPECT_EQ(seen.size(), 6u);
+}
+
+// Chunk headers and namespace ids carry these fingerprints: pools written by earlier builds stay
+// readable only while every preset of then keeps its fingerprint bit for bit. Computed by the code of
+// commit 6efcd0e (before layouts had groups), which wrote Layout::Fingerprint() of each preset.
+TEST(LayoutTest, PresetFingerprintsArePinned) {
+  const std::pair<const char*, uint64_t> pinned[] = {
+      {"llama-3.1-8b", 0x162f86d263d2d600ull},
+      {"llama-3.1-70b", 0xb572fac31b8bcabaull},
+      {"qwen2.5-32b", 0x24af90074f46c481ull},
+      {"qwen3-coder-480b-a35b", 0xab0be10317727445ull},
+      {"qwen2.5-0.5b", 0x08383a1a9a291bcdull},
+  };
+  for (const auto& [name, fingerprint] : pinned) {
+    auto p = FindModelPreset(name);
+    ASSERT_TRUE(p.ok()) << name;
+    EXPECT_EQ(p->layout.Fingerprint(), fingerprint) << name;
+  }
 }
 
 TEST(LayoutTest, DTypeNamesRoundTrip) {
