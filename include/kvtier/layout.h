@@ -20,6 +20,7 @@
 // Layouts are plain values; every function here is thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -59,6 +60,13 @@ struct LayerGroup {
   bool operator==(const LayerGroup&) const = default;
 };
 
+// A contiguous byte range of a chunk's payload.
+struct ByteRange {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  bool operator==(const ByteRange&) const = default;
+};
+
 struct Layout {
   uint32_t layers = 0;    // both forms: the model's layer count
   uint32_t kv_heads = 0;  // classic form only (0 in the grouped form)
@@ -91,6 +99,33 @@ struct Layout {
   std::string Spec() const;
   // The grouped form of a classic layout: same groups, head-major chunk order, another fingerprint.
   Layout Grouped() const;
+
+  // Where heads [begin, end) of every head-split group, and every latent and state group, lie in a
+  // chunk of this grouped layout, in chunk order (adjacent ranges merged). A tensor-parallel rank that
+  // owns those heads reads exactly these bytes; their concatenation is the chunk of the same layout with
+  // `end - begin` heads (SliceHeads). InvalidArgument for the classic form (its heads are interleaved:
+  // load it whole) or a range not within [0, HeadSplitHeads()); a layout without head-split groups
+  // (MLA only) takes [0, 0): every rank reads the whole chunk.
+  Result<std::vector<ByteRange>> HeadRanges(uint32_t begin, uint32_t end) const;
+  // The layout of the part of a chunk HeadRanges(begin, end) selects (head-split groups with
+  // end - begin heads; the rest unchanged).
+  Result<Layout> SliceHeads(uint32_t begin, uint32_t end) const;
+  // The payload's verification pieces for a writer (chunk format v2 "listed pieces"): one per head of
+  // each head-split group, one per layer (or per group, when layers would make too many) of the rest,
+  // so that every range of HeadRanges is a whole number of pieces. Empty for the classic form (the
+  // writer's default, power-of-two pieces).
+  std::vector<uint64_t> PieceLengths() const;
+  // PieceLengths() kept for the life of the process, one vector per distinct layout (a few hundred
+  // bytes each), so a ChunkId can point at it; nullptr for the classic form.
+  const std::vector<uint64_t>* InternedPieceLengths() const;
+
+  // The gather list of a whole chunk assembled from the parts of parts.size() tensor-parallel ranks,
+  // rank r's part being the chunk of SliceHeads(r * H / t, (r + 1) * H / t): each head-split group from
+  // every rank in rank order, each latent and state group from rank 0 alone (stored once). The spans
+  // point into `parts`; nothing is copied. InvalidArgument for the classic form, a rank count that does
+  // not divide the heads, or a part of the wrong size.
+  Result<std::vector<std::span<const std::byte>>> AssembleFromRanks(
+      std::span<const std::span<const std::byte>> parts) const;
 
   bool operator==(const Layout&) const = default;
 };
