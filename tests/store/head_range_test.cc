@@ -63,9 +63,11 @@ ChunkKey KeyOf(const Namespace& ns) {
   return NextChunkKey(ns, nullptr, tokens);  // the same whatever the TP degree of writer or reader
 }
 
-// Opens a fresh tier of `scheme` ("mem", "file", or "file+key": encrypted) in `dir`.
+// Opens a fresh tier of `scheme` ("mem", "fs", "file", or "file+key": encrypted) in `dir`.
 std::unique_ptr<Tier> Fresh(const std::string& scheme, const std::string& dir) {
-  std::string url = scheme == "mem" ? "mem://?capacity=64MiB" : "file://" + dir + "?capacity=1GiB";
+  std::string url = scheme == "mem" ? "mem://?capacity=64MiB"
+                    : scheme == "fs" ? "fs://" + dir + "?capacity=1GiB"
+                                     : "file://" + dir + "?capacity=1GiB";
   if (scheme == "file+key") {
     const std::string key = dir + ".key";
     std::FILE* f = std::fopen(key.c_str(), "wb");
@@ -129,6 +131,10 @@ TEST(HeadRangeTest, TpMatrixFile) {
 
 TEST(HeadRangeTest, TpMatrixFileEncrypted) {
   RunMatrix(Mixed(), "file+key");  // listed pieces sealed one by one, each opened alone
+}
+
+TEST(HeadRangeTest, TpMatrixSharedPool) {
+  RunMatrix(Mixed(), "fs");  // fs:// writes listed pieces too and reads them back through GetRanges' default
 }
 
 TEST(HeadRangeTest, RangesAreWholePiecesAndLatentsComeOnce) {
