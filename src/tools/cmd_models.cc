@@ -28,12 +28,18 @@ std::string GroupSummary(const Layout& l) {
   return out + (l.classic() ? " (classic)" : "");
 }
 
+std::string Hex64(uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
 nlohmann::json PresetJson(const ModelPreset& p) {
   return {{"name", p.name},
           {"model_id", p.model_id},
           {"layout", p.layout.Spec()},
           {"classic", p.layout.classic()},
-          {"fingerprint", p.layout.Fingerprint()},
+          {"fingerprint", Hex64(p.layout.Fingerprint())},  // a string: JSON readers lose bits past 2^53
           {"kv_heads", p.layout.HeadSplitHeads()},
           {"bytes_per_token", p.layout.BytesPerToken()},
           {"bytes_per_chunk", p.layout.BytesPerChunk()},
