@@ -52,6 +52,9 @@ class Namespace {
 
   const Digest& id() const { return id_; }
   const Layout& layout() const { return layout_; }
+  uint64_t fingerprint() const { return fingerprint_; }  // layout().Fingerprint(), computed once
+  // layout().InternedPieceLengths() (null for a classic layout): ChunkId::Of hands it to writers.
+  const std::vector<uint64_t>* piece_lengths() const { return piece_lengths_; }
   std::string Hex() const { return DigestHex(id_); }
   // The canonical engine identity this namespace was made from (kvtier/engine_identity.h), or
   // nullptr for a namespace made from a model id and salt. Display only: a Store writes it beside the
@@ -60,10 +63,12 @@ class Namespace {
 
  private:
   friend Result<Namespace> MakeNamespace(const EngineIdentity&, const Layout&, std::string_view);
-  Namespace(const Digest& id, const Layout& layout) : id_(id), layout_(layout) {}
+  Namespace(const Digest& id, const Layout& layout);
   void SetIdentity(std::string encoding) { identity_ = std::make_shared<const std::string>(std::move(encoding)); }
   Digest id_{};
   Layout layout_{};
+  uint64_t fingerprint_ = 0;
+  const std::vector<uint64_t>* piece_lengths_ = nullptr;
   std::shared_ptr<const std::string> identity_;
 };
 

@@ -77,8 +77,10 @@ typedef enum kvtier_dtype {
   KVTIER_DTYPE_FP8 = 3
 } kvtier_dtype;
 
-/* KV geometry of one model; a chunk holds 2 x layers x kv_heads x head_dim x dtype size x
- * tokens_per_chunk bytes. */
+/* KV geometry of one model in the classic form (one K/V group over every layer): a chunk holds
+ * 2 x layers x kv_heads x head_dim x dtype size x tokens_per_chunk bytes. Every other model family
+ * (MLA latents, sliding-window layers, per-sequence states, mixed groups) is described by a layout
+ * spec: kvtier_ns_create_spec below and kvtier/layout.h. */
 typedef struct kvtier_layout {
   uint32_t layers;
   uint32_t kv_heads;
@@ -303,6 +305,22 @@ KVTIER_API kvtier_status kvtier_ns_create_identity(const char* identity, const k
 /* Copies the namespace's identity encoding (NUL-terminated) into out[0..cap) and returns its length
  * without the NUL; 0 for a namespace made without one (or NULL). Call with cap 0 to learn the size. */
 KVTIER_API size_t kvtier_ns_identity(const kvtier_ns* ns, char* out, size_t cap);
+
+/* ---- layouts of every model family (kvtier/layout.h, docs/models.md) ----
+ * A layout spec is the one-line text of a layout, e.g.
+ *   "layers=61 tokens=256 latent:layers=0-60,dim=576,dtype=bf16"
+ *   "layers=32 tokens=256 classic:heads=8,dim=128,dtype=bf16"   (the same as a kvtier_layout)
+ * The namespaces below are those of kvtier_ns_create and kvtier_ns_create_identity with that layout;
+ * InvalidArgument for a spec that does not parse or validate. */
+KVTIER_API kvtier_status kvtier_ns_create_spec(const char* model_id, const char* layout_spec,
+                                               const char* tenant, const char* salt, kvtier_ns** out);
+KVTIER_API kvtier_status kvtier_ns_create_identity_spec(const char* identity, const char* layout_spec,
+                                                        const char* tenant, kvtier_ns** out);
+/* Copies the namespace's layout spec (NUL-terminated) into out[0..cap) and returns its length; 0 and
+ * "" for a NULL namespace. Call with cap 0 to size the buffer. */
+KVTIER_API size_t kvtier_ns_layout_spec(const kvtier_ns* ns, char* out, size_t cap);
+/* The same for the model preset `name` (`kvtier models`); 0 and "" for an unknown name. */
+KVTIER_API size_t kvtier_preset_layout_spec(const char* name, char* out, size_t cap);
 
 /* Removes the chunks of `keys` from every tier of the store (an engine's eviction of objects it wrote);
  * a key no tier holds is not an error. A background write of one of them that is still queued is dropped

@@ -33,11 +33,18 @@ struct ChunkId {
   Digest ns{};
   ChunkKey key{};
   uint64_t layout_fingerprint = 0;
+  // How a writer cuts the payload into verified pieces (Layout::InternedPieceLengths of a grouped
+  // layout: alive until the process exits), so that a reader of some heads reads whole pieces; null:
+  // the format's default pieces. A hint for writers, not part of the identity: ignored by ==, and by
+  // tiers that keep no pieces. A plain pointer keeps ChunkId trivially copyable.
+  const std::vector<uint64_t>* piece_lengths = nullptr;
 
   static ChunkId Of(const Namespace& ns, const ChunkKey& key) {
-    return ChunkId{ns.id(), key, ns.layout().Fingerprint()};
+    return ChunkId{ns.id(), key, ns.fingerprint(), ns.piece_lengths()};
   }
-  bool operator==(const ChunkId&) const = default;
+  bool operator==(const ChunkId& o) const {
+    return ns == o.ns && key == o.key && layout_fingerprint == o.layout_fingerprint;
+  }
 };
 
 // A chunk's bytes spread over several caller buffers (e.g. one per layer in an engine's paged pool).
@@ -160,6 +167,15 @@ class Tier {
 
   // Reads a batch in parallel where the tier can; sets each op's status. Default: one Get at a time.
   virtual void GetMany(std::span<ReadOp> ops);
+
+  // Reads only `ranges` of the chunk's payload, whose whole size is `chunk_bytes` (e.g. a
+  // tensor-parallel rank's heads, Layout::HeadRanges): `dst` receives the ranges' bytes one after the
+  // other. The ranges are non-empty, ascending and disjoint. Every stored piece a range touches is read
+  // and verified, and no other where the tier reads pieces (file://); the default Gets the whole chunk
+  // into a temporary buffer and copies the ranges out. Errors and `dst` on failure as Get;
+  // InvalidArgument for bad ranges or a chunk of another size.
+  virtual Status GetRanges(const ChunkId& id, uint64_t chunk_bytes, std::span<const ByteRange> ranges,
+                           ScatterList dst);
 
   // A verified, read-only view of a stored chunk in the tier's own memory, pinned until released
   // (kvtier/borrowed_chunk.h). NotFound on a miss; Corruption when it fails verification (removed);

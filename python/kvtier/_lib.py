@@ -176,6 +176,11 @@ _SIGNATURES = {
     "kvtier_ns_create_identity": (_STATUS, [c_char_p, POINTER(KvLayout), c_char_p, POINTER(_NS)]),
     "kvtier_ns_identity": (c_size_t, [_NS, c_char_p, c_size_t]),
     "kvtier_remove": (_STATUS, [_STORE, _NS, _KEYS, c_size_t]),
+    # layouts of every model family (Layout.from_spec, Layout.preset)
+    "kvtier_ns_create_spec": (_STATUS, [c_char_p, c_char_p, c_char_p, c_char_p, POINTER(_NS)]),
+    "kvtier_ns_create_identity_spec": (_STATUS, [c_char_p, c_char_p, c_char_p, POINTER(_NS)]),
+    "kvtier_ns_layout_spec": (c_size_t, [_NS, c_char_p, c_size_t]),
+    "kvtier_preset_layout_spec": (c_size_t, [c_char_p, c_char_p, c_size_t]),
 }
 
 

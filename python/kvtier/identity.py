@@ -125,10 +125,14 @@ class EngineIdentity:
 
 def _identity_namespace(encoding: str, layout: Layout, tenant: str) -> Namespace:
     lib = _lib.lib()
-    c_layout = layout._c()
     handle = ctypes.c_void_p()
-    check(lib.kvtier_ns_create_identity(_lib.c_text("identity", encoding), ctypes.byref(c_layout),
-                                        _lib.c_text("tenant", tenant), ctypes.byref(handle)))
+    if layout.spec:
+        check(lib.kvtier_ns_create_identity_spec(_lib.c_text("identity", encoding), _lib.c_text("spec", layout.spec),
+                                                 _lib.c_text("tenant", tenant), ctypes.byref(handle)))
+    else:
+        c_layout = layout._c()
+        check(lib.kvtier_ns_create_identity(_lib.c_text("identity", encoding), ctypes.byref(c_layout),
+                                            _lib.c_text("tenant", tenant), ctypes.byref(handle)))
     ns = Namespace.__new__(Namespace)  # the same object Namespace() makes, from another constructor
     ns._adopt(handle.value, layout)
     return ns

@@ -91,27 +91,78 @@ class _Handle:
 
 @dataclass(frozen=True)
 class Layout:
-    """KV geometry of one model: a chunk holds 2 x layers x kv_heads x head_dim x dtype size x
-    tokens_per_chunk bytes. dtype is "fp32", "fp16", "bf16" or "fp8"."""
+    """KV geometry of one model (kvtier/layout.h, docs/models.md).
+
+    The classic form, one K/V group over every layer: a chunk holds 2 x layers x kv_heads x head_dim x
+    dtype size x tokens_per_chunk bytes; dtype is "fp32", "fp16", "bf16" or "fp8". Every other model
+    family (MLA latents, sliding-window layers, per-sequence states, mixed groups) is a layout spec:
+    Layout.from_spec(text) or Layout.preset(name), which set ``spec`` (its canonical text), ``layers``
+    and ``tokens_per_chunk``, and leave kv_heads and head_dim at 0.
+    """
 
     layers: int
     kv_heads: int
     head_dim: int
     dtype: str = "bf16"
     tokens_per_chunk: int = 256
+    spec: str = ""
+
+    @staticmethod
+    def from_spec(text: str) -> "Layout":
+        """The layout a spec describes, e.g. "layers=61 tokens=256 latent:layers=0-60,dim=576,dtype=bf16";
+        a classic spec gives the classic Layout. KvtierError (INVALID_ARGUMENT) for a bad spec."""
+        canonical = _canonical_spec(text)
+        head, _, groups = canonical.partition(" classic:")
+        fields = dict(item.split("=", 1) for item in head.split(" ")[:2])
+        if groups:
+            g = dict(item.split("=", 1) for item in groups.split(","))
+            return Layout(int(fields["layers"]), int(g["heads"]), int(g["dim"]), g["dtype"], int(fields["tokens"]))
+        return Layout(int(fields["layers"]), 0, 0, "bf16", int(fields["tokens"]), canonical)
+
+    @staticmethod
+    def preset(name: str) -> "Layout":
+        """The layout of a model preset (`kvtier models`). KvtierError for an unknown name."""
+        lib = _lib.lib()
+        raw = c_text("name", name)
+        n = lib.kvtier_preset_layout_spec(raw, None, 0)
+        if n == 0:
+            raise KvtierError(Status.INVALID_ARGUMENT, f"unknown model preset {name!r} (see `kvtier models`)")
+        buf = ctypes.create_string_buffer(n + 1)
+        lib.kvtier_preset_layout_spec(raw, buf, n + 1)
+        return Layout.from_spec(buf.value.decode())
 
     @property
     def chunk_bytes(self) -> int:
         """Bytes of one chunk."""
+        if self.spec:
+            with Namespace("kvtier/layout-size", self) as ns:
+                return ns.chunk_bytes
         return (2 * self.layers * self.kv_heads * self.head_dim * _dtype(self.dtype)[1]
                 * self.tokens_per_chunk)
 
     def _c(self) -> KvLayout:
+        if self.spec:
+            raise KvtierError(Status.INVALID_ARGUMENT, "a layout spec has no kvtier_layout form")
         # Each field is a uint32 on the C side: a larger or negative value is refused, never wrapped
         # (2**32 + 1 layers would otherwise become 1 and share a namespace with a 1-layer layout).
         fields = [checked_int(f"Layout.{name}", getattr(self, name), "uint32")
                   for name in ("layers", "kv_heads", "head_dim", "tokens_per_chunk")]
         return KvLayout(fields[0], fields[1], fields[2], _dtype(self.dtype)[0], fields[3])
+
+
+def _canonical_spec(text: str) -> str:
+    """The spec as kvtier prints it (parsed and validated by the C library)."""
+    lib = _lib.lib()
+    handle = ctypes.c_void_p()
+    check(lib.kvtier_ns_create_spec(b"kvtier/layout-spec", c_text("spec", text), None, None,
+                                    ctypes.byref(handle)))
+    try:
+        n = lib.kvtier_ns_layout_spec(handle, None, 0)
+        buf = ctypes.create_string_buffer(n + 1)
+        lib.kvtier_ns_layout_spec(handle, buf, n + 1)
+        return buf.value.decode()
+    finally:
+        lib.kvtier_ns_free(handle)
 
 
 def _dtype(name: str) -> tuple[int, int]:
@@ -181,12 +232,15 @@ class Namespace(_Handle):
     def __init__(self, model_id: str, layout: Layout, tenant: str = "", salt: str = "") -> None:
         lib = _lib.lib()
         self.layout = layout
-        c_layout = layout._c()
         # Strings go with their lengths (kvtier_ns_create_n); a NUL in one is refused, here and in C.
         model, ten, slt = c_text("model_id", model_id), c_text("tenant", tenant), c_text("salt", salt)
         handle = ctypes.c_void_p()
-        check(lib.kvtier_ns_create_n(model, len(model), ctypes.byref(c_layout), ten, len(ten), slt,
-                                     len(slt), ctypes.byref(handle)))
+        if layout.spec:
+            check(lib.kvtier_ns_create_spec(model, c_text("spec", layout.spec), ten, slt, ctypes.byref(handle)))
+        else:
+            c_layout = layout._c()
+            check(lib.kvtier_ns_create_n(model, len(model), ctypes.byref(c_layout), ten, len(ten), slt,
+                                         len(slt), ctypes.byref(handle)))
         self._adopt(handle.value, layout)
 
     def _adopt(self, handle: int, layout: Layout) -> None:

@@ -52,6 +52,28 @@ void GetIdentity(const std::byte* p, ChunkHeader* h) {
   h->payload_bytes = Get64(p + 88);
 }
 
+size_t TableEntryBytes(const ChunkHeader& h) { return h.encrypted() ? kTagBytes : 8; }
+
+// Listed pieces: their lengths follow the sums (or tags) in the table.
+void SetStarts(ChunkHeader* h, std::span<const uint64_t> lengths) {
+  h->piece_starts.assign(1, 0);
+  for (uint64_t n : lengths) h->piece_starts.push_back(h->piece_starts.back() + n);
+}
+
+Status DecodeLengths(const std::byte* t, ChunkHeader* h) {
+  if (h->piece_bytes != 0 || h->piece_count == 0 || h->piece_count > kMaxListedPieces) {
+    return Status::Corruption("chunk with listed pieces has a piece size or count out of range");
+  }
+  std::vector<uint64_t> lengths(h->piece_count);
+  for (uint32_t i = 0; i < h->piece_count; ++i) {
+    lengths[i] = Get32(t + h->piece_count * TableEntryBytes(*h) + i * 4);
+    if (lengths[i] == 0 || lengths[i] > kMaxPieceBytes) return Status::Corruption("chunk piece length out of range");
+  }
+  SetStarts(h, lengths);
+  if (h->piece_starts.back() != h->payload_bytes) return Status::Corruption("chunk piece lengths do not add up to its payload");
+  return Status::OK();
+}
+
 // v2 fields [96, 128): the rest of what every encrypted piece authenticates.
 void PutV2Fields(const ChunkHeader& h, std::byte* p) {
   Put32(p + 96, h.flags);
@@ -67,14 +89,16 @@ Status DecodeV2(const std::byte* p, ChunkHeader* h) {
   h->piece_bytes = Get32(p + 100);
   h->piece_count = Get32(p + 104);
   std::memcpy(h->nonce_base.data(), p + 112, kNonceBytes);
-  if ((h->flags & ~kChunkFlagEncrypted) != 0 || Get32(p + 108) != 0 || Get32(p + 124) != 0) {
+  if ((h->flags & ~(kChunkFlagEncrypted | kChunkFlagListedPieces)) != 0 || Get32(p + 108) != 0 ||
+      Get32(p + 124) != 0) {
     return Status::Corruption("chunk header has unknown flags or reserved bits set");
   }
   const uint32_t pb = h->piece_bytes;
-  if (pb < kChunkAlign || pb > kMaxPieceBytes || (pb & (pb - 1)) != 0) {
+  if (h->listed()) {
+    KVTIER_RETURN_IF_ERROR(DecodeLengths(p + kTableAt, h));
+  } else if (pb < kChunkAlign || pb > kMaxPieceBytes || (pb & (pb - 1)) != 0) {
     return Status::Corruption("chunk piece size out of range");
-  }
-  if (h->piece_count > kMaxPieces || h->piece_count != PieceCount(h->payload_bytes, pb)) {
+  } else if (h->piece_count > kMaxPieces || h->piece_count != PieceCount(h->payload_bytes, pb)) {
     return Status::Corruption("chunk piece count does not match its payload");
   }
   const uint8_t* nb = reinterpret_cast<const uint8_t*>(h->nonce_base.data());
@@ -82,7 +106,7 @@ Status DecodeV2(const std::byte* p, ChunkHeader* h) {
     return Status::Corruption("plain chunk carries a nonce");
   }
   const std::byte* t = p + kTableAt;
-  const size_t table_end = kTableAt + size_t{h->piece_count} * (h->encrypted() ? kTagBytes : 8);
+  const size_t table_end = kTableAt + size_t{h->piece_count} * (TableEntryBytes(*h) + (h->listed() ? 4 : 0));
   if (std::any_of(p + table_end, p + kV2ChecksumAt, [](std::byte b) { return b != std::byte{0}; })) {
     return Status::Corruption("chunk header padding is not zero");
   }
@@ -113,10 +137,27 @@ void SubListImpl(List list, uint64_t offset, uint64_t len, std::vector<Span>& ou
 
 }  // namespace
 
+uint64_t ChunkHeader::PieceOffset(uint32_t i) const {
+  if (version == kChunkFormatV1) return 0;
+  if (listed()) return i < piece_starts.size() ? piece_starts[i] : payload_bytes;
+  return uint64_t{i} * piece_bytes;
+}
+
 uint64_t ChunkHeader::PieceLength(uint32_t i) const {
   if (version == kChunkFormatV1) return payload_bytes;
+  if (listed()) return i + 1 < piece_starts.size() ? piece_starts[i + 1] - piece_starts[i] : 0;
   const uint64_t off = PieceOffset(i);
   return off >= payload_bytes ? 0 : std::min<uint64_t>(piece_bytes, payload_bytes - off);
+}
+
+uint32_t ChunkHeader::PieceAt(uint64_t offset) const {
+  const uint32_t n = pieces();
+  if (n <= 1) return 0;
+  if (listed()) {
+    const auto it = std::upper_bound(piece_starts.begin(), piece_starts.begin() + n, offset);
+    return static_cast<uint32_t>(it - piece_starts.begin()) - 1;
+  }
+  return static_cast<uint32_t>(std::min<uint64_t>(offset / piece_bytes, n - 1));
 }
 
 uint32_t PieceBytesFor(uint64_t payload_bytes) {
@@ -131,8 +172,23 @@ ChunkHeader NewChunkHeader(const ChunkId& id, uint64_t payload_bytes, bool encry
   h.id = id;
   h.payload_bytes = payload_bytes;
   h.flags = encrypted ? kChunkFlagEncrypted : 0;
-  h.piece_bytes = PieceBytesFor(payload_bytes);
-  h.piece_count = PieceCount(payload_bytes, h.piece_bytes);
+  uint64_t listed = 0;
+  bool usable = id.piece_lengths != nullptr && !id.piece_lengths->empty() &&
+                id.piece_lengths->size() <= kMaxListedPieces;
+  for (size_t i = 0; usable && i < id.piece_lengths->size(); ++i) {
+    const uint64_t n = (*id.piece_lengths)[i];
+    usable = n > 0 && n <= kMaxPieceBytes;
+    listed += n;
+  }
+  if (usable && listed == payload_bytes) {
+    h.flags |= kChunkFlagListedPieces;
+    h.piece_bytes = 0;
+    h.piece_count = static_cast<uint32_t>(id.piece_lengths->size());
+    SetStarts(&h, *id.piece_lengths);
+  } else {
+    h.piece_bytes = PieceBytesFor(payload_bytes);
+    h.piece_count = PieceCount(payload_bytes, h.piece_bytes);
+  }
   if (encrypted) {
     h.piece_tags.resize(h.piece_count);
   } else {
@@ -178,6 +234,11 @@ void EncodeChunkHeader(const ChunkHeader& h, std::span<std::byte, kChunkHeaderSi
   } else {
     for (size_t i = 0; i < h.piece_sums.size() && i < kMaxPieces; ++i) Put64(t + i * 8, h.piece_sums[i]);
   }
+  if (h.listed() && h.piece_count <= kMaxListedPieces) {
+    for (uint32_t i = 0; i < h.piece_count; ++i) {
+      Put32(t + h.piece_count * TableEntryBytes(h) + i * 4, static_cast<uint32_t>(h.PieceLength(i)));
+    }
+  }
   Put64(p + kV2ChecksumAt, XXH3_64bits(p, kV2ChecksumAt));
 }
 
@@ -210,6 +271,22 @@ Result<ChunkHeader> DecodeChunkHeader(std::span<const std::byte> in) {
     KVTIER_RETURN_IF_ERROR(DecodeV2(p, &h));
   }
   return h;
+}
+
+Status CheckByteRanges(std::span<const ByteRange> ranges, uint64_t payload_bytes, uint64_t dst_bytes) {
+  uint64_t end = 0, total = 0;
+  for (const ByteRange& r : ranges) {
+    if (r.bytes == 0 || r.offset < end || r.offset > payload_bytes || r.bytes > payload_bytes - r.offset) {
+      return Status::InvalidArgument("byte ranges must be non-empty, ascending, disjoint and within the chunk");
+    }
+    end = r.offset + r.bytes;
+    total += r.bytes;
+  }
+  if (total != dst_bytes) {
+    return Status::InvalidArgument("the destination holds " + std::to_string(dst_bytes) + " bytes, the ranges " +
+                                   std::to_string(total));
+  }
+  return Status::OK();
 }
 
 Status CheckChunkHeader(const ChunkHeader& h, const ChunkId& expected, uint64_t stored_bytes) {

@@ -21,6 +21,12 @@
 //   the count at or below kMaxPieces, so the table always fits the 4 KiB header (4 GiB: 32 MiB pieces).
 //   Encrypted piece i: nonce = nonce base XOR i (big-endian, last four bytes); associated data =
 //   header bytes [0, 128) followed by i as u32.
+//   Flag bit 1, listed pieces (written for grouped layouts, Layout::PieceLengths): the pieces have the
+//   lengths the writer chose, so that a tensor-parallel rank's heads are whole pieces. Piece bytes is
+//   0; the table holds the sums (or tags), then each piece's length as u32, at most kMaxListedPieces
+//   of them, each 1 byte to kMaxPieceBytes, adding up to the payload. A length needs no
+//   authentication: a piece authenticates its own bytes at its own index, so lengths that cut the
+//   payload differently fail to verify. Builds before listed pieces refuse such a chunk (unknown flag).
 //
 // The header's own checksum covers every field before it, so a torn or overwritten header is detected
 // before its length is trusted; only the GCM tags defend against someone who rewrites checksums.
@@ -44,10 +50,12 @@ inline constexpr uint64_t kChunkMagic = 0x314B4E4843545654ull;  // "TVTCHNK1" re
 inline constexpr uint32_t kChunkFormatV1 = 1;
 inline constexpr uint32_t kChunkFormatVersion = 2;  // the version this build writes
 inline constexpr uint32_t kChunkFlagEncrypted = 1;
+inline constexpr uint32_t kChunkFlagListedPieces = 2;
 inline constexpr uint64_t kMaxChunkPayload = 4ull << 30;
 inline constexpr uint32_t kMinPieceBytes = 1u << 20;
 inline constexpr uint32_t kMaxPieceBytes = 1u << 30;
 inline constexpr uint32_t kMaxPieces = 240;          // 240 tags of 16 bytes fit before 4088
+inline constexpr uint32_t kMaxListedPieces = 192;    // 192 tags and lengths (20 bytes each) fit too
 inline constexpr size_t kAuthenticatedHeaderBytes = 128;  // v2 fields before the piece table
 inline constexpr size_t kPieceAadBytes = kAuthenticatedHeaderBytes + 4;
 
@@ -63,12 +71,16 @@ struct ChunkHeader {
   Nonce nonce_base{};               // encrypted: random per write
   std::vector<uint64_t> piece_sums;  // plain: xxh3-64 per piece
   std::vector<Tag> piece_tags;       // encrypted: AES-GCM tag per piece
+  std::vector<uint64_t> piece_starts;  // listed pieces: offset of each piece, then the payload size
 
   bool encrypted() const { return version >= 2 && (flags & kChunkFlagEncrypted) != 0; }
+  bool listed() const { return version >= 2 && (flags & kChunkFlagListedPieces) != 0; }
   // Pieces a reader verifies one by one: v1 has one, the whole payload.
   uint32_t pieces() const { return version == kChunkFormatV1 ? 1 : piece_count; }
-  uint64_t PieceOffset(uint32_t i) const { return version == kChunkFormatV1 ? 0 : uint64_t{i} * piece_bytes; }
+  uint64_t PieceOffset(uint32_t i) const;
   uint64_t PieceLength(uint32_t i) const;
+  // The piece holding payload byte `offset` (the last piece for an offset at or past the end).
+  uint32_t PieceAt(uint64_t offset) const;
 };
 
 inline uint64_t AlignUp(uint64_t n, uint64_t a = kChunkAlign) { return (n + a - 1) / a * a; }
@@ -83,7 +95,12 @@ uint32_t PieceBytesFor(uint64_t payload_bytes);
 
 // A v2 header for `id` with its piece geometry set and an empty table of the right size (tags for
 // `encrypted`, sums otherwise). The caller fills the table (and the nonce base when encrypted).
+// Listed pieces when `id.piece_lengths` (ChunkId) describes this payload; power-of-two pieces otherwise.
 ChunkHeader NewChunkHeader(const ChunkId& id, uint64_t payload_bytes, bool encrypted);
+
+// Checks byte ranges of a payload of `payload_bytes` for a ranged read into `dst_bytes`: non-empty,
+// ascending, disjoint, within the payload, adding up to the destination. InvalidArgument otherwise.
+Status CheckByteRanges(std::span<const ByteRange> ranges, uint64_t payload_bytes, uint64_t dst_bytes);
 
 uint64_t PayloadChecksum(GatherList payload);
 uint64_t PayloadChecksum(std::span<const std::byte> payload);

@@ -40,6 +40,11 @@ Result<Digest> DigestFromHex(std::string_view hex) {
   return d;
 }
 
+Namespace::Namespace(const Digest& id, const Layout& layout)
+    : id_(id), layout_(layout), fingerprint_(layout.Fingerprint()) {
+  if (!layout.classic()) piece_lengths_ = layout.InternedPieceLengths();
+}
+
 Result<Namespace> Namespace::Make(std::string_view model_id, const Layout& layout,
                                   std::string_view tenant, std::string_view salt) {
   if (model_id.empty()) return Status::InvalidArgument("a namespace needs a model id");

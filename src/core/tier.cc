@@ -2,6 +2,12 @@
 // io layer under them) can use them without depending on the store above.
 #include "kvtier/tier.h"
 
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/chunk_format.h"
+
 namespace kvtier {
 
 size_t TotalBytes(ScatterList pieces) {
@@ -18,6 +24,32 @@ size_t TotalBytes(GatherList pieces) {
 
 void Tier::GetMany(std::span<ReadOp> ops) {
   for (ReadOp& op : ops) op.status = Get(op.id, op.dst);
+}
+
+Status Tier::GetRanges(const ChunkId& id, uint64_t chunk_bytes, std::span<const ByteRange> ranges,
+                       ScatterList dst) {
+  KVTIER_RETURN_IF_ERROR(internal::CheckByteRanges(ranges, chunk_bytes, TotalBytes(dst)));
+  std::vector<std::byte> whole(chunk_bytes);
+  const std::span<std::byte> all(whole);
+  Status s = Get(id, ScatterList(&all, 1));
+  if (!s.ok()) {
+    if (!s.IsNotFound()) {
+      for (const auto& d : dst) std::fill(d.begin(), d.end(), std::byte{0});
+    }
+    return s;
+  }
+  std::vector<std::span<std::byte>> out;
+  uint64_t at = 0;
+  for (const ByteRange& r : ranges) {
+    internal::SubList(dst, at, r.bytes, out);
+    uint64_t from = r.offset;
+    for (const auto& o : out) {
+      std::memcpy(o.data(), whole.data() + from, o.size());
+      from += o.size();
+    }
+    at += r.bytes;
+  }
+  return Status::OK();
 }
 
 void Tier::ContainsMany(std::span<const ChunkId> ids, std::span<bool> present) {

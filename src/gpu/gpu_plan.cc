@@ -7,6 +7,7 @@ namespace kvtier::internal {
 
 Status ValidateCache(const Layout& layout, const PagedKvCache& cache) {
   KVTIER_RETURN_IF_ERROR(layout.Validate());
+  KVTIER_RETURN_IF_ERROR(RequireClassicLayout(layout, "the GPU path (vLLM's per-layer K and V tensors)"));
   if (cache.block_tokens < kMinBlockTokens || cache.block_tokens > kMaxBlockTokens) {
     return Status::InvalidArgument("paged KV cache: block_tokens " + std::to_string(cache.block_tokens) +
                                    " is outside [16, 256]");

@@ -65,6 +65,18 @@ Result<uint64_t> WriteChunkBody(FileSystem& fs, int fd, const std::string& where
 Result<ChunkHeader> VerifyChunkFile(FileSystem& fs, const std::string& path, const ChunkId& expected,
                                     const ChunkCipher* cipher = nullptr);
 
+// Reads `ranges` of a chunk file's payload of `payload_bytes` bytes into `dst` (their concatenation),
+// reading and verifying every piece a range touches and no other (a v1 chunk is one piece). Returns
+// the bytes read from the file (its header and those pieces). Errors as VerifyChunkFile, and
+// InvalidArgument for bad ranges or a chunk of another size. `dst` is not zeroed on failure.
+Result<uint64_t> ReadChunkRanges(FileSystem& fs, const std::string& path, const ChunkId& expected,
+                                 uint64_t payload_bytes, const ChunkCipher* cipher,
+                                 std::span<const ByteRange> ranges, ScatterList dst);
+
+// The header of the open chunk file `fd`, checked against `expected` and the file's size, which must be
+// exactly what a chunk of the header's payload occupies.
+Result<ChunkHeader> ReadCheckedFileHeader(FileSystem& fs, int fd, const std::string& path, const ChunkId& expected);
+
 // Reads and checks only a chunk file's header against `expected` and the file's size (no payload):
 // what an index rebuild needs to trust a file's length. Same errors as VerifyChunkFile.
 Result<ChunkHeader> ReadChunkHeader(FileSystem& fs, const std::string& path, const ChunkId& expected);

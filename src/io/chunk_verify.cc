@@ -17,9 +17,9 @@ namespace {
 
 constexpr uint64_t kScrubPiece = 4ull << 20;
 
-// Reads the header of the open chunk file `fd` and checks it against `expected` and the file's size,
-// which must be exactly what a chunk of the header's payload occupies.
-Result<ChunkHeader> ReadCheckedHeader(FileSystem& fs, int fd, const std::string& path, const ChunkId& expected) {
+}  // namespace
+
+Result<ChunkHeader> ReadCheckedFileHeader(FileSystem& fs, int fd, const std::string& path, const ChunkId& expected) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat " + path);
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
@@ -34,12 +34,10 @@ Result<ChunkHeader> ReadCheckedHeader(FileSystem& fs, int fd, const std::string&
   return header;
 }
 
-}  // namespace
-
 Result<ChunkHeader> VerifyChunkFile(FileSystem& fs, const std::string& path, const ChunkId& expected,
                                     const ChunkCipher* cipher) {
   KVTIER_ASSIGN_OR_RETURN(Fd fd, fs.OpenForRead(path, /*direct=*/false));
-  KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, ReadCheckedHeader(fs, fd.get(), path, expected));
+  KVTIER_ASSIGN_OR_RETURN(ChunkHeader header, ReadCheckedFileHeader(fs, fd.get(), path, expected));
   KVTIER_ASSIGN_OR_RETURN(auto verifier, PayloadVerifier::Make(header, cipher));
   // v2: one piece at a time (at most 32 MiB, for the largest payloads); v1: streamed in kScrubPiece steps.
   const bool v1 = header.version == kChunkFormatV1;
@@ -49,6 +47,7 @@ Result<ChunkHeader> VerifyChunkFile(FileSystem& fs, const std::string& path, con
   XXH3_64bits_reset(&state);
   for (uint32_t i = 0; i < (v1 ? 0u : verifier->pieces()); ++i) {
     const uint64_t len = header.PieceLength(i);
+    if (buf.size() < len) buf.resize(len);  // listed pieces differ in size
     KVTIER_ASSIGN_OR_RETURN(uint64_t n, PreadAt(fs, fd.get(), buf.data(), len, kChunkHeaderSize + header.PieceOffset(i), path));
     if (n < len) return Status::Corruption("chunk truncated while being verified: " + path);
     const std::span<const std::byte> in{buf.data(), len};
@@ -70,7 +69,7 @@ Result<ChunkHeader> VerifyChunkFile(FileSystem& fs, const std::string& path, con
 
 Result<ChunkHeader> ReadChunkHeader(FileSystem& fs, const std::string& path, const ChunkId& expected) {
   KVTIER_ASSIGN_OR_RETURN(Fd fd, fs.OpenForRead(path, /*direct=*/false));
-  return ReadCheckedHeader(fs, fd.get(), path, expected);
+  return ReadCheckedFileHeader(fs, fd.get(), path, expected);
 }
 
 }  // namespace kvtier::internal

@@ -216,7 +216,11 @@ Status WriteEncryptedDirect(FileSystem& fs, int fd, const std::string& path, con
 Status WriteEncryptedBuffered(FileSystem& fs, int fd, const std::string& path, const ChunkId& id,
                               GatherList payload, const ChunkCipher& cipher) {
   const uint64_t n = TotalBytes(payload);
-  AlignedBuffer buf = AlignedBuffer::Allocate(std::max<uint64_t>(std::min<uint64_t>(n, PieceBytesFor(n)), kChunkAlign));
+  uint64_t largest = std::min<uint64_t>(n, PieceBytesFor(n));  // listed pieces (grouped layouts) may be larger
+  if (id.piece_lengths != nullptr) {
+    for (uint64_t p : *id.piece_lengths) largest = std::max(largest, std::min(p, n));
+  }
+  AlignedBuffer buf = AlignedBuffer::Allocate(std::max<uint64_t>(largest, kChunkAlign));
   if (buf.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
   auto target = [&buf](uint32_t, uint64_t len) { return buf.span().first(len); };
   uint64_t offset = kChunkHeaderSize;

@@ -503,7 +503,7 @@ void Batch::OnHeader(Job* job) {
 void Batch::AddPayload(Job* job, uint64_t begin, uint64_t end) {
   const ChunkHeader& h = job->verifier->header();
   const uint32_t pieces = job->verifier->pieces();
-  uint32_t i = pieces == 1 ? 0 : static_cast<uint32_t>(begin / h.piece_bytes);
+  uint32_t i = h.PieceAt(begin);
   while (begin < end && i < pieces) {
     const uint64_t piece_end = h.PieceOffset(i) + h.PieceLength(i);
     const uint64_t n = std::min(end, piece_end) - begin;

@@ -51,6 +51,7 @@ Result<internal::DatapathConfig> MakeConfig(const Args& a) {
   internal::DatapathConfig c;
   c.target = a.target;
   KVTIER_ASSIGN_OR_RETURN(c.model, FindModelPreset(a.model));
+  KVTIER_RETURN_IF_ERROR(RequireClassicLayout(c.model.layout, "bench datapath --model " + a.model));
   if (a.chunk_tokens) c.model.layout.tokens_per_chunk = a.chunk_tokens;
   KVTIER_ASSIGN_OR_RETURN(c.total_bytes, ParseSize(a.total));
   if (c.total_bytes > kMaxTotal) {

@@ -152,6 +152,7 @@ int Run(const ReplayArgs& a) {
   report.trace_path = a.trace;
   auto model = FindModelPreset(a.model);
   if (!model.ok()) return Fail(model.status());
+  if (Status s = RequireClassicLayout(model->layout, "replay --model " + a.model); !s.ok()) return Fail(s);
   report.model = *model;
   report.scale = ReplayScale{a.block_tokens, a.bytes_per_token, model->layout.BytesPerToken()};
   auto gpus = Gpus(a.gpus);

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include "core/xxh3.h"
+
 #include <array>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -298,6 +301,82 @@ TEST(ChunkCipherTest, KeysDifferPerNamespaceAndNoncesPerPiece) {
   EXPECT_EQ(ChunkCipher::PieceNonce(base, 0), base);
   EXPECT_FALSE(ChunkCipher::FromKeyMaterial(std::vector<std::byte>(32)).ok());  // all zero
   EXPECT_FALSE(ChunkCipher::FromKeyMaterial(std::vector<std::byte>(31, std::byte{1})).ok());
+}
+
+// Listed pieces (flag bit 1): the lengths a grouped layout's writer chose, round-tripped; every way the
+// list can disagree with the payload is Corruption.
+ChunkHeader ListedHeader(std::span<const std::byte> payload, std::vector<uint64_t> lengths) {
+  ChunkId id = SampleId();
+  id.piece_lengths = &lengths;
+  ChunkHeader h = NewChunkHeader(id, payload.size(), /*encrypted=*/false);
+  for (uint32_t i = 0; i < h.piece_count; ++i) {
+    h.piece_sums[i] = PayloadChecksum(payload.subspan(h.PieceOffset(i), h.PieceLength(i)));
+  }
+  return h;
+}
+
+TEST(ChunkFormatTest, ListedPiecesRoundTrip) {
+  const auto payload = Payload(1000);
+  const ChunkHeader h = ListedHeader(payload, {100, 300, 1, 599});
+  ASSERT_TRUE(h.listed());
+  EXPECT_EQ(h.piece_bytes, 0u);
+  EXPECT_EQ(h.pieces(), 4u);
+  Encoded e;
+  EncodeChunkHeader(h, e.bytes);
+  auto d = DecodeChunkHeader(e.bytes);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_TRUE(d->listed());
+  const uint64_t starts[] = {0, 100, 400, 401, 1000};
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(d->PieceOffset(i), starts[i]);
+    EXPECT_EQ(d->PieceLength(i), starts[i + 1] - starts[i]);
+  }
+  EXPECT_EQ(d->PieceAt(0), 0u);
+  EXPECT_EQ(d->PieceAt(99), 0u);
+  EXPECT_EQ(d->PieceAt(100), 1u);
+  EXPECT_EQ(d->PieceAt(400), 2u);
+  EXPECT_EQ(d->PieceAt(401), 3u);
+  EXPECT_EQ(d->PieceAt(999), 3u);
+  EXPECT_TRUE(CheckPayload(*d, payload).ok());
+  auto bad = payload;
+  bad[400] ^= std::byte{1};  // the one-byte piece
+  EXPECT_TRUE(CheckPayload(*d, bad).IsCorruption());
+}
+
+TEST(ChunkFormatTest, ListsThatDoNotDescribeThePayloadAreNotUsed) {
+  const auto payload = Payload(1000);
+  for (const std::vector<uint64_t>& lengths : std::vector<std::vector<uint64_t>>{{100, 300}, {1000, 0}, {}, std::vector<uint64_t>(193, 1)}) {
+    const ChunkHeader h = ListedHeader(payload, lengths);
+    EXPECT_FALSE(h.listed()) << lengths.size();  // the writer falls back to power-of-two pieces
+    EXPECT_EQ(h.piece_bytes, kMinPieceBytes);
+  }
+}
+
+TEST(ChunkFormatTest, CorruptListedLengthsAreCorruption) {
+  const auto payload = Payload(1000);
+  const ChunkHeader h = ListedHeader(payload, {100, 900});
+  Encoded e;
+  EncodeChunkHeader(h, e.bytes);
+  const size_t lengths_at = kAuthenticatedHeaderBytes + 2 * 8;
+  // Each edit keeps the header checksum right, so only the geometry checks can catch it.
+  const auto reseal = [](Encoded& x) {
+    const uint64_t sum = XXH3_64bits(x.bytes.data(), 4088);
+    for (int i = 0; i < 8; ++i) x.bytes[4088 + i] = static_cast<std::byte>(sum >> (8 * i));
+  };
+  for (uint32_t second : {899u, 901u, 0u, (1u << 30) + 1}) {
+    Encoded x = e;
+    for (int i = 0; i < 4; ++i) x.bytes[lengths_at + 4 + i] = static_cast<std::byte>(second >> (8 * i));
+    reseal(x);
+    EXPECT_TRUE(DecodeChunkHeader(x.bytes).status().IsCorruption()) << second;
+  }
+  Encoded with_size = e;  // a listed chunk has no piece size
+  with_size.bytes[100] = std::byte{1};
+  reseal(with_size);
+  EXPECT_TRUE(DecodeChunkHeader(with_size.bytes).status().IsCorruption());
+  Encoded trailing = e;  // bytes after the lengths
+  trailing.bytes[lengths_at + 8] = std::byte{1};
+  reseal(trailing);
+  EXPECT_TRUE(DecodeChunkHeader(trailing.bytes).status().IsCorruption());
 }
 
 }  // namespace

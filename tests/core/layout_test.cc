@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <utility>
 
 namespace kvtier {
 namespace {
@@ -29,6 +30,11 @@ TEST(LayoutTest, PresetSizes) {
       {"qwen2.5-32b", 256ull << 10},    // 2*64*8*128*2
       {"qwen3-coder-480b-a35b", 2ull * 62 * 8 * 128 * 2},
       {"qwen2.5-0.5b", 12ull << 10},    // 2*24*2*64*2
+      {"deepseek-v3", 61ull * 576 * 2},  // 61 MLA layers of kv_lora_rank 512 + rope 64
+      {"gpt-oss-120b", 36ull * 8 * 128 * 2},  // 36 layers (18 window, 18 full) x 8 heads x (64 + 64)
+      {"gpt-oss-20b", 24ull * 8 * 128 * 2},
+      {"gemma-3-27b", 62ull * 16 * 256 * 2},  // 62 layers (52 window, 10 global) x 16 heads x (128 + 128)
+      {"qwen3-next-80b-a3b", 12ull * 2 * 512 * 2},  // the 12 full-attention layers; 36 carry a state
   };
   for (const Want& w : wants) {
     auto p = FindModelPreset(w.name);
@@ -39,7 +45,31 @@ TEST(LayoutTest, PresetSizes) {
     EXPECT_TRUE(p->layout.Validate().ok());
   }
   EXPECT_EQ(FindModelPreset("llama-3.1-8b")->layout.BytesPerChunk(), 32ull << 20);
+  // A state is stored once per chunk: 36 Gated DeltaNet layers x (32 x 128 x 128 + 8192 x 3) bf16 values.
+  EXPECT_EQ(FindModelPreset("qwen3-next-80b-a3b")->layout.BytesPerChunk(), 12ull * 2 * 512 * 2 * 256 + 36ull * 1097728);
   EXPECT_EQ(ModelPresets().size(), std::size(wants));
+}
+
+TEST(LayoutTest, PresetGroupsFollowTheirConfigs) {
+  const Layout gpt = FindModelPreset("gpt-oss-120b")->layout;
+  ASSERT_EQ(gpt.groups.size(), 2u);
+  EXPECT_EQ(gpt.groups[0].kind, GroupKind::kWindowKV);
+  EXPECT_EQ(gpt.groups[0].window, 128u);
+  EXPECT_EQ(gpt.groups[0].layers.front(), 0u);  // layer_types starts with sliding_attention
+  EXPECT_EQ(gpt.groups[1].layers.front(), 1u);
+  const Layout gemma = FindModelPreset("gemma-3-27b")->layout;
+  EXPECT_EQ(gemma.groups[1].layers, (std::vector<uint32_t>{5, 11, 17, 23, 29, 35, 41, 47, 53, 59}));
+  EXPECT_EQ(gemma.groups[0].window, 1024u);
+  const Layout qwen = FindModelPreset("qwen3-next-80b-a3b")->layout;
+  EXPECT_EQ(qwen.groups[0].layers.front(), 3u);  // full_attention_interval 4
+  EXPECT_EQ(qwen.groups[0].layers.size(), 12u);
+  EXPECT_EQ(qwen.groups[1].kind, GroupKind::kState);
+  for (const ModelPreset& p : ModelPresets()) {
+    EXPECT_FALSE(p.source.empty()) << p.name;
+    auto spec = ParseLayoutSpec(p.layout.Spec());
+    ASSERT_TRUE(spec.ok()) << p.name << ": " << spec.status().ToString();
+    EXPECT_EQ(*spec, p.layout) << p.name;
+  }
 }
 
 TEST(LayoutTest, UnknownPresetListsKnownOnes) {
@@ -70,6 +100,24 @@ TEST(LayoutTest, FingerprintKnownAnswerAndSensitivity) {
   seen.insert(Layout{32, 8, 128, DType::kFP16}.Fingerprint());
   seen.insert(Layout{32, 8, 128, DType::kBF16, 128}.Fingerprint());
   EXPECT_EQ(seen.size(), 6u);
+}
+
+// Chunk headers and namespace ids carry these fingerprints: pools written by earlier builds stay
+// readable only while every preset of then keeps its fingerprint bit for bit. Computed by the code of
+// commit 6efcd0e (before layouts had groups), which wrote Layout::Fingerprint() of each preset.
+TEST(LayoutTest, PresetFingerprintsArePinned) {
+  const std::pair<const char*, uint64_t> pinned[] = {
+      {"llama-3.1-8b", 0x162f86d263d2d600ull},
+      {"llama-3.1-70b", 0xb572fac31b8bcabaull},
+      {"qwen2.5-32b", 0x24af90074f46c481ull},
+      {"qwen3-coder-480b-a35b", 0xab0be10317727445ull},
+      {"qwen2.5-0.5b", 0x08383a1a9a291bcdull},
+  };
+  for (const auto& [name, fingerprint] : pinned) {
+    auto p = FindModelPreset(name);
+    ASSERT_TRUE(p.ok()) << name;
+    EXPECT_EQ(p->layout.Fingerprint(), fingerprint) << name;
+  }
 }
 
 TEST(LayoutTest, DTypeNamesRoundTrip) {

@@ -138,9 +138,26 @@ double LinearFlops(const ModelPreset& m, uint64_t new_tokens) {
   return 2.0 * static_cast<double>(m.active_params) * static_cast<double>(new_tokens);
 }
 
+namespace {
+
+// Layers x the dim a query head attends over, summed over a grouped layout's attention layers: K head
+// dim for kv and window layers (a window's cap on the cached tokens is not modelled: an upper bound),
+// the latent dim for MLA layers (absorbed form); state layers have no term quadratic in the context.
+double GroupedAttentionWidth(const Layout& l) {
+  double w = 0;
+  for (const LayerGroup& g : l.groups) {
+    if (g.head_split()) w += static_cast<double>(g.layers.size()) * g.k_head_dim;
+    if (g.kind == GroupKind::kLatent) w += static_cast<double>(g.layers.size()) * g.latent_dim;
+  }
+  return w;
+}
+
+}  // namespace
+
 double AttentionFlops(const ModelPreset& m, uint64_t cached_tokens, uint64_t new_tokens) {
   const double n = static_cast<double>(new_tokens);
   const double c = static_cast<double>(cached_tokens);
+  if (!m.layout.classic()) return 2.0 * m.q_heads * GroupedAttentionWidth(m.layout) * n * (2.0 * c + n);
   return 2.0 * m.layout.layers * m.q_heads * static_cast<double>(m.layout.head_dim) * n * (2.0 * c + n);
 }
 

@@ -1,5 +1,6 @@
 #include "tiers/file/file_tier.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <unordered_set>
@@ -38,6 +39,8 @@ class FileTier final : public Tier {
   Status Put(const ChunkId& id, GatherList payload) override;
   Status Get(const ChunkId& id, ScatterList dst) override;
   void GetMany(std::span<ReadOp> ops) override;
+  Status GetRanges(const ChunkId& id, uint64_t chunk_bytes, std::span<const ByteRange> ranges,
+                   ScatterList dst) override;
   Status Remove(const ChunkId& id) override;
   Status List(const std::function<bool(const ChunkInfo&)>& fn) override;
   Status Check(const ChunkInfo& info) override;
@@ -262,6 +265,32 @@ Status FileTier::Get(const ChunkId& id, ScatterList dst) {
   read.dst = dst;
   reader_->ReadMany({&read, 1});
   return AfterRead(id, generation, read);
+}
+
+Status FileTier::GetRanges(const ChunkId& id, uint64_t chunk_bytes, std::span<const ByteRange> ranges,
+                           ScatterList dst) {
+  KVTIER_RETURN_IF_ERROR(CheckByteRanges(ranges, chunk_bytes, TotalBytes(dst)));
+  ScopedLatency timer(&counters_.get_latency);
+  std::string path;
+  const uint64_t generation = Lookup(id, &path);
+  if (generation == 0) {
+    ++counters_.misses;
+    return Status::NotFound("chunk " + id.key.Hex() + " not in " + url_);
+  }
+  Result<uint64_t> read = ReadChunkRanges(dir_->fs(), path, id, chunk_bytes, options_.reader.cipher.get(), ranges, dst);
+  if (read.ok()) {
+    ++counters_.hits;
+    counters_.bytes_read += *read - kChunkHeaderSize;  // payload bytes read, as Get counts them
+    RefreshMtime(id, generation);
+    return Status::OK();
+  }
+  const Status s = read.status();
+  if (!s.IsNotFound()) {
+    for (const auto& d : dst) std::fill(d.begin(), d.end(), std::byte{0});
+  }
+  ChunkRead failed;
+  failed.status = s;
+  return AfterRead(id, generation, failed);
 }
 
 void FileTier::GetMany(std::span<ReadOp> ops) {
