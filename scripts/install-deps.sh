@@ -20,11 +20,13 @@ BUILD_PACKAGES=(
   libopenblas-dev
   prometheus-cpp-dev
   libhiredis-dev librados-dev libcurl4-openssl-dev
+  libcpp-httplib-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
 )
 # The tests and benchmarks: tools they run and the servers of the distributed tests.
 TEST_PACKAGES=(
   clang libclang-rt-14-dev
   fio gnuplot-nox
+  python3-zmq python3-msgpack
   python3-numpy python3-pytest python3-setuptools python3-pip python3-venv python3-torch
   redis-server redis-tools
   ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse radosgw uuid-runtime bc fuse3 curl
