@@ -232,3 +232,11 @@ def test_tls(pool, tmp_path):
         assert subprocess.run([PROM_CHECK], input=out.stdout).returncode == 0
     finally:
         s.stop()
+
+
+def test_a_missing_pool_is_refused_not_created(tmp_path):
+    missing = tmp_path / "no-pool"
+    r = subprocess.run([CLI, "serve", "--target", f"fs://{missing}", "--listen", "127.0.0.1:0"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "kvtier serve:" in r.stderr
+    assert not missing.exists(), "serving only looks: it never creates a pool"
