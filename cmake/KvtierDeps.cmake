@@ -24,3 +24,16 @@ set_target_properties(Kvtier::rados PROPERTIES IMPORTED_LOCATION "${RADOS_LIBRAR
   INTERFACE_INCLUDE_DIRECTORIES "${RADOS_INCLUDE_DIR}")
 # libcurl (libcurl4-openssl-dev, >= 7.75 for CURLOPT_AWS_SIGV4) for s3:// tiers.
 find_package(CURL 7.75 REQUIRED)
+# Chunk events (src/events): ZeroMQ (libzmq3-dev, cppzmq-dev's header-only zmq.hpp) and msgpack
+# (libmsgpack-cxx-dev, header-only, used without Boost).
+pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+find_path(CPPZMQ_INCLUDE_DIR zmq.hpp REQUIRED)
+find_path(MSGPACK_INCLUDE_DIR msgpack.hpp REQUIRED)
+add_library(Kvtier::events_deps INTERFACE IMPORTED)
+set_target_properties(Kvtier::events_deps PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${CPPZMQ_INCLUDE_DIR};${MSGPACK_INCLUDE_DIR}"
+  INTERFACE_COMPILE_DEFINITIONS "MSGPACK_NO_BOOST"
+  INTERFACE_LINK_LIBRARIES PkgConfig::ZMQ)
+# `kvtier serve` (src/tools/serve): cpp-httplib (libcpp-httplib-dev, a compiled library built with
+# OpenSSL; its pkg-config flags carry CPPHTTPLIB_OPENSSL_SUPPORT, which the header must see).
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)

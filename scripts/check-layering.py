@@ -9,7 +9,7 @@ Rules, over every C/C++/CUDA file under ROOT/src and ROOT/include:
   3. A tier (src/tiers/NAME/) includes no other tier, except the object-store base
      (src/tiers/object/) that the object-store tiers are built on.
   4. A folder never includes a folder of a higher layer:
-     core < io < tiers < store, testing < gpu, metrics, capi, progress < eval < tools.
+     core < io < tiers < store, testing < gpu, metrics, capi, progress, events < eval < tools.
 Prints one line per violation (file:line: what it includes, and the rule) and exits 1 when there is any,
 2 when ROOT is not a kvtier tree, 0 otherwise.
 """
@@ -32,6 +32,7 @@ LAYERS = {
     "metrics": 4,
     "capi": 4,
     "progress": 4,
+    "events": 4,
     "eval": 5,
     "tools": 6,
 }

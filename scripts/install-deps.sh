@@ -25,6 +25,7 @@ BUILD_PACKAGES=(
   libopenblas-dev
   prometheus-cpp-dev
   libhiredis-dev librados-dev libcurl4-openssl-dev
+  libcpp-httplib-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
 )
 # The Python package (standard library only) and the commands README gives for it.
 PYTHON_PACKAGES=(python3 python3-numpy python3-setuptools python3-pip python3-venv)
@@ -33,7 +34,7 @@ PYTHON_PACKAGES=(python3 python3-numpy python3-setuptools python3-pip python3-ve
 TEST_PACKAGES=(
   clang libclang-rt-14-dev
   fio gnuplot-nox
-  python3-pytest python3-torch python3-yaml
+  python3-pytest python3-torch python3-yaml python3-zmq python3-msgpack
   redis-server redis-tools
   ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse radosgw uuid-runtime bc fuse3 curl
 )

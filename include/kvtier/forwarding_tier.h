@@ -35,6 +35,7 @@ class ForwardingTier : public Tier {
     return inner_->DescribeNamespace(ns, text);
   }
   Result<std::string> NamespaceDescription(const Digest& ns) override { return inner_->NamespaceDescription(ns); }
+  void SetEvictionListener(EvictionListener listener) override { inner_->SetEvictionListener(std::move(listener)); }
 
   Tier& inner() const { return *inner_; }
 

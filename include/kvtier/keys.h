@@ -78,5 +78,9 @@ ChunkKey NextChunkKey(const Namespace& ns, const ChunkKey* prev, std::span<const
 // Keys of every full chunk of `tokens`: tokens.size() / tokens_per_chunk of them. A trailing partial
 // chunk has no key (it is never cached).
 std::vector<ChunkKey> ComputeChunkKeys(const Namespace& ns, std::span<const uint32_t> tokens);
+// The same for a namespace known only by its id and chunk size (a router asking `kvtier serve`): the
+// keys depend on nothing else. REQUIRES: tokens_per_chunk > 0.
+std::vector<ChunkKey> ComputeChunkKeys(const Digest& ns_id, uint32_t tokens_per_chunk,
+                                       std::span<const uint32_t> tokens);
 
 }  // namespace kvtier

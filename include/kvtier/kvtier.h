@@ -138,6 +138,12 @@ typedef struct kvtier_store_options {
   uint32_t background_threads; /* default 2: writes to the lower tiers */
   uint32_t async_threads;      /* default 4, at least 1: run kvtier_*_async operations */
   const char* key_file;        /* NULL: no encryption; else an absolute path (docs/encryption.md) */
+  /* Chunk events (docs/serve.md): NULL, or a ZeroMQ endpoint the store binds and publishes its stored,
+   * removed and evicted chunks on ("tcp://127.0.0.1:5557"; routers connect), msgpack in the shape of
+   * vLLM's KV event batches. The two fields were added after the others: a struct_size
+   * that ends at key_file is still accepted and means no events. */
+  const char* events;
+  const char* events_topic;    /* NULL: "kvtier"; the first frame of every event message */
 } kvtier_store_options;
 
 typedef struct kvtier_store kvtier_store;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kvtier/borrowed_chunk.h"
+#include "kvtier/events.h"
 #include "kvtier/host_allocator.h"
 #include "kvtier/keys.h"
 #include "kvtier/status.h"
@@ -56,6 +57,12 @@ struct StoreOptions {
   // slabs), e.g. PinnedHostAllocator() (kvtier/gpu.h) for a GPU's copies; null: DefaultHostAllocator()
   // (heap memory for the slabs). Ignored by Open(tiers, options).
   std::shared_ptr<HostAllocator> host_allocator = nullptr;
+  // Told of every chunk a tier of this Store stores, loses to Remove or evicts (kvtier/events.h), e.g. an
+  // EventPublisher; null: no events. Called on the storing thread: it must never block.
+  std::shared_ptr<ChunkObserver> observer = nullptr;
+  // Open every tier only to look (TierOpenOptions::read_only; `kvtier serve`): Save and Remove then
+  // fail in every tier, and nothing on storage changes. Ignored by Open(tiers, options).
+  bool read_only = false;
 };
 
 // What a Store counted for one namespace (or, past the first kMaxTrackedNamespaces, for all later ones
@@ -88,6 +95,12 @@ struct StoreStats {
   uint64_t queue_chunks_now = 0; // background queue backlog, in jobs (one chunk each)
   LatencySummary load_latency;   // per Load call
   LatencySummary save_latency;   // per Save call
+  // Chunk events (StoreOptions::observer): told to the observer, and what the observer reports.
+  bool observed = false;          // an observer is set
+  uint64_t events = 0;            // events given to the observer
+  uint64_t events_published = 0;  // ChunkObserverStats::published
+  uint64_t events_dropped = 0;    // ChunkObserverStats::dropped
+  uint32_t event_subscribers = 0; // ChunkObserverStats::subscribers
 };
 
 // What Store::LoadWithProgress reports while it runs. Landed(chunk, bytes): the first `bytes` bytes of

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kvtier/borrowed_chunk.h"
@@ -209,6 +210,22 @@ class Tier {
   // The description kept for `ns`: NotFound when there is none (or the tier keeps none), Corruption
   // when what is there is not a description.
   virtual Result<std::string> NamespaceDescription(const Digest& ns);
+
+  // Told of each chunk the tier evicts to make room under its capacity (never of Remove, nor of a
+  // corrupt chunk it drops), for the Store's chunk events (kvtier/events.h). Called on the evicting
+  // thread, possibly with the tier's lock held: it must be quick, never block and never call the tier.
+  using EvictionListener = std::function<void(const ChunkId&)>;
+  // Set before the tier is shared between threads (Store::Open does); a wrapper passes it on.
+  virtual void SetEvictionListener(EvictionListener listener) { eviction_listener_ = std::move(listener); }
+
+ protected:
+  // For implementations: reports one evicted chunk to the listener, if any.
+  void NotifyEvicted(const ChunkId& id) const {
+    if (eviction_listener_) eviction_listener_(id);
+  }
+
+ private:
+  EvictionListener eviction_listener_;
 };
 
 // A parsed tier URL: scheme://path?name=value&name=value

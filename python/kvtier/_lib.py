@@ -128,7 +128,8 @@ class KvStoreOptions(Structure):
     _fields_ = [("struct_size", c_uint32), ("tiers", POINTER(c_char_p)), ("tier_count", c_size_t),
                 ("promote_on_load", c_int), ("admit_on_second_use", c_int),
                 ("save_queue_bytes", c_uint64), ("save_queue_chunks", c_uint32),
-                ("background_threads", c_uint32), ("async_threads", c_uint32), ("key_file", c_char_p)]
+                ("background_threads", c_uint32), ("async_threads", c_uint32), ("key_file", c_char_p),
+                ("events", c_char_p), ("events_topic", c_char_p)]
 
 
 _NS = c_void_p     # kvtier_ns*

@@ -430,7 +430,11 @@ class Store(_Handle):
     def __init__(self, tiers: Sequence[str], *, promote_on_load: bool = True,
                  admit_on_second_use: bool = False, save_queue_bytes: int = 1 << 30,
                  save_queue_chunks: int = 4096, background_threads: int = 2, async_threads: int = 4,
-                 key_file: Optional[str] = None) -> None:
+                 key_file: Optional[str] = None, events: Optional[str] = None,
+                 events_topic: Optional[str] = None) -> None:
+        """`events`: a ZeroMQ endpoint ("tcp://127.0.0.1:5557") the store publishes its chunk events on
+        (stored, removed, evicted; msgpack in the shape of vLLM's KV event batches, docs/serve.md);
+        `events_topic`: the first frame of each message (default "kvtier")."""
         if isinstance(tiers, str):
             tiers = [tiers]
         lib = _lib.lib()
@@ -448,6 +452,8 @@ class Store(_Handle):
         opts.background_threads = checked_int("background_threads", background_threads, "uint32")
         opts.async_threads = checked_int("async_threads", async_threads, "uint32")
         opts.key_file = c_text("key_file", key_file) if key_file else None
+        opts.events = c_text("events", events) if events else None
+        opts.events_topic = c_text("events_topic", events_topic) if events_topic else None
         handle = ctypes.c_void_p()
         check(lib.kvtier_store_open(ctypes.byref(opts), ctypes.byref(handle)))
         self._set_handle(handle.value)
@@ -536,6 +542,12 @@ class Store(_Handle):
         arr, n = _key_array(keys)
         with self._use() as handle, ns._use() as ns_handle:
             _lib.lib().kvtier_prefetch(handle, ns_handle, arr, n)
+
+    def remove(self, ns: Namespace, keys: Sequence[bytes]) -> None:
+        """Removes the chunks of `keys` from every tier (an engine's own eviction; kvtier_remove)."""
+        arr, n = _key_array(keys)
+        with self._use() as handle, ns._use() as ns_handle:
+            check(_lib.lib().kvtier_remove(handle, ns_handle, arr, n))
 
     def flush(self) -> None:
         """Waits for every queued background write, then flushes every tier."""

@@ -1,4 +1,5 @@
 // Opening and closing stores, and the synchronous Store calls of the C API.
+#include <cstddef>
 #include <string>
 
 #include "capi/capi_internal.h"
@@ -10,7 +11,9 @@ namespace {
 
 kvtier::Result<kvtier::StoreOptions> ToStoreOptions(const kvtier_store_options& o) {
   const char* fn = "kvtier_store_open";
-  if (o.struct_size != sizeof(kvtier_store_options)) {
+  // The options of an older build end at key_file (no event fields): accepted, without events.
+  const bool has_events = o.struct_size == sizeof(kvtier_store_options);
+  if (!has_events && o.struct_size != offsetof(kvtier_store_options, events)) {
     return Status::InvalidArgument(std::string(fn) + ": options.struct_size is " +
                                    std::to_string(o.struct_size) + ", this library's is " +
                                    std::to_string(sizeof(kvtier_store_options)) +
@@ -33,6 +36,12 @@ kvtier::Result<kvtier::StoreOptions> ToStoreOptions(const kvtier_store_options& 
   out.save_queue_chunks = o.save_queue_chunks;
   out.background_threads = o.background_threads;
   if (o.key_file != nullptr) out.key_file = o.key_file;
+  if (has_events && o.events != nullptr) {
+    kvtier::EventPublisherOptions events;
+    events.endpoint = o.events;
+    if (o.events_topic != nullptr) events.topic = o.events_topic;
+    KVTIER_ASSIGN_OR_RETURN(out.observer, kvtier::EventPublisher::Open(events));
+  }
   return out;
 }
 

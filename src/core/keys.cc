@@ -69,25 +69,38 @@ Result<Namespace> Namespace::Make(std::string_view model_id, const Layout& layou
   return Namespace(h.Final(), layout);
 }
 
-ChunkKey NextChunkKey(const Namespace& ns, const ChunkKey* prev, std::span<const uint32_t> tokens) {
+namespace {
+
+ChunkKey NextKey(const Digest& ns_id, const ChunkKey* prev, std::span<const uint32_t> tokens) {
   static_assert(std::endian::native == std::endian::little,
                 "token ids are hashed as little-endian u32; add a byte swap for big-endian hosts");
   static const Digest kZero{};
   thread_local internal::Sha256 h;
-  h.Update(ns.id().data(), ns.id().size());
+  h.Update(ns_id.data(), ns_id.size());
   const Digest& p = prev ? prev->bytes : kZero;
   h.Update(p.data(), p.size());
   h.Update(tokens.data(), tokens.size_bytes());
   return ChunkKey{h.Final()};
 }
 
+}  // namespace
+
+ChunkKey NextChunkKey(const Namespace& ns, const ChunkKey* prev, std::span<const uint32_t> tokens) {
+  return NextKey(ns.id(), prev, tokens);
+}
+
 std::vector<ChunkKey> ComputeChunkKeys(const Namespace& ns, std::span<const uint32_t> tokens) {
-  const size_t tpc = ns.layout().tokens_per_chunk;
+  return ComputeChunkKeys(ns.id(), ns.layout().tokens_per_chunk, tokens);
+}
+
+std::vector<ChunkKey> ComputeChunkKeys(const Digest& ns_id, uint32_t tokens_per_chunk,
+                                       std::span<const uint32_t> tokens) {
+  const size_t tpc = tokens_per_chunk;
   const size_t n = tokens.size() / tpc;
   std::vector<ChunkKey> keys;
   keys.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    keys.push_back(NextChunkKey(ns, i ? &keys[i - 1] : nullptr, tokens.subspan(i * tpc, tpc)));
+    keys.push_back(NextKey(ns_id, i ? &keys[i - 1] : nullptr, tokens.subspan(i * tpc, tpc)));
   }
   return keys;
 }

@@ -158,6 +158,15 @@ void AddStoreFamilies(const StoreStats& s, std::vector<MetricFamily>& out) {
       s.queue_bytes_now);
   one("kvtier_save_queue_chunks", "Queued and running background jobs (one chunk each).",
       MetricType::Gauge, s.queue_chunks_now);
+  if (!s.observed) return;  // no StoreOptions::observer: no chunk events
+  one("kvtier_events_total", "Chunk events (stored, removed, evicted) given to the Store's observer.",
+      MetricType::Counter, s.events);
+  one("kvtier_events_published_total", "Chunk events the observer sent on (the publisher: to ZeroMQ).",
+      MetricType::Counter, s.events_published);
+  one("kvtier_events_dropped_total", "Chunk events lost because the publisher's queue was full.",
+      MetricType::Counter, s.events_dropped);
+  one("kvtier_event_subscribers", "Subscriptions the event publisher knows of now.", MetricType::Gauge,
+      s.event_subscribers);
 }
 
 std::string Serialize(const std::vector<MetricFamily>& families) {

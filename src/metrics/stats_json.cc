@@ -63,6 +63,11 @@ nlohmann::ordered_json StoreStatsJson(const StoreStats& s) {
           {"queue_chunks_now", s.queue_chunks_now},
           {"load_latency_us", LatencyJson(s.load_latency)},
           {"save_latency_us", LatencyJson(s.save_latency)},
+          {"events", {{"observed", s.observed},
+                      {"told", s.events},
+                      {"published", s.events_published},
+                      {"dropped", s.events_dropped},
+                      {"subscribers", s.event_subscribers}}},
           {"namespaces", std::move(namespaces)}};
 }
 

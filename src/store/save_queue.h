@@ -29,6 +29,7 @@ struct SaveJob {
   std::vector<std::byte> staged;  // a copy taken on the caller's thread when no tier could serve it
   uint64_t target_tiers = 0;      // bit t set: write to tier t unless it already holds the chunk
   bool is_save = true;            // a save (counted as queued or dropped) rather than a promotion
+  uint32_t tokens_per_chunk = 0;  // the namespace's chunk size, for the stored events
 };
 
 class SaveQueue {

@@ -55,7 +55,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   std::vector<std::unique_ptr<Tier>> tiers;
   for (const std::string& given : options.tiers) {
     KVTIER_ASSIGN_OR_RETURN(const std::string url, WithKeyFile(given, options.key_file));
-    auto t = OpenTier(url, TierOpenOptions{.host_allocator = options.host_allocator});
+    auto t = OpenTier(url, TierOpenOptions{.read_only = options.read_only, .host_allocator = options.host_allocator});
     if (!t.ok()) {
       const Status& s = t.status();
       return Status(s.code(), "opening tier " + url + ": " + s.message(), s.retryable());
@@ -76,12 +76,16 @@ StoreImpl::StoreImpl(std::vector<std::unique_ptr<Tier>> tiers, const StoreOption
   if (options_.admission == Admission::kSecondUse) seen_ = std::make_unique<SeenTable>();
   tier_dropped_ = std::make_unique<std::atomic<uint64_t>[]>(tiers_.size());
   tier_length_corrupt_ = std::make_unique<std::atomic<uint64_t>[]>(tiers_.size());
+  ListenForEvictions();
   queue_ = std::make_unique<SaveQueue>(options_.save_queue_bytes, options_.save_queue_chunks,
                                        options_.background_threads,
                                        [this](SaveJob& job) { RunJob(job); });
 }
 
-StoreImpl::~StoreImpl() { queue_.reset(); }  // drains and joins before the tiers go
+StoreImpl::~StoreImpl() {
+  queue_.reset();  // drains and joins before the tiers go
+  StopListening();
+}
 
 int StoreImpl::FirstHolder(const ChunkId& id, size_t from) const {
   for (size_t t = from; t < tiers_.size(); ++t) {
@@ -245,9 +249,10 @@ Result<size_t> StoreImpl::LoadWithProgress(const Namespace& ns, std::span<const 
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    if (from[i] > 0 && options_.promote_on_load) Promote(ids[i], from[i], bytes);
+    if (from[i] > 0 && options_.promote_on_load) Promote(ids[i], from[i], bytes, ns.layout().tokens_per_chunk);
     if (seen_ && background_mask_ != 0 && seen_->NoteUse(keys[i])) {
-      EnqueueSave(ids[i], {}, bytes, from[i]);  // read back from the tier that served it: no copy here
+      // Read back from the tier that served it: no copy here.
+      EnqueueSave(ids[i], {}, bytes, from[i], ns.layout().tokens_per_chunk);
     }
   }
   load_chunks_.fetch_add(n, std::memory_order_relaxed);
@@ -257,7 +262,7 @@ Result<size_t> StoreImpl::LoadWithProgress(const Namespace& ns, std::span<const 
   return n;
 }
 
-void StoreImpl::Promote(const ChunkId& id, int from, uint64_t bytes) {
+void StoreImpl::Promote(const ChunkId& id, int from, uint64_t bytes, uint32_t tokens) {
   // The caller's buffers are theirs again once Load returns, so the job reads the chunk back from the
   // tier that served it rather than keeping a copy taken here: Load pays nothing for promotion.
   SaveJob job;
@@ -266,6 +271,7 @@ void StoreImpl::Promote(const ChunkId& id, int from, uint64_t bytes) {
   job.source_tier = from;
   job.target_tiers = 1;
   job.is_save = false;
+  job.tokens_per_chunk = tokens;
   if (!queue_->TryPush(std::move(job))) promotions_dropped_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -320,6 +326,7 @@ StoreStats StoreImpl::Stats() const {
   s.load_latency = load_latency_.Summary();
   s.save_latency = save_latency_.Summary();
   s.namespaces = namespaces_.Snapshot();
+  FillEventStats(s);
   return s;
 }
 

@@ -84,16 +84,27 @@ class StoreImpl final : public Store {
                      std::span<const std::unique_ptr<ChunkLanding>> progress = {});
   // Queues a background copy of chunk `id` from tier `from` into the top tier; counts a drop when the
   // queue is full.
-  void Promote(const ChunkId& id, int from, uint64_t bytes);
+  void Promote(const ChunkId& id, int from, uint64_t bytes, uint32_t tokens);
   // Queues a copy of a chunk to the slower tiers; counts a drop when the queue is full.
-  void EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, int source_tier);
+  void EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, int source_tier, uint32_t tokens);
   void RunJob(SaveJob& job);  // on a queue worker
   // Writes the namespace's identity beside its chunks in every tier that keeps one (first save).
   void DescribeNamespace(const Namespace& ns);
   void CountDropped(uint64_t tier_mask);  // one dropped chunk for each tier in the mask
+  // Chunk events (StoreOptions::observer; store_events.cc). Observing() is false without an observer,
+  // and then nothing is asked or told.
+  bool Observing() const { return options_.observer != nullptr; }
+  void Emit(ChunkEventKind kind, const ChunkId& id, size_t tier, uint32_t tokens_per_chunk = 0);
+  // Put into tier t, telling the observer when the tier did not hold the chunk before.
+  Status PutObserved(size_t t, const ChunkId& id, GatherList payload, uint32_t tokens_per_chunk);
+  void ListenForEvictions();  // each tier's evictions become kEvicted events
+  void StopListening();       // before the tiers outlive this Store (a wrapper's inner tier may)
+  void FillEventStats(StoreStats& s) const;
 
   std::vector<std::unique_ptr<Tier>> tiers_;
   std::vector<TierCapabilities> caps_;
+  std::vector<const char*> mediums_;  // per tier: ChunkEvent::medium
+  std::atomic<uint64_t> events_{0};
   const StoreOptions options_;
   uint64_t background_mask_ = 0;  // bit t: tier t is written through the queue (not in memory)
   std::unique_ptr<SeenTable> seen_;  // only for Admission::kSecondUse

@@ -33,7 +33,8 @@ Status StoreImpl::Save(const Namespace& ns, std::span<const ChunkKey> keys,
     bool top_holds = false;
     for (size_t t = 0; t < tiers_.size(); ++t) {
       if (!caps_[t].in_memory) continue;
-      Status s = tiers_[t]->Put(id, srcs[i]);  // Put keeps one copy per key: no Contains needed
+      // Put keeps one copy per key: no Contains needed (but for an observer's stored events)
+      Status s = PutObserved(t, id, srcs[i], ns.layout().tokens_per_chunk);
       if (t == 0) {
         top_holds = s.ok();
         if (!s.ok() && first_error.ok()) first_error = s;
@@ -44,7 +45,7 @@ Status StoreImpl::Save(const Namespace& ns, std::span<const ChunkKey> keys,
     }
     if (background_mask_ == 0) continue;
     if (seen_ && !seen_->NoteUse(keys[i])) continue;  // first use: not admitted to slow tiers yet
-    EnqueueSave(id, srcs[i], bytes, top_holds ? 0 : -1);
+    EnqueueSave(id, srcs[i], bytes, top_holds ? 0 : -1, ns.layout().tokens_per_chunk);
   }
   return first_error;
 }
@@ -55,10 +56,12 @@ void StoreImpl::DescribeNamespace(const Namespace& ns) {
   for (const auto& tier : tiers_) (void)tier->DescribeNamespace(ns.id(), *ns.identity());
 }
 
-void StoreImpl::EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, int source_tier) {
+void StoreImpl::EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, int source_tier,
+                            uint32_t tokens) {
   SaveJob job;
   job.id = id;
   job.bytes = bytes;
+  job.tokens_per_chunk = tokens;
   job.source_tier = source_tier;
   job.target_tiers = background_mask_;
   if (source_tier >= 0) job.target_tiers &= ~(uint64_t{1} << source_tier);
@@ -90,9 +93,12 @@ Status StoreImpl::Remove(const Namespace& ns, std::span<const ChunkKey> keys) {
   queue_->Withdraw(ids);
   Status first_error;
   for (const auto& tier : tiers_) {
+    const size_t t = static_cast<size_t>(&tier - tiers_.data());
     for (const ChunkId& id : ids) {
+      const bool had = Observing() && tier->Contains(id);
       Status s = tier->Remove(id);
       if (!s.ok() && first_error.ok()) first_error = s;
+      if (s.ok() && had) Emit(ChunkEventKind::kRemoved, id, t);
     }
   }
   return first_error;
@@ -139,7 +145,7 @@ void StoreImpl::RunJob(SaveJob& job) {
   bool failed = false;
   for (size_t t = 0; t < tiers_.size(); ++t) {
     if (!(targets >> t & 1)) continue;
-    const Status s = tiers_[t]->Put(job.id, pieces);
+    const Status s = PutObserved(t, job.id, pieces, job.tokens_per_chunk);
     if (!s.ok()) {
       failed = true;
       if (job.is_save) tier_dropped_[t].fetch_add(1, std::memory_order_relaxed);
@@ -165,6 +171,7 @@ void StoreImpl::Prefetch(const Namespace& ns, std::span<const ChunkKey> keys) {
     job.source_tier = t;
     job.target_tiers = 1;
     job.is_save = false;
+    job.tokens_per_chunk = ns.layout().tokens_per_chunk;
     if (!queue_->TryPush(std::move(job))) return;  // best effort: a busy queue skips the rest
   }
 }

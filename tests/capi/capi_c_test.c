@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -725,6 +726,35 @@ static void TestStatsJson(void) {
   kvtier_store_close(s);
 }
 
+/* The event fields came after key_file: options of an older build (struct_size ending at key_file) still
+ * open a store, without events; an events endpoint gives a store with a publisher (its stats say so),
+ * and a malformed one is refused. */
+static void TestEventOptions(void) {
+  const char* mem[1] = {"mem://?capacity=1MiB"};
+  kvtier_store_options o;
+  kvtier_store_options_init(&o);
+  CHECK(o.events == NULL && o.events_topic == NULL);
+  o.tiers = mem;
+  o.tier_count = 1;
+  o.events = "no-endpoint";
+  kvtier_store* s = NULL;
+  o.struct_size = (uint32_t)offsetof(kvtier_store_options, events);
+  CHECK_STATUS(kvtier_store_open(&o, &s), KVTIER_OK); /* an older caller: the fields are not read */
+  char buf[4096];
+  CHECK(kvtier_store_stats_json(s, buf, sizeof(buf)) < sizeof(buf));
+  CHECK(strstr(buf, "\"observed\":false") != NULL);
+  kvtier_store_close(s);
+  o.struct_size = sizeof(o);
+  CHECK_STATUS(kvtier_store_open(&o, &s), KVTIER_INVALID_ARGUMENT);
+  CHECK_ERROR_NAMES("no-endpoint");
+  o.events = "tcp://127.0.0.1:*";
+  o.events_topic = "kv@pod@model";
+  CHECK_STATUS(kvtier_store_open(&o, &s), KVTIER_OK);
+  CHECK(kvtier_store_stats_json(s, buf, sizeof(buf)) < sizeof(buf));
+  CHECK(strstr(buf, "\"observed\":true") != NULL);
+  kvtier_store_close(s);
+}
+
 static void TestMetricsText(void) {
   kvtier_store* s = OpenStore("mem://?capacity=1MiB", 1);
   kvtier_ns* ns = MakeNs("metrics");
@@ -762,6 +792,7 @@ int main(void) {
   TestThreads();
   TestStatsJson();
   TestMetricsText();
+  TestEventOptions();
   printf("capi_c_test: %lu checks passed\n", (unsigned long)g_checks);
   return 0;
 }

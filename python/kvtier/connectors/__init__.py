@@ -65,6 +65,8 @@ STORE_OPTION_NAMES = (
     "background_threads",
     "async_threads",
     "key_file",
+    "events",        # a ZeroMQ endpoint for the store's chunk events (docs/serve.md)
+    "events_topic",
 )
 
 _INT_TAG = b"kvtier-int:"

@@ -171,6 +171,7 @@ Status FileTier::Put(const ChunkId& id, GatherList payload) {
     UnlinkOutsideLock(victims, victim_bytes);
     index_->Reserve(stored);
   }
+  for (const IndexKey& v : victims) NotifyEvicted(ChunkId{v.ns, v.key, 0});
   // Plain chunks from aligned memory (the mem:// arena) go down with O_DIRECT where reads do: no
   // page-cache copy of bytes that the memory tier already holds.
   auto written = dir_->WriteChunk(

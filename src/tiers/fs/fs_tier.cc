@@ -276,7 +276,9 @@ Status FsTier::Reserve(uint64_t stored) {
 }
 
 Status FsTier::EvictTo(uint64_t max_bytes) {
-  auto r = CollectPoolGarbage(*pool_, GcOptions{.max_bytes = max_bytes});
+  auto r = CollectPoolGarbage(*pool_, GcOptions{.max_bytes = max_bytes}, [this](const GcAction& a) {
+    if (a.reason == GcReason::kEvict) NotifyEvicted(a.id);
+  });
   if (!r.ok()) return r.status();
   if (r->chunks_evicted > 0) present_.Clear();  // which ones went is not reported: forget every hit
   usage_ = r->bytes_after;

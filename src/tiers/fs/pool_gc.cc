@@ -100,7 +100,7 @@ class GcPass {
       // No chunk has this size or type: corrupt, and never counted against the pool.
       if (Remove(e)) {
         report_.corrupt_removed++;
-        Report({pool_.Describe(e.rel), e.stat.size, GcReason::kCorrupt, 0});
+        Report({pool_.Describe(e.rel), e.stat.size, GcReason::kCorrupt, 0, ChunkId{}});
       }
       return;
     }
@@ -111,7 +111,7 @@ class GcPass {
     if (!header.ok()) {
       if (header.status().IsCorruption() && Remove(e)) {
         report_.corrupt_removed++;
-        Report({pool_.Describe(e.rel), e.stat.size, GcReason::kCorrupt, 0});
+        Report({pool_.Describe(e.rel), e.stat.size, GcReason::kCorrupt, 0, ChunkId{}});
       } else if (!header.status().IsCorruption() && !header.status().IsNotFound()) {
         report_.unverified++;  // a newer format or unreadable: neither counted nor evicted
       }
@@ -133,7 +133,7 @@ class GcPass {
     report_.temps_removed++;
     report_.temp_bytes_removed += bytes;
     const int64_t idle_ns = std::max<int64_t>(0, now_ns_ - e.stat.mtime_ns);
-    Report({pool_.Describe(e.rel), bytes, GcReason::kStaleTemp, idle_ns / 1'000'000'000});
+    Report({pool_.Describe(e.rel), bytes, GcReason::kStaleTemp, idle_ns / 1'000'000'000, ChunkId{}});
   }
 
   // True when the chunk no longer counts: evicted now, or already gone.
@@ -150,7 +150,7 @@ class GcPass {
     report_.chunks_evicted++;
     report_.bytes_evicted += c.entry.stat.size;
     Report({pool_.Describe(c.entry.rel), c.entry.stat.size, GcReason::kEvict,
-            std::max<int64_t>(0, now_ns_ - c.recency_ns) / 1'000'000'000});
+            std::max<int64_t>(0, now_ns_ - c.recency_ns) / 1'000'000'000, c.entry.id});
     return true;
   }
 

@@ -38,6 +38,7 @@ struct GcAction {
   uint64_t bytes = 0;
   GcReason reason = GcReason::kEvict;
   int64_t idle_s = 0;  // seconds since last use (evictions) or since last write (temporaries)
+  ChunkId id;          // kEvict: the chunk's namespace and key (layout fingerprint 0: not read)
 };
 
 struct GcReport {

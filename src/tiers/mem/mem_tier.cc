@@ -133,6 +133,7 @@ bool MemTier::EvictOneLocked() {
   uint32_t e = index_.lru_tail();
   while (e != ChunkIndex::kNone && index_.at(e).pins > 0) e = index_.at(e).prev;
   if (e == ChunkIndex::kNone) return false;
+  NotifyEvicted(index_.at(e).id);
   index_.Erase(e);
   ReleaseLocked(e);
   counters_.evictions.fetch_add(1, std::memory_order_relaxed);

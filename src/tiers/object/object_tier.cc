@@ -117,6 +117,7 @@ Status ObjectTier::Put(const ChunkId& id, GatherList payload) {
   for (const auto& v : victims) {
     (void)client_->Delete(v);  // best effort: the index no longer counts it either way
     counters_.evictions.fetch_add(1, std::memory_order_relaxed);
+    if (auto evicted = ParseChunkObjectName(options_.prefix, v)) NotifyEvicted(*evicted);
   }
   ObjectWrite write{name, encoded->parts, Status::OK()};
   {

@@ -577,6 +577,7 @@ bool ShmPool::EvictOneLocked() {
       x.ref.store(0, std::memory_order_relaxed);  // CLOCK: a second chance for a recently used chunk
       continue;
     }
+    if (on_evict_) on_evict_(IdOf(x));
     RemoveLocked(static_cast<uint32_t>(i));
     hdr_->evictions.fetch_add(1, std::memory_order_relaxed);
     return true;

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -75,6 +76,8 @@ class ShmPool {
   bool PinLocked(uint32_t s);     // false: no pin record free
   void UnpinLocked(uint32_t s);
   bool EvictOneLocked();
+  // Told of each chunk EvictOneLocked evicts (with the lock held); set before the pool is shared.
+  void SetEvictionListener(std::function<void(const ChunkId&)> fn) { on_evict_ = std::move(fn); }
   // Takes back reservations and pins of processes that are gone; returns how many.
   uint64_t ReclaimDeadLocked();
   void RepairLocked();  // rebuilds every derived structure from the slots and pin records
@@ -93,6 +96,7 @@ class ShmPool {
   pid_t pid() const { return pid_; }
 
  private:
+  std::function<void(const ChunkId&)> on_evict_;
   ShmPool() = default;
   static Result<std::unique_ptr<ShmPool>> Map(int fd, const std::string& path, const PoolSpec& spec);
   static Status Create(const PoolSpec& spec, const std::string& path);

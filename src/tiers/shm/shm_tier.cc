@@ -163,6 +163,7 @@ class ShmTier final : public Tier {
   Status List(const std::function<bool(const ChunkInfo&)>& fn) override;
   Status Check(const ChunkInfo& info) override;
   TierStats Stats() const override;
+  void SetEvictionListener(EvictionListener listener) override { pool_->SetEvictionListener(std::move(listener)); }
 
   ShmPool& pool() { return *pool_; }
   bool sealed() const { return cipher_ != nullptr; }
