@@ -110,9 +110,12 @@ Result<SaveBenchResult> RunSaveBench(const SaveBenchConfig& c) {
   Note(c, "saving " + std::to_string(plan.chunks_per_save) + " chunks of " + FormatBytes(plan.chunk_bytes) +
               " per call into " + r.tiers.front() + (r.tiers.size() > 1 ? " ... " + r.tiers.back() : "") +
               "; start " + Gbps(plan.start_rate));
+  KVTIER_ASSIGN_OR_RETURN(SaveSource source, SaveSource::Create(c, plan));
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenSaveStore(c, r.tiers));
+  KVTIER_RETURN_IF_ERROR(WarmTopTier(*store, source, plan));
   const auto measure = [&](double rate) -> Result<SaveStepOutcome> {
     KVTIER_RETURN_IF_ERROR(CheckStepSpace(c, rate));
-    KVTIER_ASSIGN_OR_RETURN(SaveStep step, RunSaveStep(c, plan, r.tiers, rate, r.steps.size()));
+    KVTIER_ASSIGN_OR_RETURN(SaveStep step, RunSaveStep(c, plan, *store, source, rate, r.steps.size()));
     step.passed = StepPassed(step.Outcome(), RateSearchOptions{}.keep_up);
     r.steps.push_back(step);
     Note(c, StepLine(r.steps.size() - 1, step));
@@ -127,6 +130,7 @@ Result<SaveBenchResult> RunSaveBench(const SaveBenchConfig& c) {
   r.best = search.best;
   r.stop_reason = search.stop_reason;
   Note(c, "search ended: " + r.stop_reason);
+  store.reset();  // its chunks are removed; the tier folder goes with the work folder
   RunFioWrite(c, plan, work.path(), &r);
   return r;
 }

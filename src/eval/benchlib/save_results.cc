@@ -85,6 +85,8 @@ nlohmann::json ToJson(const SaveBenchResult& r) {
         {"best_step", best ? nlohmann::json(*r.best) : nlohmann::json(nullptr)},
         {"fio_write_gbps", r.fio_write ? nlohmann::json(G(r.fio_write->bytes_per_second)) : nlohmann::json(nullptr)},
         {"ratio_to_fio_write", best && r.fio_write ? nlohmann::json(r.RatioToFio()) : nlohmann::json(nullptr)},
+        {"best_step_absorbed_gbps", best ? nlohmann::json(G(r.BestAbsorbedRate())) : nlohmann::json(nullptr)},
+        {"ratio_absorbed_to_fio_write", best && r.fio_write ? nlohmann::json(r.AbsorbedRatioToFio()) : nlohmann::json(nullptr)},
         {"stop_reason", r.stop_reason}}},
   };
   return j;
@@ -131,7 +133,9 @@ std::string FormatSummary(const SaveBenchResult& r) {
                   r.fio_write->iodepth, G(r.fio_write->bytes_per_second), r.fio_write->memory.c_str());
     out << line;
     if (r.best) {
-      std::snprintf(line, sizeof(line), "  highest drop-free rate / fio write: %.0f%%\n", 100 * r.RatioToFio());
+      std::snprintf(line, sizeof(line), "  highest drop-free rate / fio write: %.0f%% (that step's absorbed rate, "
+                    "%.2f GB/s with its drain: %.0f%%)\n", 100 * r.RatioToFio(), G(r.BestAbsorbedRate()),
+                    100 * r.AbsorbedRatioToFio());
       out << line;
     }
   } else {

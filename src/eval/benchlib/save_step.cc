@@ -144,22 +144,44 @@ SaveStepOutcome SaveStep::Outcome() const {
   return {target_rate, offered_rate, dropped, errors, feed_seconds + flush_seconds};
 }
 
-Result<SaveStep> RunSaveStep(const SaveBenchConfig& c, const SavePlan& plan, const std::vector<std::string>& tiers,
-                             double target_rate, uint64_t step_index) {
-  if (!(target_rate > 0)) return Status::InvalidArgument("a save step needs a positive rate");
+Result<SaveSource> SaveSource::Create(const SaveBenchConfig& c, const SavePlan& plan) {
+  SaveSource src;
+  src.buffer_ = AlignedBuffer::Allocate(plan.chunk_bytes);
+  if (src.buffer_.data() == nullptr) {
+    return Status::NoSpace("no memory for a source chunk of " + FormatBytes(plan.chunk_bytes));
+  }
+  for (size_t i = 0; i < plan.chunk_bytes; ++i) src.buffer_.data()[i] = static_cast<std::byte>(i * 131 + (i >> 12));
+  src.piece_[0] = std::span<const std::byte>(src.buffer_.data(), plan.chunk_bytes);
+  KVTIER_ASSIGN_OR_RETURN(src.ns_, Namespace::Make(c.model.model_id, c.model.layout, "kvtier-bench-save"));
+  return src;
+}
+
+Result<std::unique_ptr<Store>> OpenSaveStore(const SaveBenchConfig& c, const std::vector<std::string>& tiers) {
   StoreOptions opt;
   opt.tiers = tiers;
   opt.promote_on_load = false;
   opt.save_queue_bytes = c.queue_bytes;
   opt.save_queue_chunks = c.queue_chunks;
   opt.background_threads = c.background_threads;
-  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(opt));
-  KVTIER_ASSIGN_OR_RETURN(Namespace ns, Namespace::Make(c.model.model_id, c.model.layout, "kvtier-bench-save"));
-  AlignedBuffer source = AlignedBuffer::Allocate(plan.chunk_bytes);
-  if (source.data() == nullptr) return Status::NoSpace("no memory for a source chunk of " + FormatBytes(plan.chunk_bytes));
-  for (size_t i = 0; i < plan.chunk_bytes; ++i) source.data()[i] = static_cast<std::byte>(i * 131 + (i >> 12));
-  const std::span<const std::byte> piece[1] = {std::span<const std::byte>(source.data(), plan.chunk_bytes)};
-  Feed feed{store.get(), &ns, std::vector<GatherList>(plan.chunks_per_save, GatherList(piece, 1)),
+  return Store::Open(opt);
+}
+
+Status WarmTopTier(Store& store, const SaveSource& src, const SavePlan& plan) {
+  Tier& top = store.tier(0);
+  if (!top.capabilities().in_memory) return Status::OK();
+  // All of them first, then the removals: a chunk removed at once would hand its pages to the next.
+  const uint64_t n = plan.mem_bytes / plan.chunk_bytes;
+  Status s;
+  for (uint64_t i = 0; i < n && s.ok(); ++i) s = top.Put(ChunkId::Of(*src.ns(), FreshKey(UINT64_MAX, 0, i)), src.Gather());
+  for (uint64_t i = 0; i < n; ++i) (void)top.Remove(ChunkId::Of(*src.ns(), FreshKey(UINT64_MAX, 0, i)));
+  return s;
+}
+
+Result<SaveStep> RunSaveStep(const SaveBenchConfig& c, const SavePlan& plan, Store& store, const SaveSource& src,
+                             double target_rate, uint64_t step_index) {
+  if (!(target_rate > 0)) return Status::InvalidArgument("a save step needs a positive rate");
+  const StoreStats before = store.Stats();
+  Feed feed{&store, src.ns(), std::vector<GatherList>(plan.chunks_per_save, src.Gather()),
             step_index, plan.chunks_per_save, plan.prefix_bytes, c.feeders,
             static_cast<double>(plan.prefix_bytes) * c.feeders / target_rate, c.step_seconds, Clock::now()};
   SaveStep step;
@@ -167,13 +189,13 @@ Result<SaveStep> RunSaveStep(const SaveBenchConfig& c, const SavePlan& plan, con
   std::vector<FeederLog> logs(c.feeders);
   const Status driven = Drive(c, feed, target_rate, &logs, &step.queue);
   step.feed_seconds = Since(feed.start);
-  const Status flushed = store->Flush();
+  const Status flushed = store.Flush();
   const double total = Since(feed.start);
   step.flush_seconds = total - step.feed_seconds;
   Summarize(feed, logs, step.feed_seconds, &step);
-  const StoreStats stats = store->Stats();
-  step.dropped = stats.dropped_saves;
-  step.bytes_absorbed = stats.tiers.back().puts * plan.chunk_bytes;
+  const StoreStats after = store.Stats();
+  step.dropped = after.dropped_saves - before.dropped_saves;
+  step.bytes_absorbed = (after.tiers.back().puts - before.tiers.back().puts) * plan.chunk_bytes;
   step.absorbed_rate = total > 0 ? static_cast<double>(step.bytes_absorbed) / total : 0;
   for (const QueueSample& q : step.queue) step.queue_max_bytes = std::max(step.queue_max_bytes, q.bytes);
   // The step's chunks leave the store (and the disk) before the next step.
@@ -181,7 +203,7 @@ Result<SaveStep> RunSaveStep(const SaveBenchConfig& c, const SavePlan& plan, con
   for (uint32_t f = 0; f < c.feeders; ++f) {
     for (uint64_t k = 0; k < logs[f].saves; ++k) {
       for (uint64_t i = 0; i < keys.size(); ++i) keys[i] = FreshKey(step_index, f, k * keys.size() + i);
-      (void)store->Remove(ns, keys);
+      (void)store.Remove(*src.ns(), keys);
     }
   }
   KVTIER_RETURN_IF_ERROR(driven);
