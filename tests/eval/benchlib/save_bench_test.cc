@@ -10,6 +10,7 @@
 
 #include "eval/benchlib/report.h"
 #include "support/temp_dir.h"
+#include "testing/fault_tier.h"
 
 namespace kvtier::internal {
 namespace {
@@ -259,6 +260,51 @@ TEST(SaveBenchRun, TinyRunWritesJsonThatTheReportReads) {
   EXPECT_EQ(plots[1].name, "save_drops");
   EXPECT_GE(plots[0].series.size(), 2u);  // offered and absorbed (and fio where it ran)
   EXPECT_NE(ReportMarkdown(*in, plots, "kvtier report").find("Highest drop-free rate"), std::string::npos);
+}
+
+// One step over a slow lowest tier (file:// behind a 500 ms write delay) and a queue of one chunk: after
+// the step's Flush every chunk offered was either absorbed or dropped, whatever the timing.
+TEST(SaveBenchStep, AFlushedStepAccountsForEveryChunk) {
+  testing::TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  SaveBenchArgs a = Args(dir.path());
+  a.chunk_tokens = 16;  // 2 MiB chunks
+  a.context_tokens = 64;
+  a.seconds = 0.05;  // one save: the schedule's interval at 100 MB/s is 84 ms
+  a.max_seconds = 0.05;
+  a.queue_bytes = "2MiB";
+  a.background_threads = 1;
+  a.mem = "64MiB";
+  auto c = MakeSaveBenchConfig(a);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto plan = PlanSave(*c);
+  ASSERT_TRUE(plan.ok());
+  std::vector<std::unique_ptr<Tier>> tiers;
+  auto mem = OpenTier("mem://?capacity=64MiB");
+  ASSERT_TRUE(mem.ok());
+  tiers.push_back(std::move(*mem));
+  auto disk = OpenTier("file://" + dir.path() + "/t");
+  ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+  std::shared_ptr<FaultControls> controls;
+  tiers.push_back(WrapWithFaults(std::move(*disk), &controls));
+  controls->write_delay_us = 500000;
+  StoreOptions opt;
+  opt.save_queue_bytes = c->queue_bytes;
+  opt.background_threads = 1;
+  auto store = Store::Open(std::move(tiers), opt);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto src = SaveSource::Create(*c, *plan);
+  ASSERT_TRUE(src.ok());
+  auto step = RunSaveStep(*c, *plan, **store, *src, 100e6, 0);
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(step->saves, 1u);
+  EXPECT_EQ(step->chunks, 4u);
+  EXPECT_EQ(step->bytes_offered, 4 * plan->chunk_bytes);
+  EXPECT_GE(step->dropped, 1u);  // the queue holds one chunk, the tier takes 500 ms per chunk
+  EXPECT_EQ(step->dropped * plan->chunk_bytes + step->bytes_absorbed, step->bytes_offered);
+  EXPECT_FALSE(step->Outcome().dropped == 0);
+  // The step's chunks were removed again.
+  EXPECT_EQ((*store)->tier(1).Stats().chunks, 0u);
 }
 
 TEST(SaveBenchReport, RefusesASaveResultOfTheWrongShape) {
