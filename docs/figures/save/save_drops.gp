@@ -18,6 +18,14 @@ $d0 << EOD
 4.71751 0
 EOD
 $d1 << EOD
+1.17938 0
+1.3268 0
+1.47422 0
+1.76907 0
+2.35876 0
+4.71751 0
+EOD
+$d2 << EOD
 0.589689 0
 0.884534 0
 0.958245 0
@@ -26,5 +34,6 @@ $d1 << EOD
 2.35876 0
 4.71751 0
 EOD
-plot $d0 using 1:2 with linespoints lw 2 pt 7 lc 1 dt 1 title 'dropped: file:///work/bench-save, llama-3.1-8b (save-file-llama-8b.json)', \
-     $d1 using 1:2 with linespoints lw 2 pt 7 lc 2 dt 1 title 'dropped: fs:///work/bench-save, llama-3.1-8b (save-fs-llama-8b.json)'
+plot $d0 using 1:2 with linespoints lw 2 pt 7 lc 1 dt 1 title 'dropped: file:///work/bench-save, llama-3.1-8b (save-file-llama-8b-0535.json)', \
+     $d1 using 1:2 with linespoints lw 2 pt 7 lc 2 dt 1 title 'dropped: file:///work/bench-save, llama-3.1-8b (save-file-llama-8b.json)', \
+     $d2 using 1:2 with linespoints lw 2 pt 7 lc 3 dt 1 title 'dropped: fs:///work/bench-save, llama-3.1-8b (save-fs-llama-8b.json)'
