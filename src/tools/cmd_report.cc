@@ -40,7 +40,7 @@ int Run(const Args& a) {
 }
 
 KVTIER_COMMAND("", "report",
-               "draw SVG charts and a report.md from `kvtier bench datapath|e2e --json` results",
+               "draw SVG charts and a report.md from `kvtier bench datapath|save|e2e --json` results",
                [](CLI::App& cmd) -> std::function<int()> {
                  auto a = std::make_shared<Args>();
                  cmd.add_option("results", a->inputs, "result JSON files")->required();

@@ -158,6 +158,9 @@ TEST(HostileCliNumbers, EveryNumericFlagIsRangeChecked) {
   auto e2e = [&](const std::string& flag, const std::string& v) {
     cases.push_back({{"bench", "e2e", "--modes", "recompute", flag, v}, v});
   };
+  auto save = [&](const std::string& flag, const std::string& v) {
+    cases.push_back({{"bench", "save", "--target", target, "--no-fio", flag, v}, v});
+  };
   for (const char* v : {"-1", "0", "99999999999999999999", "0x10", "1e3", "4294967296"}) {
     replay("--block-tokens", v);
   }
@@ -171,6 +174,13 @@ TEST(HostileCliNumbers, EveryNumericFlagIsRangeChecked) {
   for (const char* v : {"nan", "inf", "-1", "0", "1e300"}) datapath("--peak-tflops", v);
   for (const char* v : {"-1", "2048TiB", "1125899906842625", "18446744073709551615"}) datapath("--total", v);
   for (const char* v : {"-1", "1,2TiB", "1e3"}) datapath("--inflight", v);
+  for (const char* v : {"fast", "0GB/s", "-1GB/s", "nanGB/s", "2", "2000PB/s"}) save("--rate", v);
+  for (const char* v : {"nan", "inf", "-1", "0", "3601"}) save("--seconds", v);
+  for (const char* v : {"-1", "0", "4097", "0x10"}) save("--gpus", v);
+  for (const char* v : {"-1", "21"}) save("--bisect", v);
+  for (const char* v : {"-1", "2048TiB", "lots"}) save("--queue-bytes", v);
+  for (const char* v : {"-1", "0", "16777217"}) save("--context-tokens", v);
+  for (const char* v : {"0", "1025"}) save("--fio-depth", v);
   for (const char* v : {"-1", "0", "99999999999", "16777217"}) e2e("--context", v);
   for (const char* v : {"-1", "0", "4294967296"}) e2e("--turn", v);
   for (const char* v : {"-1", "0", "1048577"}) e2e("--output", v);

@@ -220,6 +220,13 @@ Result<FioResult> RunFio(const FioJob& job) {
   return r;
 }
 
+Result<FioResult> RunFioWithFallback(FioJob job) {
+  auto r = RunFio(job);
+  if (r.ok() || job.ioengine == "libaio") return r;
+  job.ioengine = "libaio";
+  return RunFio(job);
+}
+
 bool DdAvailable() { return OnPath("dd"); }
 
 Result<FioResult> RunDdReference(const std::vector<std::string>& files, uint64_t block_size, uint32_t depth) {

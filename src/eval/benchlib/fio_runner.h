@@ -90,4 +90,8 @@ bool DdAvailable();
 // command); a parse error otherwise.
 Result<FioResult> RunFio(const FioJob& job);
 
+// RunFio with job.ioengine, and once more with libaio when that fails and was not libaio already
+// (a kernel or container without io_uring). The error of the last attempt otherwise.
+Result<FioResult> RunFioWithFallback(FioJob job);
+
 }  // namespace kvtier::internal

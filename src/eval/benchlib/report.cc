@@ -125,20 +125,58 @@ void E2eTables(const ReportInputs& in, std::ostringstream& md) {
   }
 }
 
+void SaveTables(const ReportInputs& in, std::ostringstream& md) {
+  for (const auto& [file, d] : in.save) {
+    const auto& s = Get(d, "summary");
+    const auto& feed = Get(d, "feed");
+    md << "\n**" << Str(Get(Get(d, "target"), "url")) << ", " << Str(Get(Get(d, "model"), "preset")) << "** (`"
+       << file << "`, " << Str(Get(d, "started_at")) << "; " << Int(Get(feed, "context_tokens"))
+       << " tokens per Save, " << Int(Get(feed, "gpus")) << " GPU(s), steps of "
+       << Fmt("%.1f", Get(feed, "step_seconds")) << " s)\n\n";
+    md << "| Target GB/s | Offered GB/s | Absorbed GB/s | Dropped saves | Queue max | Save p50 / p99 / max ms "
+          "| No drops |\n|---|---|---|---|---|---|---|\n";
+    for (const auto& step : Get(d, "steps")) {
+      const auto& l = Get(step, "save_latency");
+      md << "| " << Fmt("%.2f", Get(step, "target_gbps")) << " | " << Fmt("%.2f", Get(step, "offered_gbps"))
+         << " | " << Fmt("%.2f", Get(step, "absorbed_gbps")) << " | " << Int(Get(step, "dropped_saves")) << " | "
+         << Bytes(Get(step, "queue_max_bytes")) << " | " << Fmt("%.1f", Get(l, "p50_ms")) << " / "
+         << Fmt("%.1f", Get(l, "p99_ms")) << " / " << Fmt("%.1f", Get(l, "max_ms")) << " | "
+         << (Get(step, "passed") == true ? "yes" : "no") << " |\n";
+    }
+    md << "\nHighest drop-free rate: " << Fmt("%.2f GB/s", Get(s, "highest_drop_free_gbps"))
+       << "; fio O_DIRECT write of the same disk: " << Fmt("%.2f GB/s", Get(s, "fio_write_gbps"))
+       << "; ratio: " << Fmt("%.0f%%", Get(s, "ratio_to_fio_write"), 100) << " (that step's absorbed rate, "
+       << "its drain included: " << Fmt("%.2f GB/s", Get(s, "best_step_absorbed_gbps")) << ", "
+       << Fmt("%.0f%%", Get(s, "ratio_absorbed_to_fio_write"), 100) << "). Search: "
+       << Str(Get(s, "stop_reason")) << ".\n";
+    const auto& note = Get(d, "fio_note");
+    if (note.is_string() && !Str(note).empty()) md << "\nfio: " << Str(note) << "\n";
+  }
+}
+
 }  // namespace
 
 std::string ReportMarkdown(const ReportInputs& in, const std::vector<PlotSpec>& plots,
                            const std::string& command_line) {
   std::ostringstream md;
   md << "# kvtier storage qualification report\n\n";
-  md << "Written by `" << command_line << "` on " << UtcNow() << ". Every bandwidth is measured; "
-     << "fio read the same chunk files (one request per file, O_DIRECT, the same queue depth) in the same run. "
-     << "GB/s = 1e9 bytes/s. Recompute times are ESTIMATES from peak FLOP/s and an assumed MFU.\n";
+  md << "Written by `" << command_line << "` on " << UtcNow() << ". Every bandwidth is measured; ";
+  if (!in.datapath.empty()) {
+    md << "fio read the same chunk files (one request per file, O_DIRECT, the same queue depth) in the same run. ";
+  }
+  if (!in.save.empty()) {
+    md << "The save bench's fio reference wrote files of the chunk size with O_DIRECT on the same disk in the same run. ";
+  }
+  md << "GB/s = 1e9 bytes/s. Recompute times are ESTIMATES from peak FLOP/s and an assumed MFU.\n";
   if (!in.datapath.empty()) {
     md << "\n## Targets\n\n";
     TargetTable(in, md);
     md << "\n## Sweeps\n";
     SweepTables(in, md);
+  }
+  if (!in.save.empty()) {
+    md << "\n## Saves (`kvtier bench save`)\n";
+    SaveTables(in, md);
   }
   if (!in.e2e.empty()) {
     md << "\n## End to end (reference engine)\n";

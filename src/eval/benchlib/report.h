@@ -1,10 +1,14 @@
 // `kvtier report`: turns bench results into SVG charts (drawn by gnuplot) and a short report.md.
 //
 // Inputs are JSON files written by `kvtier bench datapath --json` (schema kvtier.bench.datapath/1)
-// and, when present, by `kvtier bench e2e --json` ("bench": "e2e"). Charts:
+// and, when present, by `kvtier bench e2e --json` ("bench": "e2e") and `kvtier bench save --json`
+// (schema kvtier.bench.save/1). Charts:
 //   bandwidth_vs_inflight.svg   kvtier and fio GB/s against bytes in flight, one pair per datapath run
 //   bandwidth_vs_chunk.svg      best kvtier, best fio and serial pread GB/s against chunk size
 //   ttft_vs_concurrency[_N].svg TTFT p50 and p99 against concurrency per mode, one per e2e file
+//   save_rate.svg               per save run: rate offered and absorbed against the target rate of each
+//                               step, and fio's write rate of the same disk as a dashed line
+//   save_drops.svg              per save run: saves dropped against the target rate of each step
 // Each chart's gnuplot script (.gp, data inline) is kept beside it so it can be redrawn or edited.
 //
 // Thread-compatible; WriteReport blocks while gnuplot runs.
@@ -23,6 +27,7 @@ namespace kvtier::internal {
 struct ReportInputs {
   std::vector<std::pair<std::string, nlohmann::json>> datapath;  // (file name, document)
   std::vector<std::pair<std::string, nlohmann::json>> e2e;
+  std::vector<std::pair<std::string, nlohmann::json>> save;
 };
 
 // The memory bound of `kvtier report`: all inputs together hold at most this many JSON values, nested

@@ -9,6 +9,7 @@
 
 #include "eval/benchlib/report.h"
 #include "eval/benchlib/results.h"
+#include "eval/benchlib/save_bench.h"
 #include "core/input_file.h"
 
 namespace kvtier::internal {
@@ -162,6 +163,39 @@ Status CheckE2e(const nlohmann::json& e, const std::string& where) {
   return CheckElements(e, "rows", kRow, where);
 }
 
+Status CheckSave(const nlohmann::json& d, const std::string& where) {
+  static const std::vector<Field> kTop = {
+      {"started_at", Kind::kString},
+      {"target", Kind::kObject},
+      {"target/url", Kind::kString},
+      {"model", Kind::kObject},
+      {"model/preset", Kind::kString},
+      {"model/chunk_bytes", Kind::kUint},
+      {"feed", Kind::kObject},
+      {"feed/context_tokens", Kind::kUint},
+      {"feed/gpus", Kind::kUint},
+      {"feed/start_rate_gbps", Kind::kNumber},
+      {"feed/step_seconds", Kind::kNumber},
+      {"steps", Kind::kArray},
+      {"fio_write", Kind::kObject, true},
+      {"fio_write/gbps", Kind::kNumber},
+      {"fio_note", Kind::kString},
+      {"summary", Kind::kObject},
+      {"summary/highest_drop_free_gbps", Kind::kNumber, true},
+      {"summary/fio_write_gbps", Kind::kNumber, true},
+      {"summary/ratio_to_fio_write", Kind::kNumber, true},
+      {"summary/stop_reason", Kind::kString},
+  };
+  static const std::vector<Field> kStep = {
+      {"target_gbps", Kind::kNumber},  {"offered_gbps", Kind::kNumber},    {"absorbed_gbps", Kind::kNumber},
+      {"dropped_saves", Kind::kUint},  {"save_errors", Kind::kUint},       {"queue_max_bytes", Kind::kUint},
+      {"save_latency", Kind::kObject}, {"save_latency/p50_ms", Kind::kNumber},
+      {"save_latency/p99_ms", Kind::kNumber}, {"save_latency/max_ms", Kind::kNumber}, {"passed", Kind::kBool},
+  };
+  KVTIER_RETURN_IF_ERROR(CheckFields(d, kTop, where));
+  return CheckElements(d, "steps", kStep, where);
+}
+
 bool IsString(const nlohmann::json& doc, const char* key, const char* value) {
   const auto it = doc.find(key);
   return it != doc.end() && it->is_string() && it->get<std::string>() == value;
@@ -218,12 +252,16 @@ Result<ReportInputs> LoadReportInputs(const std::vector<std::string>& paths) {
     if (IsString(doc, "schema", kDatapathSchema)) {
       KVTIER_RETURN_IF_ERROR(CheckDatapath(doc, path));
       in.datapath.emplace_back(name, std::move(doc));
+    } else if (IsString(doc, "schema", kSaveSchema)) {
+      KVTIER_RETURN_IF_ERROR(CheckSave(doc, path));
+      in.save.emplace_back(name, std::move(doc));
     } else if (IsString(doc, "bench", "e2e")) {
       KVTIER_RETURN_IF_ERROR(CheckE2e(doc, path));
       in.e2e.emplace_back(name, std::move(doc));
     } else {
       return Status::InvalidArgument(path + " is neither a `kvtier bench datapath` result (schema " +
-                                     std::string(kDatapathSchema) + ") nor a `kvtier bench e2e` one");
+                                     std::string(kDatapathSchema) + "), a `kvtier bench save` one (schema " +
+                                     std::string(kSaveSchema) + ") nor a `kvtier bench e2e` one");
     }
   }
   return in;

@@ -122,6 +122,56 @@ PlotSpec TtftPlot(const std::string& file, const nlohmann::json& e2e, size_t ind
   return p;
 }
 
+// "file:///nvme/kv, llama-3.1-8b (save.json)"
+std::string SaveLabel(const std::string& file, const nlohmann::json& d) {
+  return Str(d.value("target", nlohmann::json::object()), "url") + ", " +
+         Str(d.value("model", nlohmann::json::object()), "preset") + " (" + file + ")";
+}
+
+// The steps of a save run in order of target rate: (target GB/s, step).
+std::vector<std::pair<double, const nlohmann::json*>> StepsByRate(const nlohmann::json& d) {
+  std::vector<std::pair<double, const nlohmann::json*>> out;
+  for (const auto& step : d.value("steps", nlohmann::json::array())) out.emplace_back(Num(step, "target_gbps"), &step);
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
+PlotSpec SaveRatePlot(const ReportInputs& in) {
+  PlotSpec p{"save_rate", "Saves: rate offered and absorbed against the target rate", "target rate (GB/s)",
+             "GB/s (1e9 bytes/s)", false, {}};
+  int color = 1;
+  for (const auto& [file, d] : in.save) {
+    const auto steps = StepsByRate(d);
+    PlotSeries offered{"offered: " + SaveLabel(file, d), {}, color, false};
+    PlotSeries absorbed{"absorbed: " + SaveLabel(file, d), {}, color + 1, false};
+    for (const auto& [x, step] : steps) {
+      offered.points.emplace_back(x, Num(*step, "offered_gbps"));
+      absorbed.points.emplace_back(x, Num(*step, "absorbed_gbps"));
+    }
+    for (PlotSeries* series : {&offered, &absorbed}) {
+      if (!series->points.empty()) p.series.push_back(*series);
+    }
+    const double fio = Num(d.value("fio_write", nlohmann::json::object()), "gbps");
+    if (fio > 0 && !steps.empty()) {
+      p.series.push_back({"fio O_DIRECT write, same disk: " + SaveLabel(file, d),
+                          {{steps.front().first, fio}, {steps.back().first, fio}}, color + 2, true});
+    }
+    color += 3;
+  }
+  return p;
+}
+
+PlotSpec SaveDropsPlot(const ReportInputs& in) {
+  PlotSpec p{"save_drops", "Saves dropped against the target rate", "target rate (GB/s)", "saves dropped", false, {}};
+  int color = 1;
+  for (const auto& [file, d] : in.save) {
+    PlotSeries drops{"dropped: " + SaveLabel(file, d), {}, color++, false};
+    for (const auto& [x, step] : StepsByRate(d)) drops.points.emplace_back(x, Num(*step, "dropped_saves"));
+    if (!drops.points.empty()) p.series.push_back(drops);
+  }
+  return p;
+}
+
 }  // namespace
 
 std::string GnuplotScript(const PlotSpec& spec, const std::string& svg_path) {
@@ -158,6 +208,10 @@ std::vector<PlotSpec> ReportPlots(const ReportInputs& in) {
   if (!in.datapath.empty()) {
     plots.push_back(InflightPlot(in));
     plots.push_back(ChunkPlot(in));
+  }
+  if (!in.save.empty()) {
+    plots.push_back(SaveRatePlot(in));
+    plots.push_back(SaveDropsPlot(in));
   }
   for (size_t i = 0; i < in.e2e.size(); ++i) {
     plots.push_back(TtftPlot(in.e2e[i].first, in.e2e[i].second, i, in.e2e.size()));
