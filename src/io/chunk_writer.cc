@@ -132,32 +132,50 @@ Status WritePlainBody(FileSystem& fs, int fd, const std::string& path, const Chu
   return WriteAll(fs, fd, std::move(iov), path);
 }
 
-// Bytes of sealed pieces an encrypted direct write gathers before one O_DIRECT write: whole pieces,
-// at least one.
+// The longest piece of a payload of `n` bytes: power-of-two pieces, or listed ones (grouped layouts),
+// which may be longer.
+uint64_t LargestPiece(const ChunkId& id, uint64_t n) {
+  uint64_t largest = std::min<uint64_t>(n, PieceBytesFor(n));
+  if (id.piece_lengths != nullptr) {
+    for (uint64_t p : *id.piece_lengths) largest = std::max(largest, std::min(p, n));
+  }
+  return largest;
+}
+
+// Bytes of sealed pieces an encrypted direct write gathers before writing its whole blocks with O_DIRECT.
 constexpr uint64_t kSealWindowBytes = 8ull << 20;
 
-// Sealed pieces gathered in an aligned window and written with O_DIRECT at their offsets (each piece
-// starts on a 4 KiB boundary: pieces are 1 MiB or more); the last window carries the zero padding.
+// Sealed pieces gathered in an aligned window whose whole 4 KiB blocks are written with O_DIRECT at their
+// offsets, so every write starts on a block; the last one carries the zero padding.
 class SealWindow {
  public:
   SealWindow(FileSystem& fs, int fd, const std::string& path) : fs_(fs), fd_(fd), path_(path) {}
 
-  Status Allocate(uint64_t payload_bytes) {
-    const uint64_t piece = PieceBytesFor(payload_bytes);
-    const uint64_t window = std::max<uint64_t>(piece, kSealWindowBytes / piece * piece);
+  // Room for kSealWindowBytes or the largest piece plus a partial block, whichever is more (never more
+  // than the payload needs).
+  Status Allocate(uint64_t payload_bytes, uint64_t largest_piece) {
+    const uint64_t window = std::max<uint64_t>(kSealWindowBytes, AlignUp(largest_piece) + kChunkAlign);
     buf_ = AlignedBuffer::Allocate(std::max<uint64_t>(AlignUp(std::min(window, payload_bytes)), kChunkAlign));
     if (buf_.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
     return Status::OK();
   }
 
-  // Where piece `len` bytes long is sealed: the window is written out first when it cannot hold it.
+  // Where piece `len` bytes long is sealed: when the window cannot hold it, its whole blocks are written
+  // out first and the partial block's bytes moved to its start (pieces need not end on a block).
   Result<std::span<std::byte>> Target(uint64_t len) {
-    if (filled_ + len > buf_.size()) KVTIER_RETURN_IF_ERROR(Drain());
+    if (filled_ + len > buf_.size()) {
+      const uint64_t whole = filled_ / kChunkAlign * kChunkAlign;
+      KVTIER_RETURN_IF_ERROR(PwriteAll(fs_, fd_, buf_.data(), whole, offset_, path_));
+      std::memmove(buf_.data(), buf_.data() + whole, filled_ - whole);
+      offset_ += whole;
+      filled_ -= whole;
+    }
+    if (filled_ + len > buf_.size()) return Status::Internal("encrypted write: a piece larger than its window");
     return buf_.span().subspan(filled_, len);
   }
   void Sealed(uint64_t len) { filled_ += len; }
 
-  // Writes what the window holds, zero padded to a whole block, at its offset in the file.
+  // Writes what the window holds, zero padded to a whole block, at its offset in the file (the end).
   Status Drain() {
     if (filled_ == 0) return Status::OK();
     const uint64_t bytes = AlignUp(filled_);
@@ -184,7 +202,7 @@ class SealWindow {
 Status WriteEncryptedDirect(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload,
                             const ChunkCipher& cipher) {
   SealWindow window(fs, fd, path);
-  KVTIER_RETURN_IF_ERROR(window.Allocate(TotalBytes(payload)));
+  KVTIER_RETURN_IF_ERROR(window.Allocate(TotalBytes(payload), LargestPiece(id, TotalBytes(payload))));
   AlignedBuffer head = AlignedBuffer::Allocate(kChunkHeaderSize);
   if (head.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
   if (!SetDirect(fd, true)) return Status::InvalidArgument("O_DIRECT refused on " + path);
@@ -215,12 +233,7 @@ Status WriteEncryptedDirect(FileSystem& fs, int fd, const std::string& path, con
 // at its offset, then the padding, then the header (which carries the tags) at offset 0.
 Status WriteEncryptedBuffered(FileSystem& fs, int fd, const std::string& path, const ChunkId& id,
                               GatherList payload, const ChunkCipher& cipher) {
-  const uint64_t n = TotalBytes(payload);
-  uint64_t largest = std::min<uint64_t>(n, PieceBytesFor(n));  // listed pieces (grouped layouts) may be larger
-  if (id.piece_lengths != nullptr) {
-    for (uint64_t p : *id.piece_lengths) largest = std::max(largest, std::min(p, n));
-  }
-  AlignedBuffer buf = AlignedBuffer::Allocate(std::max<uint64_t>(largest, kChunkAlign));
+  AlignedBuffer buf = AlignedBuffer::Allocate(std::max<uint64_t>(LargestPiece(id, TotalBytes(payload)), kChunkAlign));
   if (buf.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
   auto target = [&buf](uint32_t, uint64_t len) { return buf.span().first(len); };
   uint64_t offset = kChunkHeaderSize;

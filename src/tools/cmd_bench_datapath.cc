@@ -98,12 +98,6 @@ int Run(const Args& a) {
   return 0;
 }
 
-std::string GpuNames() {
-  std::string out;
-  for (const auto& g : internal::GpuProfiles()) out += (out.empty() ? "" : ", ") + g.name;
-  return out;
-}
-
 KVTIER_COMMAND(
     "bench", "datapath",
     "write model-sized chunks to a tier, read them back cold, next to fio and a serial baseline",
@@ -117,7 +111,7 @@ KVTIER_COMMAND(
       cmd.add_option("--inflight", a->inflight,
                      "comma-separated bytes in flight to sweep (default: 1,2,4,8,16 chunks)");
       cmd.add_option("--json", a->json, "write the results (schema kvtier.bench.datapath/1) here");
-      cmd.add_option("--gpu", a->gpu, "GPU profile for the recompute estimate: " + GpuNames())
+      cmd.add_option("--gpu", a->gpu, "GPU profile for the recompute estimate: " + internal::GpuProfileNames())
           ->capture_default_str();
       cmd.add_option("--mfu", a->mfu, "override the profile's model-FLOPs utilisation (0-1]")
           ->check(FiniteNumber(0, 1));

@@ -38,12 +38,6 @@ int Run(const internal::SaveBenchArgs& a, const std::string& json) {
   return 0;
 }
 
-std::string GpuNames() {
-  std::string out;
-  for (const auto& g : internal::GpuProfiles()) out += (out.empty() ? "" : ", ") + g.name;
-  return out;
-}
-
 KVTIER_COMMAND(
     "bench", "save",
     "feed a Store new KV at a GPU's prefill rate, find the highest rate it absorbs without drops, next to fio",
@@ -57,7 +51,7 @@ KVTIER_COMMAND(
       cmd.add_option("--model", a->model, "model preset: KV bytes per token and chunk layout")->capture_default_str();
       cmd.add_option("--chunk-tokens", a->chunk_tokens, "tokens per chunk (default: the preset's)")
           ->check(WholeNumber(1, 1u << 20));
-      cmd.add_option("--gpu", a->gpu, "GPU profile for the prefill rate: " + GpuNames())->capture_default_str();
+      cmd.add_option("--gpu", a->gpu, "GPU profile for the prefill rate: " + internal::GpuProfileNames())->capture_default_str();
       cmd.add_option("--gpus", a->gpus, "GPUs feeding the store")->capture_default_str()->check(WholeNumber(1, 4096));
       cmd.add_option("--rate", a->rate, "start rate instead of the GPU's, e.g. 2GB/s");
       cmd.add_option("--context-tokens", a->context_tokens, "tokens of one prefill: one Save call")

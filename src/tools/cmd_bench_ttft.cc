@@ -11,6 +11,7 @@
 #include "kvtier/tier.h"
 #include "progress/progress.h"
 #include "tools/cli_numbers.h"
+#include "core/host_identity.h"
 #include "core/output_file.h"
 #include "tools/command.h"
 #include "eval/ttft/results.h"
@@ -79,11 +80,6 @@ Result<internal::TtftOptions> MakeOptions(const Args& a) {
   return o;
 }
 
-std::string HostName() {
-  char buf[256] = {};
-  return gethostname(buf, sizeof(buf) - 1) == 0 ? std::string(buf) : std::string("unknown");
-}
-
 int Run(const Args& a) {
   auto o = MakeOptions(a);
   if (!o.ok()) {
@@ -102,7 +98,7 @@ int Run(const Args& a) {
   const auto rows = internal::SummarizeTtft(*o, *points);
   std::cout << internal::FormatTtftTable(*o, rows);
   if (!a.json.empty()) {
-    const Status written = internal::WriteOutputFile(a.json, internal::TtftJson(*o, rows, started, HostName()).dump(2) + "\n", "results");
+    const Status written = internal::WriteOutputFile(a.json, internal::TtftJson(*o, rows, started, internal::HostName()).dump(2) + "\n", "results");
     if (!written.ok()) {
       std::cerr << "kvtier bench ttft: " << written.ToString() << "\n";
       return 1;
@@ -112,21 +108,13 @@ int Run(const Args& a) {
   return 0;
 }
 
-std::string GpuNames() {
-  std::string out;
-  for (const auto& g : internal::GpuProfiles()) {
-    out += (out.empty() ? "" : ", ") + g.name + " (" + std::string(g.Kind()) + ")";
-  }
-  return out;
-}
-
 KVTIER_COMMAND(
     "bench", "ttft",
     "TTFT of returning sessions: real Store loads, prefill compute modelled from a GPU profile",
     [](CLI::App& cmd) -> std::function<int()> {
       auto a = std::make_shared<Args>();
       cmd.add_option("--model", a->model, "model preset (KV layout and FLOPs)")->capture_default_str();
-      cmd.add_option("--gpu", a->gpu, "GPU profile the compute is modelled from: " + GpuNames())
+      cmd.add_option("--gpu", a->gpu, "GPU profile the compute is modelled from: " + internal::GpuProfileNames(/*kinds=*/true))
           ->capture_default_str();
       cmd.add_option("--chunk-tokens", a->chunk_tokens, "tokens per chunk (default: the preset's 256)")
           ->check(WholeNumber(1, 1u << 20));

@@ -14,6 +14,7 @@
 #include "eval/benchlib/datapath_io.h"
 #include "eval/benchlib/datapath_passes.h"
 #include "core/chunk_format.h"
+#include "core/host_identity.h"
 #include "core/work_dir.h"
 #include "kvtier/tier.h"
 #include "eval/benchlib/memcpy_reference.h"
@@ -43,16 +44,6 @@ void Progress(const DatapathConfig& c, const std::string& line) {
   if (c.progress) c.progress(line);
 }
 
-std::string GbpsText(double bytes_per_second) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2f GB/s", bytes_per_second / 1e9);
-  return buf;
-}
-
-std::string HostName() {
-  char buf[256] = {};
-  return gethostname(buf, sizeof(buf) - 1) == 0 ? std::string(buf) : std::string("unknown");
-}
 
 DatapathResult Header(const DatapathConfig& c, const DatapathPlan& plan) {
   DatapathResult r;

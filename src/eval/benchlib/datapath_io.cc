@@ -150,6 +150,12 @@ PhaseResult MemcpyReference(std::span<std::byte> dst, std::span<const std::byte>
   return r;
 }
 
+std::string GbpsText(double bytes_per_second) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f GB/s", bytes_per_second / 1e9);
+  return buf;
+}
+
 std::string UtcNow() {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};

@@ -46,4 +46,7 @@ PhaseResult MemcpyReference(std::span<std::byte> dst, std::span<const std::byte>
 // "2026-11-29T11:32:57Z".
 std::string UtcNow();
 
+// A rate as the benches print it: "1.25 GB/s" (10^9 bytes per second).
+std::string GbpsText(double bytes_per_second);
+
 }  // namespace kvtier::internal

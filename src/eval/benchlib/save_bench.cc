@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/chunk_format.h"
+#include "core/host_identity.h"
 #include "core/work_dir.h"
 #include "eval/benchlib/datapath_io.h"
 #include "progress/progress.h"
@@ -19,16 +20,6 @@ void Note(const SaveBenchConfig& c, const std::string& line) {
   if (c.progress) c.progress->Note(line);
 }
 
-std::string Gbps(double bytes_per_second) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2f GB/s", bytes_per_second / 1e9);
-  return buf;
-}
-
-std::string HostName() {
-  char buf[256] = {};
-  return gethostname(buf, sizeof(buf) - 1) == 0 ? std::string(buf) : std::string("unknown");
-}
 
 std::string StepLine(size_t i, const SaveStep& s) {
   char buf[320];
@@ -48,7 +39,7 @@ Status CheckStepSpace(const SaveBenchConfig& c, double rate) {
   const uint64_t need = static_cast<uint64_t>(rate * c.step_seconds * 1.05) + (64ull << 20);
   KVTIER_ASSIGN_OR_RETURN(uint64_t free_bytes, FreeBytesAt(c.target_dir));
   return CheckEnoughSpace("target directory " + c.target_dir, free_bytes, need,
-                          "a step of " + Gbps(rate) + " for " + std::to_string(c.step_seconds) + " s");
+                          "a step of " + GbpsText(rate) + " for " + std::to_string(c.step_seconds) + " s");
 }
 
 void RunFioWrite(const SaveBenchConfig& c, const SavePlan& plan, const std::string& work, SaveBenchResult* r) {
@@ -78,7 +69,7 @@ void RunFioWrite(const SaveBenchConfig& c, const SavePlan& plan, const std::stri
     return;
   }
   r->fio_write = *f;
-  Note(c, "fio write (" + f->ioengine + ", " + f->memory + "): " + Gbps(f->bytes_per_second));
+  Note(c, "fio write (" + f->ioengine + ", " + f->memory + "): " + GbpsText(f->bytes_per_second));
 }
 
 Status CheckResources(const SaveBenchConfig& c, const SavePlan& plan) {
@@ -109,7 +100,7 @@ Result<SaveBenchResult> RunSaveBench(const SaveBenchConfig& c) {
   r.tiers = DefaultSaveTiers(c, plan, work.path());
   Note(c, "saving " + std::to_string(plan.chunks_per_save) + " chunks of " + FormatBytes(plan.chunk_bytes) +
               " per call into " + r.tiers.front() + (r.tiers.size() > 1 ? " ... " + r.tiers.back() : "") +
-              "; start " + Gbps(plan.start_rate));
+              "; start " + GbpsText(plan.start_rate));
   KVTIER_ASSIGN_OR_RETURN(SaveSource source, SaveSource::Create(c, plan));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenSaveStore(c, r.tiers));
   KVTIER_RETURN_IF_ERROR(WarmTopTier(*store, source, plan));

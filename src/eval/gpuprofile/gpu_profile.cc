@@ -134,6 +134,15 @@ Result<GpuProfile> FindGpuProfile(std::string_view name, std::optional<double> m
                                  ")");
 }
 
+std::string GpuProfileNames(bool kinds) {
+  std::string out;
+  for (const auto& g : GpuProfiles()) {
+    out += (out.empty() ? "" : ", ") + g.name;
+    if (kinds) out += " (" + std::string(g.Kind()) + ")";
+  }
+  return out;
+}
+
 double LinearFlops(const ModelPreset& m, uint64_t new_tokens) {
   return 2.0 * static_cast<double>(m.active_params) * static_cast<double>(new_tokens);
 }

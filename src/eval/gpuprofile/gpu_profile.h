@@ -66,6 +66,8 @@ struct GpuProfile {
 
 // The built-in presets, in a fixed order.
 std::span<const GpuProfile> GpuProfiles();
+// Their names for a CLI's help, comma separated; with each one's kind ("h200 (measured)") when `kinds`.
+std::string GpuProfileNames(bool kinds = false);
 
 // Finds a preset by name (case-insensitive) and applies overrides: `mfu` in (0, 1], `peak_tflops` > 0
 // (dense BF16 TFLOP/s, e.g. for a GPU without a preset). InvalidArgument naming the known presets for an
