@@ -169,6 +169,45 @@ TEST(FileSavePathTest, EncryptedChunksAreWrittenWithODirect) {
   EXPECT_TRUE(internal::VerifyChunkFile(*watching, "e.kvc", id).status().IsCorruption());  // no key: refused
 }
 
+// Listed pieces (grouped layouts) need not end on a 4 KiB block: the window writes its whole blocks and
+// keeps the partial one, so every write is still O_DIRECT at a block offset, and the chunk authenticates.
+TEST(FileSavePathTest, EncryptedListedPiecesOfOddLengthsAreWrittenWithODirect) {
+  TempDir tmp;
+  auto watching = std::make_shared<WatchingFs>(Posix(tmp.path()));
+  const std::string key_file = tmp.path() + "/key";
+  {
+    std::FILE* f = std::fopen(key_file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(std::string(64, 'b').c_str(), f);
+    std::fclose(f);
+    ::chmod(key_file.c_str(), 0600);
+  }
+  auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
+  ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
+  static const std::vector<uint64_t> kLengths = {3000001, 3000001, 3000001, 1000000};
+  const size_t bytes = 10000003;
+  const Namespace ns = BigNamespace();
+  ChunkId id = ChunkId::Of(ns, KeyNo(ns, 4));
+  id.piece_lengths = &kLengths;
+  const std::vector<std::byte> payload = PayloadFor(KeyNo(ns, 4), bytes);
+  const std::span<const std::byte> src[] = {payload};
+  auto fd = watching->CreateNew("l.kvc", false);
+  ASSERT_TRUE(fd.ok());
+  auto written = internal::WriteChunkBody(*watching, fd->get(), "l.kvc", id, src,
+                                          internal::WriteOptions{.direct = true, .cipher = *cipher});
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(std::filesystem::file_size(tmp.path() + "/l.kvc"), StoredChunkBytes(bytes));
+  const int probe = ::open((tmp.path() + "/probe").c_str(), O_CREAT | O_WRONLY | O_DIRECT, 0600);
+  if (probe < 0) GTEST_SKIP() << "this filesystem refuses O_DIRECT";
+  ::close(probe);
+  EXPECT_EQ(watching->buffered_at.load(), 0u) << "encrypted bytes went through the page cache";
+  EXPECT_EQ(watching->direct_at.load(), 3u);  // the whole blocks of the first window, the rest, the header
+  auto header = internal::VerifyChunkFile(*watching, "l.kvc", id, cipher->get());
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  EXPECT_TRUE(header->listed());
+  EXPECT_EQ(header->pieces(), kLengths.size());
+}
+
 // The first unlink of a chunk file waits until Release(): a disk (or an NFS server) that is slow to
 // remove files.
 class SlowUnlinkFs final : public CountingFileSystem {
