@@ -128,10 +128,13 @@ std::string SaveLabel(const std::string& file, const nlohmann::json& d) {
          Str(d.value("model", nlohmann::json::object()), "preset") + " (" + file + ")";
 }
 
-// The steps of a save run in order of target rate: (target GB/s, step).
+// The steps of a save run in order of target rate: (target GB/s, step). The pointers are into `d` (not
+// into a copy of its steps), so they live as long as `d`.
 std::vector<std::pair<double, const nlohmann::json*>> StepsByRate(const nlohmann::json& d) {
   std::vector<std::pair<double, const nlohmann::json*>> out;
-  for (const auto& step : d.value("steps", nlohmann::json::array())) out.emplace_back(Num(step, "target_gbps"), &step);
+  const auto steps = d.is_object() ? d.find("steps") : d.end();
+  if (steps == d.end() || !steps->is_array()) return out;
+  for (const auto& step : *steps) out.emplace_back(Num(step, "target_gbps"), &step);
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   return out;
 }
