@@ -212,24 +212,32 @@ StoreOptions OneTier(const std::string& url) {
   return options;
 }
 
+// Saves one chunk of `layout` filled with `fill` (the tokens of one chunk), loads it with progress and
+// expects it loaded byte-exact after progress reports of `expected` landed bytes.
+void SaveOneChunkThenLoadWithProgress(Store& store, const Layout& layout, std::byte fill,
+                                      const std::vector<uint64_t>& expected) {
+  const Namespace ns = *Namespace::Make("test/progress", layout, "");
+  const std::vector<uint32_t> tokens(layout.tokens_per_chunk, 5);
+  const auto keys = ComputeChunkKeys(ns, tokens);
+  std::vector<std::byte> data(layout.BytesPerChunk(), fill), out(data.size());
+  std::span<const std::byte> src(data);
+  ASSERT_TRUE(store.Save(ns, keys, std::vector<GatherList>{GatherList(&src, 1)}).ok());
+  std::span<std::byte> dst(out);
+  Recorder rec(1);
+  auto n = store.LoadWithProgress(ns, keys, std::vector<ScatterList>{ScatterList(&dst, 1)}, &rec);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1u);
+  EXPECT_EQ(rec.calls(0), expected);
+  EXPECT_TRUE(out == data);
+}
+
 // A mem:// tier copying on one thread reports each 2 MiB slice of an 8 MiB chunk as it is copied.
 TEST(StoreProgressTiers, MemReportsSlicesInOrder) {
   const Layout layout{2, 8, 128, DType::kBF16, 1024};  // 8 MiB chunks
-  const Namespace ns = *Namespace::Make("test/progress", layout, "");
   auto store = Store::Open(OneTier("mem://?capacity=32MiB&threads=1"));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  const std::vector<uint32_t> tokens(1024, 5);
-  const auto keys = ComputeChunkKeys(ns, tokens);
-  std::vector<std::byte> data(layout.BytesPerChunk(), std::byte{3}), out(data.size());
-  std::span<const std::byte> src(data);
-  ASSERT_TRUE((*store)->Save(ns, keys, std::vector<GatherList>{GatherList(&src, 1)}).ok());
-  std::span<std::byte> dst(out);
-  Recorder rec(1);
-  auto n = (*store)->LoadWithProgress(ns, keys, std::vector<ScatterList>{ScatterList(&dst, 1)}, &rec);
-  ASSERT_TRUE(n.ok());
-  EXPECT_EQ(*n, 1u);
-  EXPECT_EQ(rec.calls(0), (std::vector<uint64_t>{2 << 20, 4 << 20, 6 << 20, 8 << 20}));
-  EXPECT_TRUE(out == data);
+  SaveOneChunkThenLoadWithProgress(**store, layout, std::byte{3},
+                                   std::vector<uint64_t>{2 << 20, 4 << 20, 6 << 20, 8 << 20});
 }
 
 // A shm:// pool verifies each 1 MiB piece against its checksum as it copies it, and reports it.
@@ -237,21 +245,9 @@ TEST(StoreProgressTiers, ShmReportsVerifiedPieces) {
   TempDir dir;
   ASSERT_TRUE(dir.ok());
   const Layout layout{2, 8, 128, DType::kBF16, 256};  // 2 MiB chunks: 2 pieces
-  const Namespace ns = *Namespace::Make("test/progress", layout, "");
   auto store = Store::Open(OneTier("shm://progress?capacity=8MiB&threads=1&dir=" + dir.path()));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  const std::vector<uint32_t> tokens(256, 5);
-  const auto keys = ComputeChunkKeys(ns, tokens);
-  std::vector<std::byte> data(layout.BytesPerChunk(), std::byte{4}), out(data.size());
-  std::span<const std::byte> src(data);
-  ASSERT_TRUE((*store)->Save(ns, keys, std::vector<GatherList>{GatherList(&src, 1)}).ok());
-  std::span<std::byte> dst(out);
-  Recorder rec(1);
-  auto n = (*store)->LoadWithProgress(ns, keys, std::vector<ScatterList>{ScatterList(&dst, 1)}, &rec);
-  ASSERT_TRUE(n.ok());
-  EXPECT_EQ(*n, 1u);
-  EXPECT_EQ(rec.calls(0), (std::vector<uint64_t>{1 << 20, 2 << 20}));
-  EXPECT_TRUE(out == data);
+  SaveOneChunkThenLoadWithProgress(**store, layout, std::byte{4}, std::vector<uint64_t>{1 << 20, 2 << 20});
 }
 
 // file:// verifies each 1 MiB piece of the chunk format as it lands and reports it; a flipped byte in
