@@ -15,6 +15,11 @@
 
 namespace kvtier::internal {
 
+// Seconds from `t0` to now (steady clock).
+inline double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 class LatencyHistogram {
  public:
   void Record(double micros);

@@ -46,7 +46,7 @@ class PreadvReader final : public ChunkReader {
 };
 
 // One batch shared by the caller and its helpers: each claims the next unread chunk.
-struct Batch {
+struct PreadvBatch {
   std::span<ChunkRead> reads;
   std::atomic<size_t> next{0};
   Mutex mu;
@@ -60,7 +60,7 @@ void PreadvReader::ReadMany(std::span<ChunkRead> reads) {
     ZeroFailedReads(reads);
     return;
   }
-  Batch batch;
+  PreadvBatch batch;
   batch.reads = reads;
   auto drain = [this, &batch] {
     for (size_t i; (i = batch.next.fetch_add(1)) < batch.reads.size();) ReadOne(batch.reads[i]);

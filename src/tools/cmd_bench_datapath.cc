@@ -15,7 +15,7 @@
 namespace kvtier::tools {
 namespace {
 
-struct Args {
+struct DatapathArgs {
   std::string target;
   std::string model = "llama-3.1-8b";
   uint32_t chunk_tokens = 0;
@@ -47,7 +47,7 @@ Result<std::vector<uint64_t>> ParseSizeList(const std::string& text) {
   return out;
 }
 
-Result<internal::DatapathConfig> MakeConfig(const Args& a) {
+Result<internal::DatapathConfig> MakeConfig(const DatapathArgs& a) {
   internal::DatapathConfig c;
   c.target = a.target;
   KVTIER_ASSIGN_OR_RETURN(c.model, FindModelPreset(a.model));
@@ -69,7 +69,7 @@ Result<internal::DatapathConfig> MakeConfig(const Args& a) {
   return c;
 }
 
-int Run(const Args& a) {
+int RunDatapath(const DatapathArgs& a) {
   auto config = MakeConfig(a);
   if (!config.ok()) {
     std::cerr << "kvtier bench datapath: " << config.status().ToString() << "\n";
@@ -102,7 +102,7 @@ KVTIER_COMMAND(
     "bench", "datapath",
     "write model-sized chunks to a tier, read them back cold, next to fio and a serial baseline",
     [](CLI::App& cmd) -> std::function<int()> {
-      auto a = std::make_shared<Args>();
+      auto a = std::make_shared<DatapathArgs>();
       cmd.add_option("--target", a->target, "tier URL, e.g. file:///nvme/kv or mem://")->required();
       cmd.add_option("--model", a->model, "model preset fixing the chunk layout")->capture_default_str();
       cmd.add_option("--chunk-tokens", a->chunk_tokens, "tokens per chunk (default: the preset's 256)")
@@ -127,7 +127,7 @@ KVTIER_COMMAND(
       cmd.add_flag("--no-serial", a->no_serial, "skip the serial pread baseline");
       cmd.add_flag("--no-encrypted", a->no_encrypted, "skip the encrypted (key_file=) row of directory targets");
       cmd.add_flag("--keep", a->keep, "keep the bench's files at the target");
-      return [a] { return Run(*a); };
+      return [a] { return RunDatapath(*a); };
     });
 
 }  // namespace

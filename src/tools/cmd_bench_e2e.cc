@@ -12,7 +12,7 @@
 namespace kvtier::tools {
 namespace {
 
-struct Args {
+struct E2eArgs {
   internal::E2eOptions opt;
   std::string concurrency = "1,8,16,32";
   std::string modes = "recompute,mem,file,fs,mem+file";
@@ -41,7 +41,7 @@ Result<std::vector<T>> SplitList(const std::string& text) {
   return out;
 }
 
-int Run(Args a) {
+int RunE2e(E2eArgs a) {
   auto conc = SplitList<uint32_t>(a.concurrency);
   auto modes = SplitList<std::string>(a.modes);
   Status bad = !conc.ok() ? Status::InvalidArgument("--concurrency " + a.concurrency + ": " +
@@ -79,7 +79,7 @@ int Run(Args a) {
 KVTIER_COMMAND("bench", "e2e",
                "cold-recovery TTFT through the reference engine: recompute vs mem/file/fs/mem+file",
                [](CLI::App& cmd) -> std::function<int()> {
-                 auto a = std::make_shared<Args>();
+                 auto a = std::make_shared<E2eArgs>();
                  cmd.add_option("--model", a->opt.model, "engine config: tiny, small, qwen2.5-0.5b")
                      ->capture_default_str();
                  cmd.add_option("--context", a->opt.workload.context_tokens, "cached context tokens per session")
@@ -113,7 +113,7 @@ KVTIER_COMMAND("bench", "e2e",
                      ->check(WholeNumber(0, UINT64_MAX));
                  cmd.add_option("--json", a->json, "write results as JSON to this file");
                  cmd.add_flag("--quiet", a->quiet, "no progress lines");
-                 return [a] { return Run(*a); };
+                 return [a] { return RunE2e(*a); };
                });
 
 }  // namespace

@@ -12,7 +12,7 @@
 namespace kvtier::tools {
 namespace {
 
-int Run(const internal::SaveBenchArgs& a, const std::string& json) {
+int RunSaveBench(const internal::SaveBenchArgs& a, const std::string& json) {
   auto config = internal::MakeSaveBenchConfig(a);
   if (!config.ok()) {
     std::cerr << "kvtier bench save: " << config.status().ToString() << "\n";
@@ -81,7 +81,7 @@ KVTIER_COMMAND(
       cmd.add_flag("--no-fio", a->no_fio, "skip the fio write reference");
       cmd.add_flag("--keep", a->keep, "keep the work folder");
       cmd.add_option("--json", *json, "write the results (schema kvtier.bench.save/1) here");
-      return [a, json] { return Run(*a, *json); };
+      return [a, json] { return RunSaveBench(*a, *json); };
     });
 
 }  // namespace

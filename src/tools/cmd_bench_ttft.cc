@@ -22,7 +22,7 @@ namespace {
 
 constexpr uint64_t kMaxConcurrency = 1024;
 
-struct Args {
+struct TtftArgs {
   std::string model = "llama-3.1-8b";
   std::string gpu = "h200";
   uint32_t chunk_tokens = 0;
@@ -62,7 +62,7 @@ std::vector<std::string> ParseModes(const std::string& text) {
   return out;
 }
 
-Result<internal::TtftOptions> MakeOptions(const Args& a) {
+Result<internal::TtftOptions> MakeOptions(const TtftArgs& a) {
   internal::TtftOptions o;
   KVTIER_ASSIGN_OR_RETURN(o.model, FindModelPreset(a.model));
   KVTIER_RETURN_IF_ERROR(RequireClassicLayout(o.model.layout, "bench ttft --model " + a.model));
@@ -80,7 +80,7 @@ Result<internal::TtftOptions> MakeOptions(const Args& a) {
   return o;
 }
 
-int Run(const Args& a) {
+int RunTtft(const TtftArgs& a) {
   auto o = MakeOptions(a);
   if (!o.ok()) {
     std::cerr << "kvtier bench ttft: " << o.status().ToString() << "\n";
@@ -112,7 +112,7 @@ KVTIER_COMMAND(
     "bench", "ttft",
     "TTFT of returning sessions: real Store loads, prefill compute modelled from a GPU profile",
     [](CLI::App& cmd) -> std::function<int()> {
-      auto a = std::make_shared<Args>();
+      auto a = std::make_shared<TtftArgs>();
       cmd.add_option("--model", a->model, "model preset (KV layout and FLOPs)")->capture_default_str();
       cmd.add_option("--gpu", a->gpu, "GPU profile the compute is modelled from: " + internal::GpuProfileNames(/*kinds=*/true))
           ->capture_default_str();
@@ -138,7 +138,7 @@ KVTIER_COMMAND(
       cmd.add_option("--json", a->json, "write the results (schema kvtier.bench.ttft/1) here");
       cmd.add_option("--dir", a->dir, "parent of the run's work folder for file:// and fs:// (default: $TMPDIR or /tmp)");
       cmd.add_flag("--quiet", a->quiet, "no progress lines");
-      return [a] { return Run(*a); };
+      return [a] { return RunTtft(*a); };
     });
 
 }  // namespace

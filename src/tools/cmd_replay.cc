@@ -147,7 +147,7 @@ Status WriteOutputs(const ReplayArgs& a, const ReplayReport& report) {
   return Status::OK();
 }
 
-int Run(const ReplayArgs& a) {
+int RunReplay(const ReplayArgs& a) {
   ReplayReport report;
   report.trace_path = a.trace;
   auto model = FindModelPreset(a.model);
@@ -236,7 +236,7 @@ KVTIER_COMMAND(
                      "draw a published hit ratio on the plot for comparison")
           ->check(FiniteNumber(0, 1));
       cmd.add_option("--reference-label", a->reference_label, "label of --reference-ratio");
-      return [a] { return Run(*a); };
+      return [a] { return RunReplay(*a); };
     });
 
 }  // namespace

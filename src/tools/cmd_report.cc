@@ -8,19 +8,19 @@
 namespace kvtier::tools {
 namespace {
 
-struct Args {
+struct ReportArgs {
   std::vector<std::string> inputs;
   std::string out = "kvtier-report";
   bool no_plots = false;
 };
 
-std::string CommandLine(const Args& a) {
+std::string CommandLine(const ReportArgs& a) {
   std::string line = "kvtier report";
   for (const auto& in : a.inputs) line += " " + in;
   return line + " --out " + a.out;
 }
 
-int Run(const Args& a) {
+int RunReport(const ReportArgs& a) {
   auto inputs = internal::LoadReportInputs(a.inputs);
   if (!inputs.ok()) {
     std::cerr << "kvtier report: " << inputs.status().ToString() << "\n";
@@ -42,11 +42,11 @@ int Run(const Args& a) {
 KVTIER_COMMAND("", "report",
                "draw SVG charts and a report.md from `kvtier bench datapath|save|e2e --json` results",
                [](CLI::App& cmd) -> std::function<int()> {
-                 auto a = std::make_shared<Args>();
+                 auto a = std::make_shared<ReportArgs>();
                  cmd.add_option("results", a->inputs, "result JSON files")->required();
                  cmd.add_option("--out", a->out, "output folder")->capture_default_str();
                  cmd.add_flag("--no-plots", a->no_plots, "write the gnuplot scripts but do not run gnuplot");
-                 return [a] { return Run(*a); };
+                 return [a] { return RunReport(*a); };
                });
 
 }  // namespace

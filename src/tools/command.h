@@ -31,5 +31,5 @@ int RunCli(int argc, char** argv);
 #define KVTIER_TOOLS_CONCAT_INNER_(a, b) a##b
 #define KVTIER_TOOLS_CONCAT_(a, b) KVTIER_TOOLS_CONCAT_INNER_(a, b)
 #define KVTIER_COMMAND(...)                                                            \
-  static const bool KVTIER_TOOLS_CONCAT_(kvtier_command_registered_, __LINE__) =       \
+  static const bool KVTIER_TOOLS_CONCAT_(kvtier_command_registered_, __COUNTER__) =       \
       ::kvtier::tools::RegisterCommand(::kvtier::tools::CommandSpec{__VA_ARGS__})

@@ -12,7 +12,7 @@
 namespace kvtier::testing {
 namespace {
 
-class Recorder final : public ChunkObserver {
+class EventRecorder final : public ChunkObserver {
  public:
   void OnChunkEvent(const ChunkEvent& e) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -53,7 +53,7 @@ class StoreEventsTest : public StoreTestBase {
     for (const ChunkKey& k : keys) ASSERT_TRUE(Save(store, std::span(&k, 1)).ok());
   }
 
-  std::shared_ptr<Recorder> recorder_ = std::make_shared<Recorder>();
+  std::shared_ptr<EventRecorder> recorder_ = std::make_shared<EventRecorder>();
   TempDir dir_;
 };
 
@@ -120,7 +120,7 @@ TEST_F(StoreEventsTest, FsAndShmEvictionsAreTold) {
                           "&capacity=256KiB&page=4096";
   for (const std::string& url : {"fs://" + dir_.path() + "/pool?capacity=40KiB", shm}) {
     SCOPED_TRACE(url);
-    recorder_ = std::make_shared<Recorder>();
+    recorder_ = std::make_shared<EventRecorder>();
     auto store = Open({"mem://?capacity=64KiB&page=64", url});
     const auto keys = Keys(url.starts_with("fs") ? 12 : 80);
     SaveEach(*store, keys);

@@ -22,10 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-double SecondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // Reads the whole file into `buf` (sized to the file); short reads are continued.
 Status ReadWhole(const std::string& path, std::vector<std::byte>* buf) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);

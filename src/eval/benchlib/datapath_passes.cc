@@ -35,10 +35,6 @@ class FirstError {
   Status status_ GUARDED_BY(mu_);
 };
 
-double SecondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // Incompressible, deterministic bytes: a storage layer that compresses or dedups zeros must not look
 // faster than it is.
 void FillPseudoRandom(std::span<std::byte> out) {

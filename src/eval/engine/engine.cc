@@ -3,14 +3,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/latency.h"
 #include "eval/engine/kernels.h"
 
 namespace kvtier::internal {
 namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 uint32_t DivUp(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 

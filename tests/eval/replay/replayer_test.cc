@@ -13,7 +13,7 @@ namespace {
 
 constexpr uint32_t kBlock = 512;
 
-ReplayScale Scale() { return ReplayScale{kBlock, 2, 131072}; }
+ReplayScale ReplayerScale() { return ReplayScale{kBlock, 2, 131072}; }
 
 // The reference: an LRU over hash ids, written from the replay's contract alone. A request loads
 // its leading cached blocks (each becomes most recent, in order), then saves every later block
@@ -62,7 +62,7 @@ uint64_t TokensOf(const Trace& trace, const std::vector<uint32_t>& hits) {
 
 ReplayOptions OneTier(const std::string& url, uint64_t unlimited_blocks) {
   ReplayOptions opt;
-  auto t = ParseReplayTier(url, Scale());
+  auto t = ParseReplayTier(url, ReplayerScale());
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   if (t.ok()) opt.tiers.push_back(*t);
   opt.unlimited_blocks = unlimited_blocks;
@@ -73,7 +73,7 @@ TEST(ReplayerTest, AgreesExactlyWithAReferenceLruOnTheFirst500Requests) {
   auto trace = LoadTrace(testing::First500Path(), kBlock);
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
   const TraceSummary summary = SummarizeTrace(*trace);
-  auto replayer = Replayer::Make(*trace, Scale(), "test/model");
+  auto replayer = Replayer::Make(*trace, ReplayerScale(), "test/model");
   ASSERT_TRUE(replayer.ok()) << replayer.status().ToString();
 
   // Capacities from far below the working set to above the whole footprint (11,749 blocks).
@@ -117,7 +117,7 @@ TEST(ReplayerTest, UnlimitedReplayOfTheWholePublicTraceMatchesTheHandComputation
   EXPECT_EQ(s.unlimited_hit_tokens, kHitTokens);
   EXPECT_NEAR(s.UnlimitedHitRatio(), 0.6512444, 1e-6);
 
-  auto replayer = Replayer::Make(*trace, Scale(), "test/model");
+  auto replayer = Replayer::Make(*trace, ReplayerScale(), "test/model");
   ASSERT_TRUE(replayer.ok());
   auto run = (*replayer)->Run(OneTier("mem://", s.unique_blocks));
   ASSERT_TRUE(run.ok()) << run.status().ToString();
@@ -134,11 +134,11 @@ TEST(ReplayerTest, UnlimitedReplayOfTheWholePublicTraceMatchesTheHandComputation
 void CheckTwoTiers(const std::string& lower_url, bool lower_is_slow, size_t requests) {
   auto trace = LoadTrace(testing::First500Path(), kBlock, requests);
   ASSERT_TRUE(trace.ok());
-  auto replayer = Replayer::Make(*trace, Scale(), "test/model");
+  auto replayer = Replayer::Make(*trace, ReplayerScale(), "test/model");
   ASSERT_TRUE(replayer.ok());
   const std::string top = "mem://?capacity=153600tokens";
   ReplayOptions opt = OneTier(top, 0);
-  auto lower = ParseReplayTier(lower_url, Scale());
+  auto lower = ParseReplayTier(lower_url, ReplayerScale());
   ASSERT_TRUE(lower.ok()) << lower.status().ToString();
   opt.tiers.push_back(*lower);
 
@@ -181,7 +181,7 @@ TEST(ReplayerTest, FileTierBehindMemoryWritesLessWithSecondUseAndCleansUp) {
 
 TEST(ReplayerTest, RefusesARunWithoutTiers) {
   Trace t;
-  auto replayer = Replayer::Make(t, Scale(), "test/model");
+  auto replayer = Replayer::Make(t, ReplayerScale(), "test/model");
   ASSERT_TRUE(replayer.ok());
   EXPECT_FALSE((*replayer)->Run(ReplayOptions{}).ok());
 }

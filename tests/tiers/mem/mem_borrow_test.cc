@@ -20,7 +20,7 @@
 namespace kvtier {
 namespace {
 
-ChunkId IdOf(uint32_t n) {
+ChunkId BorrowIdOf(uint32_t n) {
   ChunkId id;
   id.key.bytes[0] = static_cast<uint8_t>(n);
   id.key.bytes[1] = static_cast<uint8_t>(n >> 8);
@@ -42,7 +42,7 @@ std::vector<std::byte> PatternOf(uint32_t n, size_t bytes) {
 Status PutPattern(Tier& t, uint32_t n, size_t bytes) {
   const auto p = PatternOf(n, bytes);
   const std::span<const std::byte> pieces[] = {p};
-  return t.Put(IdOf(n), pieces);
+  return t.Put(BorrowIdOf(n), pieces);
 }
 
 std::vector<std::byte> Flatten(const BorrowedChunk& b) {
@@ -77,7 +77,7 @@ void CheckParallelGetMany(const std::string& url) {
   }
   std::vector<ReadOp> ops(out.size());
   for (size_t i = 0; i < ops.size(); ++i) {
-    ops[i].id = IdOf(static_cast<uint32_t>(i));  // the last one was never stored
+    ops[i].id = BorrowIdOf(static_cast<uint32_t>(i));  // the last one was never stored
     ops[i].dst = pieces[i];
   }
   tier->GetMany(ops);
@@ -92,7 +92,7 @@ void CheckParallelGetMany(const std::string& url) {
   // One chunk alone is split over the threads too.
   std::vector<std::byte> one(kBytes);
   const std::span<std::byte> dst[] = {one};
-  ASSERT_TRUE(tier->Get(IdOf(3), dst).ok());
+  ASSERT_TRUE(tier->Get(BorrowIdOf(3), dst).ok());
   EXPECT_TRUE(one == PatternOf(3, kBytes));
 }
 
@@ -106,18 +106,18 @@ TEST(MemParallelTest, CorruptChunkInAParallelBatchIsZeroedAndRemoved) {
   auto tier = Open("mem://?capacity=64MiB&threads=4&verify=true");
   constexpr size_t kBytes = 3u << 20;
   for (uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(PutPattern(*tier, i, kBytes).ok());
-  ASSERT_TRUE(internal::CorruptMemChunkForTesting(*tier, IdOf(1)).ok());
+  ASSERT_TRUE(internal::CorruptMemChunkForTesting(*tier, BorrowIdOf(1)).ok());
   std::vector<std::vector<std::byte>> out(3, std::vector<std::byte>(kBytes));
   std::vector<std::span<std::byte>> spans;
   for (auto& o : out) spans.emplace_back(o);
   std::vector<ReadOp> ops(3);
-  for (size_t i = 0; i < 3; ++i) ops[i] = ReadOp{IdOf(static_cast<uint32_t>(i)), {&spans[i], 1}, Status::OK()};
+  for (size_t i = 0; i < 3; ++i) ops[i] = ReadOp{BorrowIdOf(static_cast<uint32_t>(i)), {&spans[i], 1}, Status::OK()};
   tier->GetMany(ops);
   EXPECT_TRUE(ops[0].status.ok());
   EXPECT_TRUE(ops[1].status.IsCorruption());
   EXPECT_TRUE(ops[2].status.ok());
   EXPECT_TRUE(std::all_of(out[1].begin(), out[1].end(), [](std::byte b) { return b == std::byte{0}; }));
-  EXPECT_FALSE(tier->Contains(IdOf(1)));
+  EXPECT_FALSE(tier->Contains(BorrowIdOf(1)));
   EXPECT_TRUE(out[2] == PatternOf(2, kBytes));
 }
 
@@ -151,41 +151,41 @@ TEST(MemBorrowTest, BorrowedPagesAreNeitherEvictedNorReused) {
   auto tier = Open("mem://?capacity=32KiB&page=4KiB&threads=1");
   constexpr size_t kBytes = 16u << 10;
   ASSERT_TRUE(PutPattern(*tier, 1, kBytes).ok());
-  auto b = tier->Borrow(IdOf(1));
+  auto b = tier->Borrow(BorrowIdOf(1));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_TRUE(b->held());
   EXPECT_EQ(b->size(), kBytes);
   EXPECT_TRUE(Flatten(*b) == PatternOf(1, kBytes));
   ASSERT_TRUE(PutPattern(*tier, 2, kBytes).ok());
   ASSERT_TRUE(PutPattern(*tier, 3, kBytes).ok());  // evicts 2, the unpinned one, though 1 is older
-  EXPECT_TRUE(tier->Contains(IdOf(1)));
-  EXPECT_FALSE(tier->Contains(IdOf(2)));
+  EXPECT_TRUE(tier->Contains(BorrowIdOf(1)));
+  EXPECT_FALSE(tier->Contains(BorrowIdOf(2)));
   // Removed while borrowed: gone from the index, its pages kept for the borrower.
-  ASSERT_TRUE(tier->Remove(IdOf(1)).ok());
-  EXPECT_FALSE(tier->Contains(IdOf(1)));
+  ASSERT_TRUE(tier->Remove(BorrowIdOf(1)).ok());
+  EXPECT_FALSE(tier->Contains(BorrowIdOf(1)));
   const auto other = PatternOf(99, kBytes);
   const std::span<const std::byte> pieces[] = {other};
-  ASSERT_TRUE(tier->Put(IdOf(1), pieces).ok());  // a new copy under the same key, elsewhere
+  ASSERT_TRUE(tier->Put(BorrowIdOf(1), pieces).ok());  // a new copy under the same key, elsewhere
   EXPECT_TRUE(Flatten(*b) == PatternOf(1, kBytes)) << "borrowed bytes changed";
   EXPECT_EQ(tier->Stats().usage_bytes, 32u << 10);  // the dead copy still holds its pages
   // Every page is held (the pinned dead copy and the new one): a third chunk fits only by evicting
   // the new copy, never the borrowed pages.
   ASSERT_TRUE(PutPattern(*tier, 4, kBytes).ok());
-  EXPECT_FALSE(tier->Contains(IdOf(1)));
+  EXPECT_FALSE(tier->Contains(BorrowIdOf(1)));
   EXPECT_TRUE(Flatten(*b) == PatternOf(1, kBytes)) << "borrowed bytes changed";
   b->Release();
   EXPECT_FALSE(b->held());
   EXPECT_EQ(tier->Stats().usage_bytes, 16u << 10);  // released: the pages are free again
   ASSERT_TRUE(PutPattern(*tier, 5, kBytes).ok());   // and reused without evicting chunk 4
-  EXPECT_TRUE(tier->Contains(IdOf(4)));
-  EXPECT_TRUE(tier->Contains(IdOf(5)));
+  EXPECT_TRUE(tier->Contains(BorrowIdOf(4)));
+  EXPECT_TRUE(tier->Contains(BorrowIdOf(5)));
 }
 
 TEST(MemBorrowTest, EveryChunkPinnedRefusesPutsUntilReleased) {
   auto tier = Open("mem://?capacity=8KiB&page=4KiB&threads=1");
   ASSERT_TRUE(PutPattern(*tier, 1, 8192).ok());
   {
-    auto b = tier->Borrow(IdOf(1));
+    auto b = tier->Borrow(BorrowIdOf(1));
     ASSERT_TRUE(b.ok());
     EXPECT_EQ(PutPattern(*tier, 2, 4096).code(), Code::kNoSpace);
     BorrowedChunk moved = std::move(b).value();  // moving keeps the pin
@@ -196,11 +196,11 @@ TEST(MemBorrowTest, EveryChunkPinnedRefusesPutsUntilReleased) {
 
 TEST(MemBorrowTest, BorrowVerifiesAndMissesAreNotFound) {
   auto tier = Open("mem://?capacity=1MiB&page=4KiB&verify=true");
-  EXPECT_TRUE(tier->Borrow(IdOf(1)).status().IsNotFound());
+  EXPECT_TRUE(tier->Borrow(BorrowIdOf(1)).status().IsNotFound());
   ASSERT_TRUE(PutPattern(*tier, 1, 10000).ok());
-  ASSERT_TRUE(internal::CorruptMemChunkForTesting(*tier, IdOf(1)).ok());
-  EXPECT_TRUE(tier->Borrow(IdOf(1)).status().IsCorruption());
-  EXPECT_FALSE(tier->Contains(IdOf(1)));
+  ASSERT_TRUE(internal::CorruptMemChunkForTesting(*tier, BorrowIdOf(1)).ok());
+  EXPECT_TRUE(tier->Borrow(BorrowIdOf(1)).status().IsCorruption());
+  EXPECT_FALSE(tier->Contains(BorrowIdOf(1)));
   EXPECT_EQ(tier->Stats().corrupt, 1u);
 }
 
@@ -236,7 +236,7 @@ TEST(HostAllocatorTest, TheArenaLivesInTheCallersMemory) {
     EXPECT_EQ(alloc->allocs, 1);
     EXPECT_EQ(alloc->allocated, 1u << 20);
     ASSERT_TRUE(PutPattern(*tier, 1, 50000).ok());
-    auto b = tier->Borrow(IdOf(1));
+    auto b = tier->Borrow(BorrowIdOf(1));
     ASSERT_TRUE(b.ok());
     for (const auto& p : b->pieces()) {
       EXPECT_GE(p.data(), alloc->base);

@@ -12,7 +12,7 @@
 namespace kvtier::redis::testing {
 namespace {
 
-constexpr size_t kMiB = 1 << 20;
+constexpr size_t kOneMiB = 1 << 20;
 
 class RedisFaults : public ::testing::Test {
  protected:
@@ -72,17 +72,17 @@ TEST_F(RedisFaults, NoEvictionFullIsNoSpace) {
   Status last;
   int stored = 0;
   for (int i = 0; i < 20 && last.ok(); ++i) {
-    last = PutOne(**c, "full/" + std::to_string(i), Pattern(kMiB, i));
+    last = PutOne(**c, "full/" + std::to_string(i), Pattern(kOneMiB, i));
     stored += last.ok() ? 1 : 0;
   }
   EXPECT_TRUE(last.IsNoSpace()) << last.ToString();
   EXPECT_GT(stored, 0);
   EXPECT_GT((*c)->Stats().errors, 0u);
-  std::vector<std::byte> buf(kMiB);
+  std::vector<std::byte> buf(kOneMiB);
   object::ObjectRead r{"full/0", buf, 0, {}};
   (*c)->GetMany(std::span(&r, 1));
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  EXPECT_EQ(buf, Pattern(kMiB, 0));
+  EXPECT_EQ(buf, Pattern(kOneMiB, 0));
 }
 
 TEST_F(RedisFaults, AllKeysLruEvictionIsMisses) {
@@ -90,9 +90,9 @@ TEST_F(RedisFaults, AllKeysLruEvictionIsMisses) {
   auto c = Open("");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   constexpr int kPuts = 24;  // 24 MiB through an 8 MiB instance
-  for (int i = 0; i < kPuts; ++i) ASSERT_TRUE(PutOne(**c, "lru/" + std::to_string(i), Pattern(kMiB, i)).ok());
+  for (int i = 0; i < kPuts; ++i) ASSERT_TRUE(PutOne(**c, "lru/" + std::to_string(i), Pattern(kOneMiB, i)).ok());
   int hits = 0, misses = 0;
-  std::vector<std::byte> buf(kMiB);
+  std::vector<std::byte> buf(kOneMiB);
   for (int i = 0; i < kPuts; ++i) {
     object::ObjectRead r{"lru/" + std::to_string(i), buf, 0, {}};
     (*c)->GetMany(std::span(&r, 1));
@@ -101,7 +101,7 @@ TEST_F(RedisFaults, AllKeysLruEvictionIsMisses) {
       continue;
     }
     ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-    EXPECT_EQ(buf, Pattern(kMiB, i));
+    EXPECT_EQ(buf, Pattern(kOneMiB, i));
     ++hits;
   }
   EXPECT_GT(misses, 0) << "Redis evicted objects: they read as misses";
