@@ -299,6 +299,18 @@ KVTIER_API kvtier_status kvtier_gpu_save(kvtier_gpu* gpu, kvtier_store* store, c
                                          const kvtier_key* keys, size_t n_keys, const uint32_t* block_table,
                                          size_t n_blocks, void* after_stream);
 
+/* This process's page-locking of the host memory the store's tiers lend chunks from (a shm:// pool's
+ * whole mapping; kvtier::PinStoreHostMemory): with it held, kvtier_gpu loads copy chunks of that pool
+ * straight to the GPU, without a staging copy. Each region is registered once per process however many
+ * holders there are. *out gets a holder (free it before the store); *regions (may be NULL) the regions it
+ * keeps registered, 0 when no tier offers any. NOT_SUPPORTED without CUDA or a device; IO_ERROR when the
+ * driver refuses a region (then nothing new stays registered). */
+typedef struct kvtier_host_pins kvtier_host_pins;
+KVTIER_API kvtier_status kvtier_store_pin_host_memory(kvtier_store* store, int device, kvtier_host_pins** out,
+                                                      size_t* regions);
+/* Gives the holder's registrations back (the last holder of a region unregisters it); NULL is allowed. */
+KVTIER_API void kvtier_host_pins_free(kvtier_host_pins* pins);
+
 /* ---- engine identities (kvtier/engine_identity.h) ----
  * `identity` is the canonical encoding of an engine identity: the line "kvtier-engine-identity-v1", then
  * one "name=value" line per field sorted by name (names 1..64 of [a-z0-9_], values without control

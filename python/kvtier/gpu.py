@@ -45,6 +45,8 @@ _SIGNATURES = {
     "kvtier_gpu_stream_wait_layers": (c_int, [_GPU, c_uint32, c_void_p]),
     "kvtier_gpu_save": (c_int, [_GPU, c_void_p, c_void_p, POINTER(_lib.KvKey), c_size_t, POINTER(c_uint32),
                                 c_size_t, c_void_p]),
+    "kvtier_store_pin_host_memory": (c_int, [c_void_p, c_int, POINTER(c_void_p), POINTER(c_size_t)]),
+    "kvtier_host_pins_free": (None, [c_void_p]),
 }
 _bound: Optional[ctypes.CDLL] = None
 
@@ -157,3 +159,26 @@ class Transfer(_Handle):
 
     def _free(self, handle: Any) -> None:
         _gpu_lib().kvtier_gpu_close(handle)
+
+
+class HostPins(_Handle):
+    """This process's page-locking of the host memory ``store``'s tiers lend chunks from (a shm:// pool's
+    whole mapping): while it is open, Transfer loads copy that pool's chunks straight to the GPU, with no
+    staging copy. Each region is registered once per process, however many holders; the last one to close
+    unregisters it. Close it before the store. ``regions``: how many regions it holds (0 when no tier
+    offers any). Raises KvtierError NOT_SUPPORTED without CUDA or a device."""
+
+    _what = "host memory pins"
+
+    def __init__(self, store: Store, device: int = 0) -> None:
+        lib = _gpu_lib()
+        handle = c_void_p()
+        regions = c_size_t(0)
+        with store._use() as store_handle:
+            check(lib.kvtier_store_pin_host_memory(store_handle, device, ctypes.byref(handle),
+                                                   ctypes.byref(regions)))
+        self.regions = regions.value
+        self._set_handle(handle.value)
+
+    def _free(self, handle: Any) -> None:
+        _gpu_lib().kvtier_host_pins_free(handle)

@@ -63,3 +63,23 @@ def test_load_keeps_the_signature_of_earlier_releases():
     loaded = ctypes.c_size_t(5)
     assert fn(None, None, None, None, 0, None, 0, ctypes.byref(loaded)) == kvtier.Status.INVALID_ARGUMENT
     assert loaded.value == 0
+
+
+def test_pinning_a_store_without_gpu_is_not_supported_and_holds_nothing(tmp_path):
+    """kvtier_store_pin_host_memory: a null store or out is INVALID_ARGUMENT with *out and *regions reset;
+    without a GPU, NOT_SUPPORTED (the GPU path is absent), whatever the store's tiers offer."""
+    import ctypes
+    lib = gpu._gpu_lib()
+    out, regions = ctypes.c_void_p(0x1234), ctypes.c_size_t(7)
+    assert lib.kvtier_store_pin_host_memory(None, 0, ctypes.byref(out), ctypes.byref(regions)) == \
+        kvtier.Status.INVALID_ARGUMENT
+    assert out.value is None and regions.value == 0
+    with kvtier.Store([f"shm://pins?dir={tmp_path}&capacity=8MiB", "mem://"]) as store:
+        assert lib.kvtier_store_pin_host_memory(store.handle, 0, None, None) == kvtier.Status.INVALID_ARGUMENT
+        if gpu.available(0):
+            with gpu.HostPins(store) as pins:
+                assert pins.regions == 1  # the shm:// pool's mapping; mem:// lends from unpinned memory
+            return
+        with pytest.raises(kvtier.KvtierError) as e:
+            gpu.HostPins(store)
+        assert e.value.status == kvtier.Status.NOT_SUPPORTED

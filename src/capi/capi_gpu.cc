@@ -11,6 +11,10 @@ struct kvtier_gpu {
   std::unique_ptr<kvtier::GpuLoad> last;  // the last load, for the wait calls
 };
 
+struct kvtier_host_pins {
+  std::unique_ptr<kvtier::HostMemoryPins> pins;
+};
+
 using kvtier::Status;
 using kvtier::capi::Guard;
 using kvtier::capi::NullArgument;
@@ -66,6 +70,26 @@ kvtier_status kvtier_gpu_open(const kvtier_ns* ns, const kvtier_gpu_cache* cache
 }
 
 void kvtier_gpu_close(kvtier_gpu* gpu) { delete gpu; }
+
+kvtier_status kvtier_store_pin_host_memory(kvtier_store* store, int device, kvtier_host_pins** out,
+                                           size_t* regions) {
+  if (out != nullptr) *out = nullptr;
+  if (regions != nullptr) *regions = 0;
+  return Guard("kvtier_store_pin_host_memory", [&]() -> Status {
+    constexpr const char* fn = "kvtier_store_pin_host_memory";
+    if (store == nullptr) return NullArgument(fn, "store");
+    if (out == nullptr) return NullArgument(fn, "out");
+    auto pins = kvtier::PinStoreHostMemory(*store->store, device);
+    if (!pins.ok()) return pins.status();
+    auto h = std::make_unique<kvtier_host_pins>();
+    h->pins = std::move(*pins);
+    if (regions != nullptr) *regions = h->pins->regions();
+    *out = h.release();
+    return Status::OK();
+  });
+}
+
+void kvtier_host_pins_free(kvtier_host_pins* pins) { delete pins; }
 
 kvtier_status kvtier_gpu_load(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns, const kvtier_key* keys,
                               size_t n_keys, const uint32_t* block_table, size_t n_blocks, size_t* loaded) {

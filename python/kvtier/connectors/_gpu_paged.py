@@ -144,6 +144,9 @@ class GpuWorker:
         self.groups = max(1, min(int(layer_groups), spec.layers))
         self._layers, self._ns, self._store = spec.layers, ns, store
         self._transfer = gpu.Transfer(ns, cache, layer_groups=self.groups)
+        # A shm:// pool shared by the host's engine processes is page-locked once in this process, so its
+        # chunks are copied straight to the GPU (no staging copy); without such a tier this holds nothing.
+        self._pins = gpu.HostPins(store, cache.device)
         self._keep = dict(kv_caches)
         self._loaded_this_step = False
 
@@ -177,4 +180,5 @@ class GpuWorker:
 
     def close(self) -> None:
         self._transfer.close()
+        self._pins.close()
         self._keep = {}
