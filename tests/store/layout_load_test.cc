@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -230,6 +231,23 @@ TEST(WindowLoadTest, PlanSkipsChunksOutsideEveryWindow) {
   EXPECT_TRUE(internal::WindowSkippedRanges(HybridSmall(), 0, 100).empty());
   EXPECT_TRUE(internal::WindowSkippedRanges(Layout{2, 8, 16}, 0, 100).empty());  // classic: no window group
   EXPECT_EQ(internal::ComplementRanges(std::vector<ByteRange>{{0, half}}, 2 * half), (std::vector<ByteRange>{{half, half}}));
+}
+
+// The plan for gpt-oss-120b (256-token chunks) at a 32K prefix, against the minimum the model needs: the
+// full layers of every token and the window layers of the last 128 tokens. (The plan's bytes are what
+// file:// reads, as FileReadsTheWindowGroupOfTheLastChunksOnly measures on a small layout.)
+TEST(WindowLoadTest, GptOss120bAt32KPlansWithinFivePercentOfTheMinimum) {
+  const Layout l = FindModelPreset("gpt-oss-120b").value().layout;
+  const uint64_t chunks = 32768 / l.tokens_per_chunk, naive = chunks * l.BytesPerChunk();
+  uint64_t planned = 0;
+  for (uint64_t c = 0; c < chunks; ++c) planned += l.BytesPerChunk() - internal::RangeBytes(internal::WindowSkippedRanges(l, c, chunks));
+  const uint64_t per_token_layer = 2 * 8 * 64 * 2;  // K and V, 8 heads of 64, bf16
+  const uint64_t minimum = 32768 * 18 * per_token_layer + 128 * 18 * per_token_layer;
+  std::printf("gpt-oss-120b, 32K prefix: planned %llu bytes, minimum %llu, naive %llu (%.1f%% of naive)\n",
+              static_cast<unsigned long long>(planned), static_cast<unsigned long long>(minimum),
+              static_cast<unsigned long long>(naive), 100.0 * static_cast<double>(planned) / static_cast<double>(naive));
+  EXPECT_GE(planned, minimum);
+  EXPECT_LE(planned, minimum + minimum / 20);
 }
 
 TEST(WindowLoadTest, FileReadsTheWindowGroupOfTheLastChunksOnly) {
