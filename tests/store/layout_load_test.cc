@@ -81,6 +81,23 @@ class PrefixPool {
     return n.ok() ? *n : 0;
   }
 
+  // Load through LoadWithProgress into zeroed destinations; returns what each chunk reported landed.
+  std::vector<uint64_t> LoadReporting(size_t* loaded) {
+    struct Record final : LoadProgress {
+      std::vector<uint64_t> landed;
+      void Landed(size_t chunk, uint64_t bytes) override { landed[chunk] = bytes; }  // a chunk at a time, under its lock
+    } record;
+    record.landed.assign(truth_.size(), 0);
+    got_.assign(truth_.size(), std::vector<std::byte>(truth_[0].size(), kUntouched));
+    std::vector<std::span<std::byte>> spans(got_.begin(), got_.end());
+    std::vector<ScatterList> dsts;
+    for (const auto& sp : spans) dsts.emplace_back(&sp, 1);
+    auto n = store_->LoadWithProgress(ns_, keys_, dsts, &record);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    *loaded = n.ok() ? *n : 0;
+    return record.landed;
+  }
+
   // The chunk file of chunk `c` on file:// (found by its payload, stored in the clear after the header).
   std::string FileOf(size_t c) const {
     for (const auto& e : std::filesystem::recursive_directory_iterator(dir_.path())) {
@@ -262,6 +279,16 @@ TEST(WindowLoadTest, FileReadsTheWindowGroupOfTheLastChunksOnly) {
   EXPECT_EQ(s.load_bytes_skipped, skipped);
   EXPECT_EQ(s.tiers[0].bytes_read - before, kWindowChunks * l.BytesPerChunk() - skipped);
   EXPECT_NE(PrometheusText(s).find("\nkvtier_load_bytes_skipped_total " + std::to_string(skipped) + "\n"), std::string::npos);
+}
+
+TEST(WindowLoadTest, ProgressReportsARangedChunkWholeOnceRead) {
+  const Layout l = WindowSmall();
+  PrefixPool pool("file", l, kWindowChunks);
+  size_t loaded = 0;
+  const std::vector<uint64_t> landed = pool.LoadReporting(&loaded);
+  ASSERT_EQ(loaded, kWindowChunks);
+  ExpectWindowLoad(pool, kWindowChunks, /*ranged=*/true);
+  for (size_t c = 0; c < kWindowChunks; ++c) EXPECT_EQ(landed[c], l.BytesPerChunk()) << "chunk " << c;
 }
 
 TEST(WindowLoadTest, MemReadsWholeChunks) {
