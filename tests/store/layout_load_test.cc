@@ -30,12 +30,12 @@ Layout HybridSmall() {
       .value();
 }
 
-// gpt-oss's shape, small: window layers 0 and 2 (window 128), full layers 1 and 3, 8 KV heads of 64,
-// chunks of 64 tokens (512 KiB).
+// gpt-oss's shape, small: window layers 0 and 2 (window 128), full layers 1 and 3, 8 KV heads of 8,
+// chunks of 64 tokens (64 KiB).
 Layout WindowSmall() {
   return ParseLayoutSpec(
-             "layers=4 tokens=64 window:layers=0-2/2,heads=8,dim=64,window=128,dtype=bf16 "
-             "kv:layers=1-3/2,heads=8,dim=64,dtype=bf16")
+             "layers=4 tokens=64 window:layers=0-2/2,heads=8,dim=8,window=128,dtype=bf16 "
+             "kv:layers=1-3/2,heads=8,dim=8,dtype=bf16")
       .value();
 }
 
@@ -46,7 +46,7 @@ class PrefixPool {
  public:
   PrefixPool(const std::string& scheme, const Layout& layout, size_t chunks)
       : ns_(Namespace::Make("test/prefix", layout, "").value()) {
-    const std::string url = scheme == "mem" ? "mem://?capacity=64MiB&verify=true" : "file://" + dir_.path() + "/t?capacity=1GiB";
+    const std::string url = scheme == "mem" ? "mem://?capacity=4MiB&verify=true" : "file://" + dir_.path() + "/t?capacity=1GiB";
     StoreOptions o;
     o.tiers = {url};
     o.promote_on_load = false;
