@@ -46,7 +46,8 @@ class PrefixPool {
  public:
   PrefixPool(const std::string& scheme, const Layout& layout, size_t chunks)
       : ns_(Namespace::Make("test/prefix", layout, "").value()) {
-    const std::string url = scheme == "mem" ? "mem://?capacity=4MiB&verify=true" : "file://" + dir_.path() + "/t?capacity=1GiB";
+    const std::string url = scheme == "mem" ? "mem://?capacity=4MiB&verify=true"
+                            : scheme + "://" + dir_.path() + "/t?capacity=1GiB";  // file, fs
     StoreOptions o;
     o.tiers = {url};
     o.promote_on_load = false;
@@ -289,6 +290,16 @@ TEST(WindowLoadTest, ProgressReportsARangedChunkWholeOnceRead) {
   ASSERT_EQ(loaded, kWindowChunks);
   ExpectWindowLoad(pool, kWindowChunks, /*ranged=*/true);
   for (size_t c = 0; c < kWindowChunks; ++c) EXPECT_EQ(landed[c], l.BytesPerChunk()) << "chunk " << c;
+}
+
+// fs:// has GetRanges' default (a verified whole read, then a copy of the ranges): the destination is
+// spared the skipped bytes, storage is not.
+TEST(WindowLoadTest, SharedPoolSkipsInTheDestinationOnly) {
+  const Layout l = WindowSmall();
+  PrefixPool pool("fs", l, kWindowChunks);
+  ASSERT_EQ(pool.Load(), kWindowChunks);
+  ExpectWindowLoad(pool, kWindowChunks, /*ranged=*/true);
+  EXPECT_EQ(pool.store().Stats().load_bytes_skipped, 8 * (l.BytesPerChunk() / 2));
 }
 
 TEST(WindowLoadTest, MemReadsWholeChunks) {
