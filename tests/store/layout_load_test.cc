@@ -47,7 +47,8 @@ class PrefixPool {
   PrefixPool(const std::string& scheme, const Layout& layout, size_t chunks)
       : ns_(Namespace::Make("test/prefix", layout, "").value()) {
     const std::string url = scheme == "mem" ? "mem://?capacity=4MiB&verify=true"
-                            : scheme + "://" + dir_.path() + "/t?capacity=1GiB";  // file, fs
+                            : scheme == "fs" ? "fs://" + dir_.path() + "/t?capacity=1GiB&direct=off"  // no read probe
+                                             : "file://" + dir_.path() + "/t?capacity=1GiB";
     StoreOptions o;
     o.tiers = {url};
     o.promote_on_load = false;
