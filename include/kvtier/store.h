@@ -85,6 +85,9 @@ struct StoreStats {
   std::vector<NamespaceStats> namespaces;
   uint64_t lookups = 0, lookup_chunks_hit = 0, lookup_chunks_missed = 0;
   uint64_t loads = 0, load_chunks = 0, load_bytes = 0;
+  // Of load_bytes, those not read: window groups' bytes of chunks that hold none of the last `window`
+  // tokens of their load's prefix, skipped where the serving tier reads ranges (Store::Load).
+  uint64_t load_bytes_skipped = 0;
   uint64_t saves = 0, save_chunks = 0;
   uint64_t promotions = 0;          // chunks copied into a faster tier (after a load or a prefetch)
   uint64_t promotions_dropped = 0;  // promotions after a load skipped: queue full or source gone
@@ -135,6 +138,13 @@ class Store {
   // corrupt load leaves no byte of any other chunk there.
   // The last tier is not asked whether it holds a chunk before reading it (its read says so): keys
   // past a chunk no tier holds may then be read and discarded, so pass the prefix Lookup returned.
+  // Sliding-window layers (a layout's `window` groups, docs/models.md "Sliding-window loads"): a
+  // group's bytes of a chunk that holds none of the last `window` tokens of the returned prefix are not
+  // read where the serving tier reads ranges (every tier not in memory; counted in
+  // StoreStats::load_bytes_skipped): they are left untouched in dsts[i]. Where the tier reads whole
+  // chunks (mem://, shm://) they hold the chunk's bytes. Either way an engine must not use them; every
+  // other byte of a loaded chunk is verified and in place. A per-sequence state (`state` groups) is
+  // read and verified in every chunk: a chunk whose state is missing or corrupt ends the prefix.
   // InvalidArgument when keys and dsts differ in length or a destination has the wrong size.
   virtual Result<size_t> Load(const Namespace& ns, std::span<const ChunkKey> keys,
                               std::span<const ScatterList> dsts) = 0;

@@ -10,6 +10,7 @@
 
 #include "core/chunk_format.h"
 #include "core/thread_annotations.h"
+#include "core/window_ranges.h"
 #include "kvtier/layout.h"
 
 namespace kvtier {
@@ -162,4 +163,38 @@ std::vector<uint64_t> Layout::PieceLengths() const {
   return plan;
 }
 
+namespace internal {
+
+std::vector<ByteRange> WindowSkippedRanges(const Layout& layout, uint64_t chunk, uint64_t prefix_chunks) {
+  std::vector<ByteRange> out;
+  const uint64_t tokens = layout.tokens_per_chunk;
+  uint64_t at = 0;
+  for (const LayerGroup& g : layout.groups) {
+    const uint64_t bytes = GroupBytes(g, layout.tokens_per_chunk);
+    if (g.kind == GroupKind::kWindowKV && (chunk + 1) * tokens + g.window <= prefix_chunks * tokens) {
+      out.push_back({at, bytes});
+    }
+    at += bytes;
+  }
+  return out;
+}
+
+std::vector<ByteRange> ComplementRanges(std::span<const ByteRange> skip, uint64_t total) {
+  std::vector<ByteRange> out;
+  uint64_t at = 0;
+  for (const ByteRange& r : skip) {
+    if (r.offset > at) out.push_back({at, r.offset - at});
+    at = r.offset + r.bytes;
+  }
+  if (total > at) out.push_back({at, total - at});
+  return out;
+}
+
+uint64_t RangeBytes(std::span<const ByteRange> ranges) {
+  uint64_t n = 0;
+  for (const ByteRange& r : ranges) n += r.bytes;
+  return n;
+}
+
+}  // namespace internal
 }  // namespace kvtier

@@ -148,6 +148,9 @@ void AddStoreFamilies(const StoreStats& s, std::vector<MetricFamily>& out) {
     AddValue(f, {}, value);
     out.push_back(std::move(f));
   };
+  one("kvtier_load_bytes_skipped_total",
+      "Of the bytes loaded, those not read: window groups outside the prefix's window (docs/models.md).",
+      MetricType::Counter, s.load_bytes_skipped);
   one("kvtier_promotions_total", "Chunks copied into a faster tier after a load or prefetch.",
       MetricType::Counter, s.promotions);
   one("kvtier_background_saves_total", "Chunks written to every slower tier in the background.",

@@ -52,6 +52,7 @@ nlohmann::ordered_json StoreStatsJson(const StoreStats& s) {
           {"loads", s.loads},
           {"load_chunks", s.load_chunks},
           {"load_bytes", s.load_bytes},
+          {"load_bytes_skipped", s.load_bytes_skipped},
           {"saves", s.saves},
           {"save_chunks", s.save_chunks},
           {"promotions", s.promotions},

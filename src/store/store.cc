@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/threads.h"
+#include "core/window_ranges.h"
 #include "core/uri_encode.h"
 #include "store/store_impl.h"
 
@@ -162,11 +163,19 @@ void StoreImpl::RemoveIfLengthDisagrees(size_t tier, const ChunkId& id, const St
 
 size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
                               std::vector<int>& from, std::vector<bool>& read,
-                              std::span<const std::unique_ptr<ChunkLanding>> progress) {
+                              std::span<const std::unique_ptr<ChunkLanding>> progress,
+                              std::span<const std::vector<ByteRange>> skip) {
   const size_t n = ids.size();
   std::vector<std::vector<ReadOp>> batches(tiers_.size());
   std::vector<std::vector<size_t>> index(tiers_.size());
+  std::vector<size_t> ranged;  // chunks read without their skipped window ranges (store_window.cc)
+  const std::vector<ByteRange> none;
+  auto skip_of = [&](size_t i) -> std::span<const ByteRange> { return skip.empty() ? none : skip[i]; };
   for (size_t i = 0; i < n; ++i) {
+    if (!skip_of(i).empty() && ReadsRanges(from[i])) {
+      ranged.push_back(i);
+      continue;
+    }
     ReadProgress* landing = progress.empty() ? nullptr : progress[i].get();
     batches[from[i]].push_back(ReadOp{ids[i], dsts[i], Status::OK(), landing});
     index[from[i]].push_back(i);
@@ -184,6 +193,11 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
       if (!TryStartThread(&helpers, job)) job();  // no thread to spare: read this tier here
     }
   }
+  std::vector<Status> ranged_status;
+  if (!ranged.empty()) {
+    auto job = [&] { ReadRangedChunks(ranged, ids, dsts, from, skip, ranged_status); };
+    if (!TryStartThread(&helpers, job)) job();
+  }
   if (first >= 0) tiers_[first]->GetMany(batches[first]);
   for (auto& h : helpers) h.join();
   std::vector<bool> ok(n, false);
@@ -196,6 +210,13 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
       if (ok[i] && !progress.empty()) progress[i]->Complete(TotalBytes(dsts[i]));
     }
   }
+  for (size_t j = 0; j < ranged.size(); ++j) {
+    const size_t i = ranged[j];
+    ok[i] = ranged_status[j].ok();
+    read[i] = !ranged_status[j].IsNotFound();
+    RemoveIfLengthDisagrees(static_cast<size_t>(from[i]), ids[i], ranged_status[j]);
+    if (ok[i] && !progress.empty()) progress[i]->Complete(TotalBytes(dsts[i]));
+  }
   // A bad or vanished copy is a miss in that tier, not the end: slower tiers may hold a good one. Not
   // when the failed read had already reported bytes as landed: the caller may have used them, and the
   // failure zeroed them, so the chunk ends the prefix however a second read would go.
@@ -205,7 +226,7 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
       const int t = FirstHolder(ids[i], static_cast<size_t>(from[i]) + 1);
       if (t < 0) return i;
       from[i] = t;
-      const Status st = tiers_[t]->Get(ids[i], dsts[i]);
+      const Status st = ReadChunk(t, ids[i], dsts[i], skip_of(i));
       RemoveIfLengthDisagrees(static_cast<size_t>(t), ids[i], st);
       ok[i] = st.ok();
       if (!st.IsNotFound()) read[i] = true;
@@ -239,7 +260,9 @@ Result<size_t> StoreImpl::LoadWithProgress(const Namespace& ns, std::span<const 
     landing.reserve(ids.size());
     for (size_t i = 0; i < ids.size(); ++i) landing.push_back(std::make_unique<ChunkLanding>(progress, i));
   }
-  const size_t n = ReadPlanned(ids, dsts.first(ids.size()), from, read, landing);
+  std::vector<std::vector<ByteRange>> skip = PlanWindowSkips(ns.layout(), ids.size());
+  size_t n = ReadPlanned(ids, dsts.first(ids.size()), from, read, landing, skip);
+  n = ReadShortPrefixWindows(ns.layout(), ids, dsts.first(ids.size()), from, read, skip, n);
   // Past the loaded prefix nothing is reported loaded: leave no bytes of a partly read batch there
   // (a chunk no tier had was not written to).
   for (size_t i = n; i < ids.size(); ++i) {
@@ -257,6 +280,9 @@ Result<size_t> StoreImpl::LoadWithProgress(const Namespace& ns, std::span<const 
   }
   load_chunks_.fetch_add(n, std::memory_order_relaxed);
   load_bytes_.fetch_add(n * bytes, std::memory_order_relaxed);
+  for (size_t i = 0; i < n && !skip.empty(); ++i) {
+    load_bytes_skipped_.fetch_add(internal::RangeBytes(skip[i]), std::memory_order_relaxed);
+  }
   c.load_chunks.fetch_add(n, std::memory_order_relaxed);
   c.load_bytes.fetch_add(n * bytes, std::memory_order_relaxed);
   return n;
@@ -314,6 +340,7 @@ StoreStats StoreImpl::Stats() const {
   s.loads = loads_.load(std::memory_order_relaxed);
   s.load_chunks = load_chunks_.load(std::memory_order_relaxed);
   s.load_bytes = load_bytes_.load(std::memory_order_relaxed);
+  s.load_bytes_skipped = load_bytes_skipped_.load(std::memory_order_relaxed);
   s.saves = saves_.load(std::memory_order_relaxed);
   s.save_chunks = save_chunks_.load(std::memory_order_relaxed);
   s.promotions = promotions_.load(std::memory_order_relaxed);

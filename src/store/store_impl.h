@@ -79,9 +79,36 @@ class StoreImpl final : public Store {
   void RemoveIfLengthDisagrees(size_t tier, const ChunkId& id, const Status& st);
   // With `progress` (one tracker per chunk, or empty), each read reports its verified ranges there and
   // a chunk that fails after reporting some is not retried: the prefix ends before it.
+  // With `skip` (per chunk, the window groups' ranges it need not read; or empty), a chunk whose tier
+  // reads ranges (ReadsRanges) is read without them.
   size_t ReadPlanned(std::span<const ChunkId> ids, std::span<const ScatterList> dsts,
                      std::vector<int>& from, std::vector<bool>& read,
-                     std::span<const std::unique_ptr<ChunkLanding>> progress = {});
+                     std::span<const std::unique_ptr<ChunkLanding>> progress = {},
+                     std::span<const std::vector<ByteRange>> skip = {});
+  // Sliding-window loads (store_window.cc). Whether tier t reads a chunk's ranges from storage rather
+  // than the whole chunk: every tier not in memory (file:// reads only the pieces a range touches;
+  // fs:// and the object tiers read whole chunks inside GetRanges, and still write fewer bytes). A
+  // memory tier copies whole chunks: its check is one checksum of the whole chunk.
+  bool ReadsRanges(int t) const { return !caps_[static_cast<size_t>(t)].in_memory; }
+  // Per chunk of a load of `n` chunks of `layout`, the window groups' ranges it need not read
+  // (internal::WindowSkippedRanges); empty when the layout has no window group.
+  static std::vector<std::vector<ByteRange>> PlanWindowSkips(const Layout& layout, size_t n);
+  // Reads chunk `id` from tier t into `dst`: all but `skip` where the tier reads ranges, whole
+  // otherwise. Errors and `dst` as Tier::Get (a failed ranged read zeroes what it was to fill).
+  Status ReadChunk(int t, const ChunkId& id, ScatterList dst, std::span<const ByteRange> skip);
+  // ReadChunk of the chunks `which` (from their tiers `from`), on the caller's thread and a few helpers;
+  // status[j] for which[j].
+  void ReadRangedChunks(std::span<const size_t> which, std::span<const ChunkId> ids,
+                        std::span<const ScatterList> dsts, std::span<const int> from,
+                        std::span<const std::vector<ByteRange>> skip, std::vector<Status>& status);
+  // After a load that ended at `loaded` chunks, short of the plan, the window bytes that the shorter
+  // prefix needs and were skipped are read now (the ranges its window covers); a chunk whose read
+  // fails ends the prefix there (its destination zeroed, read[i] set). Updates `skip` to what stays
+  // unread and returns the prefix now loaded.
+  size_t ReadShortPrefixWindows(const Layout& layout, std::span<const ChunkId> ids,
+                                std::span<const ScatterList> dsts, std::span<const int> from,
+                                std::vector<bool>& read, std::vector<std::vector<ByteRange>>& skip,
+                                size_t loaded);
   // Queues a background copy of chunk `id` from tier `from` into the top tier; counts a drop when the
   // queue is full.
   void Promote(const ChunkId& id, int from, uint64_t bytes, uint32_t tokens);
@@ -110,7 +137,7 @@ class StoreImpl final : public Store {
   std::unique_ptr<SeenTable> seen_;  // only for Admission::kSecondUse
 
   std::atomic<uint64_t> lookups_{0}, lookup_hit_{0}, lookup_missed_{0}, loads_{0}, load_chunks_{0},
-      load_bytes_{0}, saves_{0}, save_chunks_{0}, promotions_{0}, promotions_dropped_{0}, borrows_{0},
+      load_bytes_{0}, load_bytes_skipped_{0}, saves_{0}, save_chunks_{0}, promotions_{0}, promotions_dropped_{0}, borrows_{0},
       queued_saves_{0}, dropped_saves_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> tier_dropped_;  // per tier: TierStats::dropped_saves
   // Per tier: chunks the Store found with a length that disagrees with their layout (and removed);
