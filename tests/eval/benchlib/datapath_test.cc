@@ -43,7 +43,7 @@ DatapathConfig SmallConfig(const std::string& target) {
 }
 
 // gpt-oss's shape, small: window layers 0 and 2 (window 24 tokens), full layers 1 and 3, 2 KV heads
-// of 64, 16-token chunks of 32 KiB (the window group is the first half); 10 chunks, one hit of all 10.
+// of 64, 16-token chunks of 32 KiB (the window group is the first half); 4 chunks, one hit of all 4.
 DatapathConfig WindowConfig(const std::string& target) {
   DatapathConfig c;
   c.target = target;
@@ -53,18 +53,18 @@ DatapathConfig WindowConfig(const std::string& target) {
                        "layers=4 tokens=16 window:layers=0-2/2,heads=2,dim=64,window=24,dtype=bf16 "
                        "kv:layers=1-3/2,heads=2,dim=64,dtype=bf16")
                        .value();
-  c.total_bytes = 10 * (32u << 10);
-  c.context_tokens = 160;
-  c.inflight = {4 * (32u << 10)};
+  c.total_bytes = 4 * (32u << 10);
+  c.context_tokens = 64;
+  c.inflight = {2 * (32u << 10)};
   c.run_fio = false;
   c.run_serial = false;
   c.run_encrypted = false;
   return c;
 }
 
-// The hit on a 160-token prefix: chunks 8 and 9 hold one of the last 24 tokens, so file:// reads the
-// window group of those two only; 8 half-chunks are not read. The minimum: 160 tokens of the 2 full
-// layers and 24 of the 2 window layers, 1 KiB per token for each pair.
+// The hit on a 64-token prefix: chunks 2 and 3 hold one of the last 24 tokens (40..63), so file://
+// reads the window group of those two only; 2 half-chunks are not read. The minimum: 64 tokens of the
+// 2 full layers and 24 of the 2 window layers, 1 KiB per token for each pair.
 TEST(DatapathTest, WindowLayoutHitReadsTheWindowsOfTheLastChunksOnly) {
   TempDir dir;
   ASSERT_FALSE(dir.path().empty());
@@ -75,22 +75,22 @@ TEST(DatapathTest, WindowLayoutHitReadsTheWindowsOfTheLastChunksOnly) {
   EXPECT_EQ(r->sweep[0].kvtier.errors, 0u);
   ASSERT_TRUE(r->sweep[0].hit.has_value());
   const HitResult& h = *r->sweep[0].hit;
-  EXPECT_EQ(h.tokens, 160u);
-  EXPECT_EQ(h.chunks, 10u);
-  EXPECT_EQ(h.loaded_chunks, 10u);
+  EXPECT_EQ(h.tokens, 64u);
+  EXPECT_EQ(h.chunks, 4u);
+  EXPECT_EQ(h.loaded_chunks, 4u);
   EXPECT_EQ(h.errors, 0u);
-  const uint64_t naive = 10 * (32u << 10), skipped = 8 * (16u << 10);
+  const uint64_t naive = 4 * (32u << 10), skipped = 2 * (16u << 10);
   EXPECT_EQ(h.naive_bytes, naive);
   EXPECT_EQ(h.skipped_bytes, skipped);
   EXPECT_EQ(h.bytes_read, naive - skipped);  // the tier's counter: what file:// read
   EXPECT_LT(h.bytes_read, h.naive_bytes);
-  EXPECT_EQ(h.minimum_bytes, 160u * 1024 + 24u * 1024);
+  EXPECT_EQ(h.minimum_bytes, 64u * 1024 + 24u * 1024);
   EXPECT_GE(h.bytes_read, h.minimum_bytes);
   const nlohmann::json j = ToJson(*r)["sweep"][0]["hit"];
   EXPECT_EQ(j["bytes_read"].get<uint64_t>(), naive - skipped);
   EXPECT_EQ(j["minimum_bytes"].get<uint64_t>(), h.minimum_bytes);
-  EXPECT_DOUBLE_EQ(j["ratio_to_naive"].get<double>(), 0.6);
-  EXPECT_NE(FormatSummary(*r).find("160-token hit (10 chunks): read 192.00 KiB (196608 bytes)"), std::string::npos)
+  EXPECT_DOUBLE_EQ(j["ratio_to_naive"].get<double>(), 0.75);
+  EXPECT_NE(FormatSummary(*r).find("64-token hit (4 chunks): read 96.00 KiB (98304 bytes)"), std::string::npos)
       << FormatSummary(*r);
   EXPECT_FALSE(std::filesystem::exists(r->target.directory)) << "bench files left behind";
 }
@@ -102,7 +102,7 @@ TEST(DatapathTest, WindowLayoutHitOnMemoryReadsWholeChunks) {
   ASSERT_EQ(r->sweep.size(), 1u);
   ASSERT_TRUE(r->sweep[0].hit.has_value());
   const HitResult& h = *r->sweep[0].hit;
-  EXPECT_EQ(h.loaded_chunks, 10u);
+  EXPECT_EQ(h.loaded_chunks, 4u);
   EXPECT_EQ(h.errors, 0u);
   EXPECT_EQ(h.bytes_read, h.naive_bytes);
   EXPECT_EQ(h.skipped_bytes, 0u);
