@@ -51,7 +51,6 @@ Result<internal::DatapathConfig> MakeConfig(const DatapathArgs& a) {
   internal::DatapathConfig c;
   c.target = a.target;
   KVTIER_ASSIGN_OR_RETURN(c.model, FindModelPreset(a.model));
-  KVTIER_RETURN_IF_ERROR(RequireClassicLayout(c.model.layout, "bench datapath --model " + a.model));
   if (a.chunk_tokens) c.model.layout.tokens_per_chunk = a.chunk_tokens;
   KVTIER_ASSIGN_OR_RETURN(c.total_bytes, ParseSize(a.total));
   if (c.total_bytes > kMaxTotal) {
@@ -104,7 +103,7 @@ KVTIER_COMMAND(
     [](CLI::App& cmd) -> std::function<int()> {
       auto a = std::make_shared<DatapathArgs>();
       cmd.add_option("--target", a->target, "tier URL, e.g. file:///nvme/kv or mem://")->required();
-      cmd.add_option("--model", a->model, "model preset fixing the chunk layout")->capture_default_str();
+      cmd.add_option("--model", a->model, "model preset fixing the chunk layout (any of `kvtier models`)")->capture_default_str();
       cmd.add_option("--chunk-tokens", a->chunk_tokens, "tokens per chunk (default: the preset's 256)")
           ->check(WholeNumber(1, 1u << 20));
       cmd.add_option("--total", a->total, "bytes written and read back per pass")->capture_default_str();
@@ -117,7 +116,7 @@ KVTIER_COMMAND(
           ->check(FiniteNumber(0, 1));
       cmd.add_option("--peak-tflops", a->peak_tflops, "override the profile's dense bf16 TFLOP/s")
           ->check(FiniteNumber(0.001, 1e9));
-      cmd.add_option("--context-tokens", a->context_tokens, "context length of the verdict")
+      cmd.add_option("--context-tokens", a->context_tokens, "context length of the prefix hit measured at each point, and of the verdict")
           ->capture_default_str()
           ->check(WholeNumber(1, 1ull << 30));
       cmd.add_option("--repeat", a->repeat, "runs per sweep point, the median is kept")

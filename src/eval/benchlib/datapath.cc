@@ -16,6 +16,7 @@
 #include "core/chunk_format.h"
 #include "core/host_identity.h"
 #include "core/work_dir.h"
+#include "kvtier/forwarding_tier.h"
 #include "kvtier/tier.h"
 #include "eval/benchlib/memcpy_reference.h"
 #include "tiers/object/object_reference.h"
@@ -171,6 +172,10 @@ Result<SweepPoint> MeasurePoint(const DatapathConfig& c, const DatapathPlan& pla
   Progress(c, "  read, " + FormatBytes(inflight) + " in flight: " +
                   GbpsText(point.kvtier.BytesPerSecond()) + ", " +
                   std::to_string(point.kvtier.errors) + " errors");
+  KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> hit_tier, OpenTierForPass(url, inflight, swept));
+  KVTIER_ASSIGN_OR_RETURN(point.hit, HitPass(std::move(hit_tier), area, plan.hit_chunks));
+  Progress(c, "  " + HitText(*point.hit));
   if (url.scheme == "file") {  // the unverified row: the same load with payload checksums off
     KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
     auto unverified = FileReaderPass(plan.tier_dir, area, inflight, caps.direct_io, /*verify=*/false);
@@ -298,7 +303,8 @@ Status RunEncrypted(const DatapathConfig& c, const DatapathPlan& plan, TierUrl u
   return Status::OK();
 }
 
-Status RunMemory(const DatapathConfig& c, Tier& tier, ReadArea* area, DatapathResult* r) {
+Status RunMemory(const DatapathConfig& c, const DatapathPlan& plan, Tier& tier, ReadArea* area,
+                 DatapathResult* r) {
   const TierCapabilities caps = tier.capabilities();
   r->target.shared = caps.shared;
   r->target.persistent = caps.persistent;
@@ -308,6 +314,9 @@ Status RunMemory(const DatapathConfig& c, Tier& tier, ReadArea* area, DatapathRe
   point.kvtier = ReadPass(tier, area);
   LatencyPass(tier, area, /*depth=*/1, /*sample=*/16, &point.kvtier);
   point.inflight_bytes = r->write.bytes;  // a memory tier has no bound: everything is in flight
+  // The Store borrows the tier (it sets no listener on it: no observer), which outlives it.
+  KVTIER_ASSIGN_OR_RETURN(point.hit, HitPass(std::make_unique<ForwardingTier>(std::shared_ptr<Tier>(&tier, [](Tier*) {})),
+                                             area, plan.hit_chunks));
   r->sweep.push_back(point);
   r->memcpy_ref = MemcpyReference(area->Span(), area->Source(), r->chunk_bytes);
   r->memcpy_parallel = ParallelMemcpyReference(area->Span());  // the reference: N threads, N = cores
@@ -318,6 +327,7 @@ Status RunMemory(const DatapathConfig& c, Tier& tier, ReadArea* area, DatapathRe
                   GbpsText(r->memcpy_ref->BytesPerSecond()) + ", " +
                   std::to_string(r->memcpy_parallel->chunks) + " threads " +
                   GbpsText(r->memcpy_parallel->BytesPerSecond()));
+  Progress(c, "  " + HitText(*r->sweep.back().hit));
   return Status::OK();
 }
 
@@ -367,9 +377,12 @@ Result<SweepPoint> MeasureObjectPoint(const DatapathConfig& c, const DatapathPla
   ref.errors = raw.errors;
   ref.seconds = raw.seconds;
   point.reference = ref;
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> hit_tier, OpenTierForPass(url, inflight, &swept));
+  KVTIER_ASSIGN_OR_RETURN(point.hit, HitPass(std::move(hit_tier), area, plan.hit_chunks));
   Progress(c, "  read, " + FormatBytes(point.inflight_bytes) + " in flight: " +
                   GbpsText(point.kvtier.BytesPerSecond()) + ", " + std::to_string(point.kvtier.errors) +
                   " errors; raw client GETs " + GbpsText(ref.BytesPerSecond()));
+  Progress(c, "  " + HitText(*point.hit));
   return point;
 }
 
@@ -404,7 +417,8 @@ void RemoveObjectChunks(Tier& tier, const ReadArea& area) {
 // shm:// is shared between processes, so it is measured as it is used: a child process (fork) writes
 // the chunks into the pool and exits; this process maps the pool afresh and reads what the child wrote.
 // The bench's chunks are removed from the pool afterwards (the pool itself stays; `kvtier shm remove`).
-Status RunSharedMemory(const DatapathConfig& c, const TierUrl& url, ReadArea* area, DatapathResult* r) {
+Status RunSharedMemory(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url, ReadArea* area,
+                       DatapathResult* r) {
   int fds[2];
   if (::pipe(fds) != 0) return Status::FromErrno(errno, "pipe");
   const pid_t child = ::fork();
@@ -436,7 +450,7 @@ Status RunSharedMemory(const DatapathConfig& c, const TierUrl& url, ReadArea* ar
   Progress(c, "  write (process " + std::to_string(child) + "): " + GbpsText(r->write.BytesPerSecond()));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTier(url.ToString()));
   Progress(c, "  reading in process " + std::to_string(::getpid()) + ", the pool mapped afresh");
-  Status s = RunMemory(c, *tier, area, r);
+  Status s = RunMemory(c, plan, *tier, area, r);
   r->target.cold_method = "in-memory, written by another process";
   RemoveObjectChunks(*tier, *area);
   return s;
@@ -451,6 +465,7 @@ Result<DatapathPlan> PlanDatapath(const DatapathConfig& c) {
   p.chunk_bytes = c.model.layout.BytesPerChunk();
   p.chunks = std::max<uint64_t>(1, c.total_bytes / p.chunk_bytes);
   p.inflight = c.inflight.empty() ? DefaultInflight(p.chunk_bytes, p.chunks) : c.inflight;
+  p.hit_chunks = std::clamp<uint64_t>(c.context_tokens / c.model.layout.tokens_per_chunk, 1, p.chunks);
   for (uint64_t b : p.inflight) {
     if (b == 0) return Status::InvalidArgument("--inflight sizes must be positive");
   }
@@ -508,7 +523,7 @@ Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
   }
   Status s;
   if (url.scheme == "shm") {
-    s = RunSharedMemory(c, url, &area, &r);
+    s = RunSharedMemory(c, plan, url, &area, &r);
   } else {
     bool swept = true;
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier,
@@ -530,7 +545,7 @@ Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
     } else {
       r.write = *written;
       Progress(c, "  write: " + GbpsText(r.write.BytesPerSecond()));
-      s = RunMemory(c, *tier, &area, &r);
+      s = RunMemory(c, plan, *tier, &area, &r);
     }
   }
   if (s.ok()) {

@@ -7,6 +7,10 @@
 //            `inflight=SIZE`, GetMany every chunk cold into caller buffers, check each chunk's bytes.
 //   latency  then, cold again, depth = inflight / chunk threads each Get one chunk at a time over a
 //            sample of chunks: per-chunk p50/p99 at that depth (a batch call has no per-chunk time).
+//   hit      then, cold again, a Store over the tier (reopened) Loads the first context_tokens of the
+//            chunks as one prefix hit (HitPass): the bytes the tier read, next to the minimum the model
+//            needs for that prefix and the naive figure (every byte of every chunk). Sliding-window
+//            layouts read less where the tier reads ranges (docs/models.md, "Sliding-window loads").
 //   fio      after each read: fio reading the same chunk files, one request per file, O_DIRECT,
 //            matching depth, into huge pages where a hugetlbfs mount allows (benchlib/fio_runner.h).
 //   serial   one chunk file at a time with a buffered pread after dropping the page cache.
@@ -50,7 +54,7 @@ struct DatapathConfig {
   bool run_serial = true;
   bool run_encrypted = true;           // directory targets: the encrypted row
   bool keep_files = false;
-  uint64_t context_tokens = 32768;     // the context whose load time and verdict are printed
+  uint64_t context_tokens = 32768;     // the context of the prefix hit, its load time and the verdict
   std::optional<GpuProfile> gpu;       // for the verdict against recompute
   std::function<void(const std::string&)> progress;  // progress lines; may be empty
 };
@@ -64,6 +68,9 @@ struct DatapathPlan {
   uint64_t need_bytes = 0;                   // on the target filesystem, or in memory for mem://
   std::string need_breakdown;                // e.g. "4.00 GiB of chunk files + 4.00 GiB for fio"
   std::vector<uint64_t> inflight;
+  // Chunks of the prefix hit measured at each point: context_tokens / tokens_per_chunk (at least 1),
+  // at most `chunks` (a smaller --total holds a shorter prefix).
+  uint64_t hit_chunks = 0;
 };
 
 // InvalidArgument for a bad URL, layout or size.

@@ -10,10 +10,12 @@
 #include "core/chunk_format.h"
 #include "core/latency.h"
 #include "core/thread_annotations.h"
+#include "core/window_ranges.h"
 #include "tiers/file/file_tier.h"
 #include "io/chunk_dir.h"
 #include "io/filesystem.h"
 #include "kvtier/keys.h"
+#include "kvtier/store.h"
 
 namespace kvtier::internal {
 namespace {
@@ -60,13 +62,14 @@ Result<ReadArea> ReadArea::Create(const ModelPreset& model, uint64_t chunks) {
   KVTIER_ASSIGN_OR_RETURN(Namespace ns, Namespace::Make(model.model_id, layout, "kvtier-bench", salt));
   std::vector<uint32_t> tokens(layout.tokens_per_chunk);
   const ChunkKey* prev = nullptr;
-  ChunkKey key;
+  a.keys_.reserve(chunks);  // `prev` points into it
   for (uint64_t i = 0; i < chunks; ++i) {
     for (uint32_t t = 0; t < tokens.size(); ++t) tokens[t] = static_cast<uint32_t>(i * 7919 + t);
-    key = NextChunkKey(ns, prev, tokens);
-    prev = &key;
-    a.ids_.push_back(ChunkId::Of(ns, key));
+    a.keys_.push_back(NextChunkKey(ns, prev, tokens));
+    prev = &a.keys_.back();
+    a.ids_.push_back(ChunkId::Of(ns, a.keys_.back()));
   }
+  a.ns_ = std::move(ns);
   a.dst_ = AlignedBuffer::Allocate(a.chunk_bytes_ * chunks, size_t{2} << 20);
   if (a.dst_.data() == nullptr) return Status::NoSpace("cannot allocate " + FormatBytes(a.chunk_bytes_ * chunks));
   std::memset(a.dst_.data(), 0, a.chunk_bytes_ * chunks);  // fault the pages in before timing
@@ -98,6 +101,84 @@ bool ReadArea::TagMatches(size_t i) const {
   std::memcpy(&tag, scatters_[i].data(), sizeof(tag));
   return tag == i && std::memcmp(scatters_[i].data() + sizeof(tag), source_.data() + sizeof(tag),
                                  std::min<size_t>(64, chunk_bytes_ - sizeof(tag))) == 0;
+}
+
+namespace {
+
+constexpr uint64_t kCheckedBytes = 64;  // per range: enough to catch bytes of another chunk or none
+
+// Chunk i's payload byte at `offset`: its index as a u64 tag, then the shared source.
+std::byte PayloadByte(std::span<const std::byte> source, size_t i, uint64_t offset) {
+  if (offset >= sizeof(uint64_t)) return source[offset];
+  const uint64_t tag = i;
+  std::byte b[sizeof(tag)];
+  std::memcpy(b, &tag, sizeof(tag));
+  return b[offset];
+}
+
+}  // namespace
+
+void ReadArea::Poison(size_t i, uint64_t offset, uint64_t bytes) {
+  std::memset(scatters_[i].data() + offset, 0xA5, std::min(bytes, kCheckedBytes));
+}
+
+bool ReadArea::Matches(size_t i, uint64_t offset, uint64_t bytes) const {
+  for (uint64_t o = offset; o < offset + std::min(bytes, kCheckedBytes); ++o) {
+    if (scatters_[i][o] != PayloadByte(source_.span(), i, o)) return false;
+  }
+  return true;
+}
+
+uint64_t MinimumPrefixBytes(const Layout& layout, uint64_t tokens) {
+  uint64_t total = 0;
+  for (const LayerGroup& g : layout.Groups()) {
+    const uint64_t layers = g.layers.size();
+    switch (g.kind) {
+      case GroupKind::kKV:
+      case GroupKind::kLatent: total += tokens * layers * g.BytesPerTokenLayer(); break;
+      case GroupKind::kWindowKV: total += std::min<uint64_t>(g.window, tokens) * layers * g.BytesPerTokenLayer(); break;
+      case GroupKind::kState: total += layers * g.state_bytes; break;
+    }
+  }
+  return total;
+}
+
+Result<HitResult> HitPass(std::unique_ptr<Tier> tier, ReadArea* area, uint64_t chunks) {
+  chunks = std::min(chunks, area->chunks());
+  const Layout& layout = area->ns().layout();
+  StoreOptions o;
+  o.promote_on_load = false;
+  o.background_threads = 1;
+  std::vector<std::unique_ptr<Tier>> tiers;
+  tiers.push_back(std::move(tier));
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(std::move(tiers), o));
+  // What the load must deliver: every range but the window groups it may skip; poisoned first.
+  std::vector<std::vector<ByteRange>> keep(chunks);
+  std::vector<ScatterList> dsts;
+  for (size_t i = 0; i < chunks; ++i) {
+    keep[i] = ComplementRanges(WindowSkippedRanges(layout, i, chunks), area->chunk_bytes());
+    for (const ByteRange& r : keep[i]) area->Poison(i, r.offset, r.bytes);
+    dsts.push_back(area->Destination(i));
+  }
+  HitResult h;
+  h.chunks = chunks;
+  h.tokens = chunks * layout.tokens_per_chunk;
+  h.naive_bytes = chunks * area->chunk_bytes();
+  h.minimum_bytes = MinimumPrefixBytes(layout, h.tokens);
+  const uint64_t before = store->Stats().tiers[0].bytes_read;
+  const auto t0 = std::chrono::steady_clock::now();
+  KVTIER_ASSIGN_OR_RETURN(h.loaded_chunks, store->Load(area->ns(), area->keys().first(chunks), dsts));
+  h.seconds = SecondsSince(t0);
+  const StoreStats s = store->Stats();
+  h.bytes_read = s.tiers[0].bytes_read - before;
+  h.skipped_bytes = s.load_bytes_skipped;
+  h.errors = chunks - h.loaded_chunks;
+  for (size_t i = 0; i < h.loaded_chunks; ++i) {
+    const bool ok = std::all_of(keep[i].begin(), keep[i].end(),
+                                [&](const ByteRange& r) { return area->Matches(i, r.offset, r.bytes); });
+    if (!ok) ++h.errors;
+  }
+  return h;
 }
 
 TierUrl UrlForBench(const TierUrl& url, const DatapathPlan& plan) {

@@ -27,6 +27,21 @@ nlohmann::json FioJson(const std::optional<FioResult>& f) {
           {"iodepth", f->iodepth}, {"memory", f->memory},   {"command", f->command}};
 }
 
+nlohmann::json HitJson(const std::optional<HitResult>& h) {
+  if (!h) return nullptr;
+  return {{"tokens", h->tokens},
+          {"chunks", h->chunks},
+          {"loaded_chunks", h->loaded_chunks},
+          {"bytes_read", h->bytes_read},
+          {"skipped_bytes", h->skipped_bytes},
+          {"minimum_bytes", h->minimum_bytes},
+          {"naive_bytes", h->naive_bytes},
+          {"ratio_to_minimum", h->RatioToMinimum()},
+          {"ratio_to_naive", h->RatioToNaive()},
+          {"seconds", h->seconds},
+          {"errors", h->errors}};
+}
+
 // Says where fio's buffers were, and what that means when they were 4 KiB pages.
 std::string FioMemoryLine(const DatapathResult& r) {
   for (const SweepPoint& p : r.sweep) {
@@ -128,6 +143,22 @@ std::string Fmt(const char* format, double a) {
 
 }  // namespace
 
+std::string HitText(const HitResult& h) {
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "%llu-token hit (%llu chunks): read %s (%llu bytes) = %.1f%% of the minimum the model needs, "
+                "%s (%llu); naive %s (%llu), read = %.1f%% of it; %.3f s",
+                static_cast<unsigned long long>(h.tokens), static_cast<unsigned long long>(h.chunks),
+                FormatBytes(h.bytes_read).c_str(), static_cast<unsigned long long>(h.bytes_read),
+                100 * h.RatioToMinimum(), FormatBytes(h.minimum_bytes).c_str(),
+                static_cast<unsigned long long>(h.minimum_bytes), FormatBytes(h.naive_bytes).c_str(),
+                static_cast<unsigned long long>(h.naive_bytes), 100 * h.RatioToNaive(), h.seconds);
+  std::string out = line;
+  if (h.loaded_chunks != h.chunks) out += "; loaded " + std::to_string(h.loaded_chunks) + " chunks";
+  if (h.errors) out += "  (" + std::to_string(h.errors) + " errors)";
+  return out;
+}
+
 const SweepPoint* DatapathResult::Best() const {
   const SweepPoint* best = nullptr;
   for (const SweepPoint& p : sweep) {
@@ -153,7 +184,8 @@ nlohmann::json ToJson(const DatapathResult& r) {
                       p.write && p.write_reference ? nlohmann::json(p.RatioWriteToReference()) : nullptr},
                      {"unverified", OptionalPhase(p.unverified)},
                      {"ratio_verified_to_unverified",
-                      p.unverified ? nlohmann::json(p.RatioVerifiedToUnverified()) : nullptr}});
+                      p.unverified ? nlohmann::json(p.RatioVerifiedToUnverified()) : nullptr},
+                     {"hit", HitJson(p.hit)}});
   }
   const SweepPoint* best = r.Best();
   const uint64_t context_bytes = r.context_tokens * r.bytes_per_token;
@@ -249,6 +281,7 @@ std::string FormatSummary(const DatapathResult& r) {
                     "", Gbps(p.unverified->BytesPerSecond()), 100 * p.RatioVerifiedToUnverified());
       out += line;
     }
+    if (p.hit) out += std::string(13, ' ') + HitText(*p.hit) + "\n";
   }
   if (!r.fio_note.empty()) out += "fio: " + r.fio_note + "\n";
   out += FioMemoryLine(r);

@@ -36,6 +36,24 @@ struct PhaseResult {
   }
 };
 
+// One prefix hit (benchlib HitPass): a Store::Load of the first `chunks` chunks, cold where the target
+// allows, measured at the tier. For a layout with sliding-window groups the Store leaves the window
+// groups of chunks outside every window unread where the tier reads ranges (file://), so bytes_read
+// drops below naive_bytes towards minimum_bytes (docs/models.md, "Sliding-window loads").
+struct HitResult {
+  uint64_t tokens = 0, chunks = 0;  // the prefix asked for
+  uint64_t loaded_chunks = 0;       // Store::Load's return
+  uint64_t bytes_read = 0;          // the tier's TierStats::bytes_read over the Load (payload bytes)
+  uint64_t skipped_bytes = 0;       // StoreStats::load_bytes_skipped of the Load
+  uint64_t minimum_bytes = 0;       // what the model needs for the prefix (MinimumPrefixBytes)
+  uint64_t naive_bytes = 0;         // every byte of every chunk of the prefix
+  double seconds = 0;
+  uint64_t errors = 0;  // chunks not loaded, or whose delivered bytes were wrong
+  static double Ratio(uint64_t a, uint64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0; }
+  double RatioToMinimum() const { return Ratio(bytes_read, minimum_bytes); }
+  double RatioToNaive() const { return Ratio(bytes_read, naive_bytes); }
+};
+
 // kvtier and fio (directory targets) or the backend's raw client (object tiers, `reference`) at one
 // bound on bytes in flight.
 struct SweepPoint {
@@ -67,6 +85,8 @@ struct SweepPoint {
   }
   // file:// only: the same chunks read by the same reader with payload checksums off, right after.
   std::optional<PhaseResult> unverified;
+  // A hit on the --context-tokens prefix through a Store over the tier at this bound.
+  std::optional<HitResult> hit;
   double RatioVerifiedToUnverified() const {
     return unverified && unverified->BytesPerSecond() > 0 ? kvtier.BytesPerSecond() / unverified->BytesPerSecond() : 0;
   }
@@ -120,5 +140,8 @@ nlohmann::json ToJson(const DatapathResult& r);
 
 // Human-readable summary (the table a user reads), with estimates labelled as such.
 std::string FormatSummary(const DatapathResult& r);
+
+// One line: "32768-token hit (128 chunks): read 1.13 GiB (1217396736 bytes) = 100.4% of the minimum ...".
+std::string HitText(const HitResult& hit);
 
 }  // namespace kvtier::internal

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "eval/benchlib/datapath_io.h"
+#include "eval/benchlib/datapath_passes.h"
 #include "io/chunk_io.h"
 #include "testing/fake_object_client.h"
 
@@ -39,6 +40,85 @@ DatapathConfig SmallConfig(const std::string& target) {
   c.total_bytes = 4ull << 20;
   c.run_fio = false;
   return c;
+}
+
+// gpt-oss's shape, small: window layers 0 and 2 (window 24 tokens), full layers 1 and 3, 2 KV heads
+// of 64, 16-token chunks of 32 KiB (the window group is the first half); 4 chunks, one hit of all 4.
+DatapathConfig WindowConfig(const std::string& target) {
+  DatapathConfig c;
+  c.target = target;
+  c.model.name = "window-small";
+  c.model.model_id = "test/window-small";
+  c.model.layout = ParseLayoutSpec(
+                       "layers=4 tokens=16 window:layers=0-2/2,heads=2,dim=64,window=24,dtype=bf16 "
+                       "kv:layers=1-3/2,heads=2,dim=64,dtype=bf16")
+                       .value();
+  c.total_bytes = 4 * (32u << 10);
+  c.context_tokens = 64;
+  c.inflight = {2 * (32u << 10)};
+  c.run_fio = false;
+  c.run_serial = false;
+  c.run_encrypted = false;
+  return c;
+}
+
+// The hit on a 64-token prefix: chunks 2 and 3 hold one of the last 24 tokens (40..63), so file://
+// reads the window group of those two only; 2 half-chunks are not read. The minimum: 64 tokens of the
+// 2 full layers and 24 of the 2 window layers, 1 KiB per token for each pair.
+TEST(DatapathTest, WindowLayoutHitReadsTheWindowsOfTheLastChunksOnly) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  auto r = RunDatapath(WindowConfig("file://" + dir.path() + "?direct=false"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->chunk_bytes, 32u << 10);
+  ASSERT_EQ(r->sweep.size(), 1u);
+  EXPECT_EQ(r->sweep[0].kvtier.errors, 0u);
+  ASSERT_TRUE(r->sweep[0].hit.has_value());
+  const HitResult& h = *r->sweep[0].hit;
+  EXPECT_EQ(h.tokens, 64u);
+  EXPECT_EQ(h.chunks, 4u);
+  EXPECT_EQ(h.loaded_chunks, 4u);
+  EXPECT_EQ(h.errors, 0u);
+  const uint64_t naive = 4 * (32u << 10), skipped = 2 * (16u << 10);
+  EXPECT_EQ(h.naive_bytes, naive);
+  EXPECT_EQ(h.skipped_bytes, skipped);
+  EXPECT_EQ(h.bytes_read, naive - skipped);  // the tier's counter: what file:// read
+  EXPECT_LT(h.bytes_read, h.naive_bytes);
+  EXPECT_EQ(h.minimum_bytes, 64u * 1024 + 24u * 1024);
+  EXPECT_GE(h.bytes_read, h.minimum_bytes);
+  const nlohmann::json j = ToJson(*r)["sweep"][0]["hit"];
+  EXPECT_EQ(j["bytes_read"].get<uint64_t>(), naive - skipped);
+  EXPECT_EQ(j["minimum_bytes"].get<uint64_t>(), h.minimum_bytes);
+  EXPECT_DOUBLE_EQ(j["ratio_to_naive"].get<double>(), 0.75);
+  EXPECT_NE(FormatSummary(*r).find("64-token hit (4 chunks): read 96.00 KiB (98304 bytes)"), std::string::npos)
+      << FormatSummary(*r);
+  EXPECT_FALSE(std::filesystem::exists(r->target.directory)) << "bench files left behind";
+}
+
+// mem:// copies whole chunks (one checksum each): the same hit reads every byte, and skips none.
+TEST(DatapathTest, WindowLayoutHitOnMemoryReadsWholeChunks) {
+  auto r = RunDatapath(WindowConfig("mem://?verify=true"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->sweep.size(), 1u);
+  ASSERT_TRUE(r->sweep[0].hit.has_value());
+  const HitResult& h = *r->sweep[0].hit;
+  EXPECT_EQ(h.loaded_chunks, 4u);
+  EXPECT_EQ(h.errors, 0u);
+  EXPECT_EQ(h.bytes_read, h.naive_bytes);
+  EXPECT_EQ(h.skipped_bytes, 0u);
+}
+
+TEST(DatapathTest, MinimumPrefixBytesCountsEachGroupKind) {
+  const Layout l = ParseLayoutSpec(
+                       "layers=4 tokens=16 window:layers=0,heads=2,dim=8,window=100,dtype=bf16 "
+                       "kv:layers=1,heads=2,dim=8,dtype=bf16 latent:layers=2,dim=10,dtype=fp32 "
+                       "state:layers=3,bytes=1000,dtype=bf16")
+                       .value();
+  // window: min(100, tokens) x 64; kv: tokens x 64; latent: tokens x 40; the state once.
+  EXPECT_EQ(MinimumPrefixBytes(l, 32), 32u * 64 + 32 * 64 + 32 * 40 + 1000);
+  EXPECT_EQ(MinimumPrefixBytes(l, 320), 100u * 64 + 320 * 64 + 320 * 40 + 1000);
+  const Layout classic{2, 2, 8};  // 2 layers x K and V x 2 heads x 8 x bf16 = 128 bytes per token
+  EXPECT_EQ(MinimumPrefixBytes(classic, 48), 48u * classic.BytesPerToken());
 }
 
 TEST(DatapathTest, ObjectTierRunsWithTheRawClientReference) {
@@ -158,6 +238,16 @@ TEST(DatapathTest, FileTargetSweepsColdReadsWithoutErrors) {
     ASSERT_TRUE(p.write.has_value()) << "a write row at every point";
     EXPECT_EQ(p.write->chunks, r->write.chunks);
     EXPECT_FALSE(p.fio_write.has_value()) << "fio is off in this run";
+    // A classic layout's hit reads every byte: 32768 tokens ask for more than --total holds, so the
+    // hit is every chunk written.
+    ASSERT_TRUE(p.hit.has_value());
+    EXPECT_EQ(p.hit->chunks, r->write.chunks);
+    EXPECT_EQ(p.hit->loaded_chunks, r->write.chunks);
+    EXPECT_EQ(p.hit->errors, 0u);
+    EXPECT_EQ(p.hit->bytes_read, r->write.bytes);
+    EXPECT_EQ(p.hit->naive_bytes, r->write.bytes);
+    EXPECT_EQ(p.hit->minimum_bytes, r->write.bytes);
+    EXPECT_EQ(p.hit->skipped_bytes, 0u);
   }
   ASSERT_TRUE(r->serial_pread.has_value());
   EXPECT_EQ(r->serial_pread->chunks, r->write.chunks);

@@ -49,6 +49,7 @@ DatapathResult Sample() {
   FioResult fw = f;
   fw.bytes_per_second = 2.0e9;  // fio's O_DIRECT writes at the same depth
   p.fio_write = fw;
+  p.hit = HitResult{32768, 128, 128, 4ull << 30, 0, 4ull << 30, 4ull << 30, 1.0, 0};
   r.sweep.push_back(p);
   r.serial_pread = PhaseResult{128, 4ull << 30, 8.0, 0, 60000, 70000};
   r.context_tokens = 32768;
@@ -99,6 +100,10 @@ TEST(ResultsJsonTest, KeySetIsStable) {
       "sweep.[].fio_write.ioengine", "sweep.[].fio_write.iodepth", "sweep.[].fio_write.memory",
       "sweep.[].fio_write.command", "sweep.[].ratio_write_to_fio", "sweep.[].write_reference",
       "sweep.[].ratio_write_to_reference", "summary.min_ratio_write_to_fio",
+      "sweep.[].hit", "sweep.[].hit.tokens", "sweep.[].hit.chunks", "sweep.[].hit.loaded_chunks",
+      "sweep.[].hit.bytes_read", "sweep.[].hit.skipped_bytes", "sweep.[].hit.minimum_bytes",
+      "sweep.[].hit.naive_bytes", "sweep.[].hit.ratio_to_minimum", "sweep.[].hit.ratio_to_naive",
+      "sweep.[].hit.seconds", "sweep.[].hit.errors",
       "summary.min_ratio_write_to_reference",
       "serial_pread", "serial_pread.chunks", "serial_pread.bytes", "serial_pread.seconds",
       "serial_pread.gbps", "serial_pread.errors", "serial_pread.p50_us", "serial_pread.p99_us",
