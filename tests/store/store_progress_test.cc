@@ -206,6 +206,30 @@ TEST(ChunkLandingTest, RangesInAnyOrderGrowThePrefix) {
   EXPECT_TRUE(landing.reported());
 }
 
+// A waiter for every chunk's first bytes is woken only when the least prefix rises (kvtier_op_wait_bytes:
+// a mem:// load reports every 2 MiB slice), and never misses the rise that lets it through.
+TEST(LandedPrefixesTest, ReportSaysWhenTheLeastPrefixRises) {
+  internal::LandedPrefixes p(3);
+  EXPECT_FALSE(p.Report(0, 8));
+  EXPECT_FALSE(p.Report(0, 16));
+  EXPECT_FALSE(p.Report(2, 4));
+  EXPECT_EQ(p.least(), 0u);
+  EXPECT_EQ(p.Leading(4), 1u);
+  EXPECT_TRUE(p.Report(1, 8));  // the last chunk at 0
+  EXPECT_EQ(p.least(), 4u);
+  EXPECT_EQ(p.Leading(4), 3u);
+  EXPECT_EQ(p.Leading(8), 2u);
+  EXPECT_TRUE(p.Report(2, 16));  // 4 -> 8 (chunk 1)
+  EXPECT_EQ(p.least(), 8u);
+  EXPECT_FALSE(p.Report(0, 24));
+  EXPECT_FALSE(p.Report(2, 24));
+  EXPECT_TRUE(p.Report(1, 24));  // every chunk at 24
+  EXPECT_EQ(p.least(), 24u);
+  EXPECT_EQ(p.Leading(25), 0u);
+  internal::LandedPrefixes none;
+  EXPECT_EQ(none.Leading(1), 0u);
+}
+
 StoreOptions OneTier(const std::string& url) {
   StoreOptions options;
   options.tiers = {url};
