@@ -8,7 +8,10 @@ wait_for_save) into vLLM FlashAttention tensors [2, num_blocks, 16, 8, 128] per 
 shuffled block table (per chunk 32 x 2 x 16 block regions of 32 KiB, scattered) and once with
 consecutive block ids (a fresh engine's free list: adjacent regions are one piece), which kvtier fills
 straight from the verified chunk. Both destinations are torch tensors (one allocator, no huge pages for
-either). The rounds alternate; the median of each is printed with its ratio to (a).
+either). Every round runs each case once, in an order that rotates from round to round (no case always
+follows another); the median of each case is printed with its ratio to (a), and so is the median of
+the per-round ratios (a round's cases ran within a fraction of a second of each other, so on a shared,
+loaded machine that figure moves less than the ratio of medians).
 
     PYTHONPATH=python KVTIER_LIBRARY=build/src/capi/libkvtier.so python3 python/bench/vllm_v1_paged_load.py
 """
@@ -85,27 +88,32 @@ def main(argv=None) -> int:
         assert not worker.get_block_ids_with_load_errors()
         return dt
 
-    plain()  # warm: page faults of the destinations
-    for table in tables.values():
-        connector(table)
-    a, b = [], {name: [] for name in tables}
-    for _ in range(args.rounds):
-        a.append(plain())
-        for name, table in tables.items():
-            b[name].append(connector(table))
+    cases = {"contiguous": plain}
+    cases.update({name: (lambda table=table: connector(table)) for name, table in tables.items()})
+    for run in cases.values():  # warm: page faults of the destinations
+        run()
+    times = {name: [] for name in cases}
+    order = list(cases)
+    for r in range(args.rounds):
+        for name in order[r % len(order):] + order[:r % len(order)]:
+            times[name].append(cases[name]())
+    a = times.pop("contiguous")
     gb = n * chunk_bytes / 1e9
     pa = gb / statistics.median(a)
-    # the last connector load landed: spot-check one block region against the contiguous copy
+    # spot-check one block region of a connector load against the contiguous copy
     table = tables["consecutive"]
+    connector(table)
     k0 = caches["model.layers.0.self_attn.attn"][0, table[0]].contiguous().view(torch.uint8).numpy().ravel()
     assert np.array_equal(k0, contiguous[:k0.size]), "connector load differs from Store.load"
     print(f"chunks {n} x {chunk_bytes >> 20} MiB, block {bs} tokens, {args.rounds} rounds, loadavg "
           f"{open('/proc/loadavg').read().split()[:3]}")
     print(f"Store.load into one contiguous buffer: median {pa:.2f} GB/s (best {gb / min(a):.2f})")
-    for name, times in b.items():
-        pb = gb / statistics.median(times)
+    for name, t in times.items():
+        pb = gb / statistics.median(t)
+        paired = statistics.median(x / y for x, y in zip(a, t))
         print(f"KvtierConnector into CPU paged blocks, {name} block table: median {pb:.2f} GB/s "
-              f"(best {gb / min(times):.2f}); ratio to contiguous {pb / pa:.3f}")
+              f"(best {gb / min(t):.2f}); ratio to contiguous {pb / pa:.3f} (median of per-round ratios "
+              f"{paired:.3f})")
     worker.shutdown()
     store.close()
     return 0

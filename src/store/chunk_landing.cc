@@ -28,4 +28,21 @@ bool ChunkLanding::reported() const {
   return prefix_ > 0;
 }
 
+bool LandedPrefixes::Report(size_t chunk, uint64_t bytes) {
+  const uint64_t was = landed_[chunk];
+  landed_[chunk] = bytes;
+  // The least rises when the last chunk that held it moves past it: then one pass finds the new one
+  // (at most once per distinct value of the least, not once per report).
+  if (was != least_ || bytes == was || --at_least_ > 0) return false;
+  least_ = *std::min_element(landed_.begin(), landed_.end());
+  at_least_ = static_cast<size_t>(std::count(landed_.begin(), landed_.end(), least_));
+  return true;
+}
+
+size_t LandedPrefixes::Leading(uint64_t want) const {
+  size_t n = 0;
+  while (n < landed_.size() && landed_[n] >= want) ++n;
+  return n;
+}
+
 }  // namespace kvtier::internal

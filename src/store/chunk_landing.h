@@ -4,11 +4,16 @@
 //
 // Thread-safety: Verified and Complete may be called from many threads at once; LoadProgress::Landed
 // is called under this object's lock, so a chunk's reports arrive in increasing order.
+//
+// LandedPrefixes: what a LoadProgress sink keeps of those reports, for a waiter that needs the first
+// bytes of every chunk (kvtier_op_wait_bytes): only a rise of the least prefix can satisfy such a
+// waiter, so Report says when to wake one. Not thread-safe: its owner's lock guards it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <vector>
 
 #include "core/thread_annotations.h"
 #include "kvtier/store.h"
@@ -32,6 +37,25 @@ class ChunkLanding final : public ReadProgress {
   mutable Mutex mu_;
   uint64_t prefix_ GUARDED_BY(mu_) = 0;                    // [0, prefix_) verified and reported
   std::map<uint64_t, uint64_t> pending_ GUARDED_BY(mu_);  // verified ranges past a gap: begin -> end
+};
+
+class LandedPrefixes {
+ public:
+  explicit LandedPrefixes(size_t chunks = 0) : landed_(chunks, 0), at_least_(chunks) {}
+
+  // Records that chunk `chunk`'s first `bytes` bytes landed (a chunk's reports only grow); true when
+  // that raised least().
+  bool Report(size_t chunk, uint64_t bytes);
+  // The smallest prefix of any chunk (0 until every chunk reported).
+  uint64_t least() const { return least_; }
+  // How many leading chunks have their first `want` bytes landed.
+  size_t Leading(uint64_t want) const;
+  size_t size() const { return landed_.size(); }
+
+ private:
+  std::vector<uint64_t> landed_;
+  uint64_t least_ = 0;
+  size_t at_least_;  // how many entries of landed_ equal least_
 };
 
 }  // namespace kvtier::internal

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/thread_annotations.h"
@@ -34,6 +35,7 @@ class Recorder final : public LoadProgress {
     EXPECT_GT(bytes, landed_[chunk]) << "reports of a chunk only grow";
     landed_[chunk] = bytes;
     calls_[chunk].push_back(bytes);
+    log_.emplace_back(chunk, bytes);
     cv_.NotifyAll();
   }
   void WaitFor(size_t chunk, uint64_t bytes) {
@@ -48,12 +50,17 @@ class Recorder final : public LoadProgress {
     MutexLock lock(mu_);
     return calls_[chunk];
   }
+  std::vector<std::pair<size_t, uint64_t>> log() {  // every report, in the order they came
+    MutexLock lock(mu_);
+    return log_;
+  }
 
  private:
   Mutex mu_;
   CondVar cv_;
   std::vector<uint64_t> landed_ GUARDED_BY(mu_);
   std::vector<std::vector<uint64_t>> calls_ GUARDED_BY(mu_);
+  std::vector<std::pair<size_t, uint64_t>> log_ GUARDED_BY(mu_);
 };
 
 // Reads a chunk from the wrapped tier, lands its first half in the destination and reports it, then
@@ -206,6 +213,30 @@ TEST(ChunkLandingTest, RangesInAnyOrderGrowThePrefix) {
   EXPECT_TRUE(landing.reported());
 }
 
+// A waiter for every chunk's first bytes is woken only when the least prefix rises (kvtier_op_wait_bytes:
+// a mem:// load reports every 2 MiB slice), and never misses the rise that lets it through.
+TEST(LandedPrefixesTest, ReportSaysWhenTheLeastPrefixRises) {
+  internal::LandedPrefixes p(3);
+  EXPECT_FALSE(p.Report(0, 8));
+  EXPECT_FALSE(p.Report(0, 16));
+  EXPECT_FALSE(p.Report(2, 4));
+  EXPECT_EQ(p.least(), 0u);
+  EXPECT_EQ(p.Leading(4), 1u);
+  EXPECT_TRUE(p.Report(1, 8));  // the last chunk at 0
+  EXPECT_EQ(p.least(), 4u);
+  EXPECT_EQ(p.Leading(4), 3u);
+  EXPECT_EQ(p.Leading(8), 2u);
+  EXPECT_TRUE(p.Report(2, 16));  // 4 -> 8 (chunk 1)
+  EXPECT_EQ(p.least(), 8u);
+  EXPECT_FALSE(p.Report(0, 24));
+  EXPECT_FALSE(p.Report(2, 24));
+  EXPECT_TRUE(p.Report(1, 24));  // every chunk at 24
+  EXPECT_EQ(p.least(), 24u);
+  EXPECT_EQ(p.Leading(25), 0u);
+  internal::LandedPrefixes none;
+  EXPECT_EQ(none.Leading(1), 0u);
+}
+
 StoreOptions OneTier(const std::string& url) {
   StoreOptions options;
   options.tiers = {url};
@@ -238,6 +269,41 @@ TEST(StoreProgressTiers, MemReportsSlicesInOrder) {
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   SaveOneChunkThenLoadWithProgress(**store, layout, std::byte{3},
                                    std::vector<uint64_t>{2 << 20, 4 << 20, 6 << 20, 8 << 20});
+}
+
+// A mem:// load of several chunks copies slice 0 of every chunk before slice 1 of any: a layer-wise
+// reader, which needs the first bytes of every chunk, has them once half of these bytes landed.
+TEST(StoreProgressTiers, MemCopiesSliceBySliceAcrossChunks) {
+  const Layout layout{2, 8, 128, DType::kBF16, 512};  // 4 MiB chunks: 2 slices
+  auto store = Store::Open(OneTier("mem://?capacity=32MiB&threads=1"));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const Namespace ns = *Namespace::Make("test/progress", layout, "");
+  const auto keys = ComputeChunkKeys(ns, std::vector<uint32_t>(2 * layout.tokens_per_chunk, 7));
+  ASSERT_EQ(keys.size(), 2u);
+  std::vector<std::vector<std::byte>> data, out;
+  std::vector<GatherList> src;
+  std::vector<ScatterList> dst;
+  std::vector<std::span<const std::byte>> in(2);
+  std::vector<std::span<std::byte>> to(2);
+  for (size_t i = 0; i < 2; ++i) {
+    data.emplace_back(layout.BytesPerChunk(), std::byte(i + 1));
+    out.emplace_back(layout.BytesPerChunk());
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    in[i] = data[i];
+    to[i] = out[i];
+    src.emplace_back(&in[i], 1);
+    dst.emplace_back(&to[i], 1);
+  }
+  ASSERT_TRUE((*store)->Save(ns, keys, src).ok());
+  Recorder rec(2);
+  auto n = (*store)->LoadWithProgress(ns, keys, dst, &rec);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 2u);
+  const uint64_t slice = 2 << 20;
+  EXPECT_EQ(rec.log(), (std::vector<std::pair<size_t, uint64_t>>{{0, slice}, {1, slice}, {0, 2 * slice},
+                                                                   {1, 2 * slice}}));
+  EXPECT_TRUE(out == data);
 }
 
 // A shm:// pool verifies each 1 MiB piece against its checksum as it copies it, and reports it.

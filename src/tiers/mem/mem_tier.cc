@@ -256,17 +256,25 @@ void MemTier::CopyOut(std::span<ReadOp> ops, std::span<Pinned> pins) {
     uint32_t op;
     uint64_t offset, len;
   };
+  // Slices go out slice by slice across the chunks (slice 0 of every chunk, then slice 1, ...): a
+  // layer-wise reader waits for the first bytes of every chunk (kvtier_op_wait_bytes), which then land
+  // first instead of after all but the last chunk.
   std::vector<Task> tasks;
-  uint64_t total = 0;
+  uint64_t total = 0, largest = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     if (pins[i].e == ChunkIndex::kNone) continue;
     const uint64_t bytes = pins[i].bytes;
     total += bytes;
     if (verify_ || bytes == 0) {
       tasks.push_back(Task{static_cast<uint32_t>(i), 0, bytes});
-      continue;
+    } else {
+      largest = std::max(largest, bytes);
     }
-    for (uint64_t at = 0; at < bytes; at += kCopySlice) {
+  }
+  for (uint64_t at = 0; at < largest; at += kCopySlice) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const uint64_t bytes = pins[i].bytes;
+      if (pins[i].e == ChunkIndex::kNone || verify_ || bytes <= at) continue;
       tasks.push_back(Task{static_cast<uint32_t>(i), at, std::min(kCopySlice, bytes - at)});
     }
   }
