@@ -198,9 +198,9 @@ bool CanReadIntoDestination(const OpenedChunk& c, ScatterList dst) {
 }
 
 // The state of one ReadMany call on one ring.
-class Batch {
+class UringBatch {
  public:
-  Batch(UringReader& reader, Ring& ring, std::span<ChunkRead> reads)
+  UringBatch(UringReader& reader, Ring& ring, std::span<ChunkRead> reads)
       : r_(reader), ring_(ring), reads_(reads) {
     slots_.resize(kRingEntries);
     for (unsigned i = 0; i < kRingEntries; ++i) free_slots_.push_back(i);
@@ -227,7 +227,7 @@ class Batch {
   void ReleaseBudget(Job* job);  // once per job: its charge and its place in chunks_in_flight
   void Schedule(Job* job, uint32_t piece);
   void RunPiece(Job* job, uint32_t piece);
-  static void Unref(Batch* batch, Job* job);
+  static void Unref(UringBatch* batch, Job* job);
   void Complete(Job* job);  // any thread, once every reference is gone
   Status RereadBuffered(Job* job);
   void Drain() EXCLUDES(done_mu_);
@@ -254,7 +254,7 @@ class Batch {
   std::vector<Job*> done_ GUARDED_BY(done_mu_);  // completed, not yet drained by the ring thread
 };
 
-bool Batch::Run() {
+bool UringBatch::Run() {
   while (!broken_) {
     Drain();
     StartJobs();
@@ -272,7 +272,7 @@ bool Batch::Run() {
   return false;
 }
 
-void Batch::StartJobs() {
+void UringBatch::StartJobs() {
   while (next_ < reads_.size() && active_ < kMaxOpenPerCall) {
     ChunkRead& read = reads_[next_];
     if (!opened_next_) {
@@ -299,7 +299,7 @@ void Batch::StartJobs() {
   }
 }
 
-bool Batch::Start(ChunkRead& read, OpenedChunk opened, uint64_t charge) {
+bool UringBatch::Start(ChunkRead& read, OpenedChunk opened, uint64_t charge) {
   auto job = std::make_unique<Job>();
   job->read = &read;
   job->chunk = std::move(opened);
@@ -336,7 +336,7 @@ bool Batch::Start(ChunkRead& read, OpenedChunk opened, uint64_t charge) {
 
 // Gives `job` bounce memory for its whole file: a slab region (registered with this ring when it can
 // be), else a heap buffer.
-bool Batch::AttachBounce(Job* job) {
+bool UringBatch::AttachBounce(Job* job) {
   job->region = r_.slab_.Allocate(job->chunk.read_len);
   if (job->region) {
     job->image = job->region->data;
@@ -357,14 +357,14 @@ bool Batch::AttachBounce(Job* job) {
   return job->image != nullptr;
 }
 
-void Batch::Queue(Job* job, uint64_t offset, uint64_t len, std::byte* dest, int fixed_index) {
+void UringBatch::Queue(Job* job, uint64_t offset, uint64_t len, std::byte* dest, int fixed_index) {
   for (uint64_t done = 0; done < len; done += kRequestBytes) {
     queued_.push_back({job, offset + done, std::min(kRequestBytes, len - done), dest + done, fixed_index});
     ++job->io_left;
   }
 }
 
-void Batch::Submit() {
+void UringBatch::Submit() {
   while (!queued_.empty() && !free_slots_.empty()) {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_.ring);
     if (sqe == nullptr) break;
@@ -396,7 +396,7 @@ void Batch::Submit() {
   }
 }
 
-void Batch::Reap() {
+void UringBatch::Reap() {
   if (submitted_ == 0) return;
   io_uring_cqe* cqe = nullptr;
   const int w = io_uring_wait_cqe(&ring_.ring, &cqe);
@@ -414,7 +414,7 @@ void Batch::Reap() {
   io_uring_cq_advance(&ring_.ring, seen);
 }
 
-void Batch::OnCompletion(uint64_t slot, int raw) {
+void UringBatch::OnCompletion(uint64_t slot, int raw) {
   const Request p = slots_[slot];
   free_slots_.push_back(static_cast<unsigned>(slot));
   --submitted_;
@@ -450,19 +450,19 @@ void Batch::OnCompletion(uint64_t slot, int raw) {
 // so its bytes leave the budget then, not when its verification ends: with one chunk in flight the next
 // chunk's reads start while this one is still being verified. A bounce read keeps its budget until its
 // bytes are copied out (they live in the reader's slab), as does one that must be re-read buffered.
-void Batch::ReleaseLanded(Job* job) {
+void UringBatch::ReleaseLanded(Job* job) {
   if (!job->into_dst || job->retry_buffered) return;
   ReleaseBudget(job);
 }
 
-void Batch::ReleaseBudget(Job* job) {
+void UringBatch::ReleaseBudget(Job* job) {
   if (job->released) return;
   job->released = true;
   r_.counters_.chunks_in_flight.fetch_sub(1);
   r_.budget_.Release(job->charge);
 }
 
-void Batch::Land(Job* job, uint64_t offset, uint64_t len) {
+void UringBatch::Land(Job* job, uint64_t offset, uint64_t len) {
   if (!job->error.ok() || job->retry_buffered) return;  // the chunk fails or is read again anyway
   const uint64_t end = offset + len;
   if (offset < kChunkHeaderSize) {
@@ -480,7 +480,7 @@ void Batch::Land(Job* job, uint64_t offset, uint64_t len) {
   }
 }
 
-void Batch::OnHeader(Job* job) {
+void UringBatch::OnHeader(Job* job) {
   auto header = CheckFileHeader({job->image, kChunkHeaderSize}, job->chunk.file_size, job->read->expected, job->want);
   Result<std::unique_ptr<PayloadVerifier>> verifier =
       header.ok() ? PayloadVerifier::Make(std::move(header).value(), r_.options_.cipher.get(), r_.options_.verify_payload)
@@ -500,7 +500,7 @@ void Batch::OnHeader(Job* job) {
   job->early.clear();
 }
 
-void Batch::AddPayload(Job* job, uint64_t begin, uint64_t end) {
+void UringBatch::AddPayload(Job* job, uint64_t begin, uint64_t end) {
   const ChunkHeader& h = job->verifier->header();
   const uint32_t pieces = job->verifier->pieces();
   uint32_t i = h.PieceAt(begin);
@@ -514,7 +514,7 @@ void Batch::AddPayload(Job* job, uint64_t begin, uint64_t end) {
   }
 }
 
-void Batch::Schedule(Job* job, uint32_t piece) {
+void UringBatch::Schedule(Job* job, uint32_t piece) {
   job->refs.fetch_add(1, std::memory_order_relaxed);
   ThreadPool* pool = r_.verify_pool_.get();
   if (pool == nullptr) {
@@ -531,7 +531,7 @@ void Batch::Schedule(Job* job, uint32_t piece) {
   });
 }
 
-void Batch::RunPiece(Job* job, uint32_t piece) {
+void UringBatch::RunPiece(Job* job, uint32_t piece) {
   const ScatterList dst = job->read->dst;
   Status s;
   if (job->into_dst) {
@@ -552,11 +552,11 @@ void Batch::RunPiece(Job* job, uint32_t piece) {
   if (job->verify_status.ok()) job->verify_status = std::move(s);
 }
 
-void Batch::Unref(Batch* batch, Job* job) {
+void UringBatch::Unref(UringBatch* batch, Job* job) {
   if (job->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) batch->Complete(job);
 }
 
-void Batch::Complete(Job* job) {
+void UringBatch::Complete(Job* job) {
   ChunkRead& read = *job->read;
   Status s = job->error;
   const uint64_t valid = std::min({job->chunk.read_len, job->eof_at, job->chunk.file_size});
@@ -584,7 +584,7 @@ void Batch::Complete(Job* job) {
   done_cv_.NotifyAll();
 }
 
-Status Batch::RereadBuffered(Job* job) {
+Status UringBatch::RereadBuffered(Job* job) {
   ChunkRead& read = *job->read;
   AlignedBuffer buf = r_.buffers_.Get(job->chunk.read_len);
   if (buf.data() == nullptr) return Status::IOError("out of memory for a buffered re-read", true);
@@ -602,7 +602,7 @@ Status Batch::RereadBuffered(Job* job) {
   return s;
 }
 
-void Batch::Drain() {
+void UringBatch::Drain() {
   std::vector<Job*> done;
   {
     MutexLock lock(done_mu_);
@@ -615,7 +615,7 @@ void Batch::Drain() {
   }
 }
 
-void Batch::WaitDone() {
+void UringBatch::WaitDone() {
   {
     MutexLock lock(done_mu_);
     while (done_.empty()) done_cv_.Wait(done_mu_);
@@ -625,7 +625,7 @@ void Batch::WaitDone() {
 
 // The ring cannot be trusted any more: wait out what the kernel holds, then fail what is left; the
 // reads not yet started are done synchronously so the caller still gets answers.
-void Batch::FailEverything() {
+void UringBatch::FailEverything() {
   while (submitted_ > 0) {
     io_uring_cqe* cqe = nullptr;
     const int w = io_uring_wait_cqe(&ring_.ring, &cqe);
@@ -669,7 +669,7 @@ void UringReader::ReadMany(std::span<ChunkRead> reads) {
     ZeroFailedReads(reads);
     return;
   }
-  Batch batch(*this, *ring, reads);
+  UringBatch batch(*this, *ring, reads);
   if (batch.Run()) {
     PutRing(std::move(ring));
   } else if (batch.kernel_busy()) {

@@ -1,6 +1,7 @@
 #include "tiers/fs/fs_tier.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -22,6 +23,13 @@
 
 namespace kvtier::internal {
 namespace {
+
+// Whether the median of `window` (its upper middle element) is above `limit`.
+template <size_t N>
+bool MedianAbove(std::array<std::chrono::steady_clock::duration, N> window, std::chrono::microseconds limit) {
+  std::nth_element(window.begin(), window.begin() + N / 2, window.end());
+  return window[N / 2] > limit;
+}
 
 // Another process may have changed the pool since the last measurement: never wrap below zero.
 void SubClamped(std::atomic<uint64_t>& a, uint64_t d) {
@@ -76,17 +84,23 @@ class FsTier final : public Tier {
   }
 
   // A batch is stat'ed on this thread while the filesystem answers fast (a local disk answers in
-  // microseconds, less than starting a thread costs); once the stats average a network round trip,
-  // the rest run on a few threads at once, so a Lookup of many chunks waits for about one round trip
-  // instead of one per chunk.
+  // microseconds, less than starting a thread costs); once the median stat of a window of
+  // kSerialProbe takes a network round trip, the rest run on a few threads at once, so a Lookup of
+  // many chunks waits for about one round trip instead of one per chunk. The median, not the mean: on
+  // a busy host one stat that waited milliseconds for a CPU made the mean look like a network, and
+  // eight threads started on busy cores cost far more than the stats they share.
   void ContainsMany(std::span<const ChunkId> ids, std::span<bool> present) override {
     const size_t n = std::min(ids.size(), present.size());
-    const auto start = std::chrono::steady_clock::now();
+    std::array<std::chrono::steady_clock::duration, kSerialProbe> window{};
+    auto last = std::chrono::steady_clock::now();
     size_t i = 0;
     while (i < n) {
       present[i] = Contains(ids[i]);
+      const auto now = std::chrono::steady_clock::now();
+      window[i % kSerialProbe] = now - last;
+      last = now;
       ++i;
-      if (i >= kSerialProbe && std::chrono::steady_clock::now() - start > kSlowStat * static_cast<int64_t>(i)) break;
+      if (i % kSerialProbe == 0 && MedianAbove(window, kSlowStat)) break;
     }
     const unsigned threads = static_cast<unsigned>(std::min<size_t>(kStatThreads, (n - i) / 2));
     if (threads <= 1) {
@@ -186,8 +200,8 @@ class FsTier final : public Tier {
   const ReadModeChoice read_mode_;  // how the reader reads this mount, and why (fs/read_probe.h)
   const std::unique_ptr<ChunkReader> reader_;
   static constexpr size_t kStatThreads = 8;
-  static constexpr size_t kSerialProbe = 8;  // stats timed on the caller's thread before any fan-out
-  static constexpr std::chrono::microseconds kSlowStat{50};  // mean stat time that means a network
+  static constexpr size_t kSerialProbe = 8;  // stats per window timed on the caller's thread
+  static constexpr std::chrono::microseconds kSlowStat{50};  // median stat time that means a network
   TtlKeySet missing_;  // negative-lookup cache
   TtlKeySet present_;  // positive-lookup cache: chunks stat'ed, written or read a moment ago
   TtlKeySet touched_;  // chunks whose mtime this process refreshed recently
