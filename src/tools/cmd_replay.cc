@@ -116,7 +116,7 @@ Status RunSweep(const ReplayArgs& a, const Replayer& replayer, const std::vector
     KVTIER_ASSIGN_OR_RETURN(opt.tiers.back(),
                             WithCapacityTokens(tiers.back(), tokens, report->scale));
     KVTIER_ASSIGN_OR_RETURN(ReplayRun run, replayer.Run(opt));
-    report->sweep.push_back(SweepPoint{tokens, std::move(run)});
+    report->sweep.push_back(ReplaySweepPoint{tokens, std::move(run)});
   }
   return Status::OK();
 }
@@ -191,7 +191,7 @@ int RunReplay(const ReplayArgs& a) {
   if (!s.ok()) return Fail(s);
   uint64_t wrong = 0;
   for (const ReplayRun& r : report.runs) wrong += r.wrong_blocks;
-  for (const SweepPoint& p : report.sweep) wrong += p.run.wrong_blocks;
+  for (const ReplaySweepPoint& p : report.sweep) wrong += p.run.wrong_blocks;
   if (wrong > 0) {
     std::cerr << "kvtier replay: " << wrong << " loaded blocks held the wrong bytes\n";
     return 3;

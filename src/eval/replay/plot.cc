@@ -35,7 +35,7 @@ std::string SweepPlotScript(const ReplayReport& r, const PlotOptions& o) {
       1e6 * static_cast<double>(r.scale.model_bytes_per_token) / (1ull << 30);
   std::string s;
   s += "$sweep << EOD\n";
-  for (const SweepPoint& p : r.sweep) {
+  for (const ReplaySweepPoint& p : r.sweep) {
     s += Num(p.capacity_tokens / 1e6) + " " + Num(p.run.TokenHitRatio()) + "\n";
   }
   s += "EOD\n";
@@ -52,7 +52,7 @@ std::string SweepPlotScript(const ReplayReport& r, const PlotOptions& o) {
   // Both axes are logarithmic, so the GiB axis is the token axis with its range scaled (gnuplot
   // cannot link nonlinear axes).
   double lo = r.sweep.front().capacity_tokens / 1e6, hi = lo;
-  for (const SweepPoint& p : r.sweep) {
+  for (const ReplaySweepPoint& p : r.sweep) {
     lo = std::min(lo, p.capacity_tokens / 1e6);
     hi = std::max(hi, p.capacity_tokens / 1e6);
   }

@@ -171,7 +171,7 @@ nlohmann::json ReportJson(const ReplayReport& r) {
   out["policies"] = policies;
   if (!r.sweep.empty()) {
     json points = json::array();
-    for (const SweepPoint& p : r.sweep) {
+    for (const ReplaySweepPoint& p : r.sweep) {
       json written = json::array();
       for (const TierReplayResult& t : p.run.tiers) written.push_back(ModelBytes(r, t.stats.puts));
       points.push_back(
@@ -235,7 +235,7 @@ std::string ReportText(const ReplayReport& r) {
                   100.0 * g["fraction_saved"].get<double>());
     }
   }
-  for (const SweepPoint& p : r.sweep) {
+  for (const ReplaySweepPoint& p : r.sweep) {
     out += Line("sweep %12llu tokens: token hit ratio %.4f\n",
                 (unsigned long long)p.capacity_tokens, p.run.TokenHitRatio());
   }

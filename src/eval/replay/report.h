@@ -25,7 +25,7 @@
 
 namespace kvtier::internal {
 
-struct SweepPoint {
+struct ReplaySweepPoint {
   uint64_t capacity_tokens = 0;
   ReplayRun run;
 };
@@ -46,7 +46,7 @@ struct ReplayReport {
   std::vector<GpuProfile> gpus;
   std::vector<ReplayRun> runs;  // the configured tiers, one run per admission policy compared
   std::string sweep_tier;       // URL of the tier whose capacity the sweep varies
-  std::vector<SweepPoint> sweep;
+  std::vector<ReplaySweepPoint> sweep;
   ReplayTimings timings;
 };
 

@@ -57,7 +57,7 @@ struct Fixture {
       opt.tiers = {*t};
       auto r = (*replayer)->Run(opt);
       EXPECT_TRUE(r.ok());
-      report.sweep.push_back(SweepPoint{cap, *r});
+      report.sweep.push_back(ReplaySweepPoint{cap, *r});
     }
     report.sweep_tier = "mem://";
   }
