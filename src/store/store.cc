@@ -201,22 +201,17 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
   if (first >= 0) tiers_[first]->GetMany(batches[first]);
   for (auto& h : helpers) h.join();
   std::vector<bool> ok(n, false);
-  for (size_t t = 0; t < tiers_.size(); ++t) {
-    for (size_t b = 0; b < batches[t].size(); ++b) {
-      const size_t i = index[t][b];
-      ok[i] = batches[t][b].status.ok();
-      read[i] = !batches[t][b].status.IsNotFound();
-      RemoveIfLengthDisagrees(t, batches[t][b].id, batches[t][b].status);
-      if (ok[i] && !progress.empty()) progress[i]->Complete(TotalBytes(dsts[i]));
-    }
-  }
-  for (size_t j = 0; j < ranged.size(); ++j) {
-    const size_t i = ranged[j];
-    ok[i] = ranged_status[j].ok();
-    read[i] = !ranged_status[j].IsNotFound();
-    RemoveIfLengthDisagrees(static_cast<size_t>(from[i]), ids[i], ranged_status[j]);
+  // What one read of chunk i from tier t says (batched, ranged or a retry from a slower tier).
+  const auto settle = [&](size_t i, size_t t, const Status& st) {
+    ok[i] = st.ok();
+    if (!st.IsNotFound()) read[i] = true;
+    RemoveIfLengthDisagrees(t, ids[i], st);
     if (ok[i] && !progress.empty()) progress[i]->Complete(TotalBytes(dsts[i]));
+  };
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    for (size_t b = 0; b < batches[t].size(); ++b) settle(index[t][b], t, batches[t][b].status);
   }
+  for (size_t j = 0; j < ranged.size(); ++j) settle(ranged[j], static_cast<size_t>(from[ranged[j]]), ranged_status[j]);
   // A bad or vanished copy is a miss in that tier, not the end: slower tiers may hold a good one. Not
   // when the failed read had already reported bytes as landed: the caller may have used them, and the
   // failure zeroed them, so the chunk ends the prefix however a second read would go.
@@ -226,11 +221,7 @@ size_t StoreImpl::ReadPlanned(std::span<const ChunkId> ids, std::span<const Scat
       const int t = FirstHolder(ids[i], static_cast<size_t>(from[i]) + 1);
       if (t < 0) return i;
       from[i] = t;
-      const Status st = ReadChunk(t, ids[i], dsts[i], skip_of(i));
-      RemoveIfLengthDisagrees(static_cast<size_t>(t), ids[i], st);
-      ok[i] = st.ok();
-      if (!st.IsNotFound()) read[i] = true;
-      if (ok[i] && !progress.empty()) progress[i]->Complete(TotalBytes(dsts[i]));
+      settle(i, static_cast<size_t>(t), ReadChunk(t, ids[i], dsts[i], skip_of(i)));
     }
   }
   return n;
