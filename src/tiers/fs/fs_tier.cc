@@ -92,11 +92,11 @@ class FsTier final : public Tier {
   void ContainsMany(std::span<const ChunkId> ids, std::span<bool> present) override {
     const size_t n = std::min(ids.size(), present.size());
     std::array<std::chrono::steady_clock::duration, kSerialProbe> window{};
-    auto last = std::chrono::steady_clock::now();
+    auto last = StatClock();
     size_t i = 0;
     while (i < n) {
       present[i] = Contains(ids[i]);
-      const auto now = std::chrono::steady_clock::now();
+      const auto now = StatClock();
       window[i % kSerialProbe] = now - last;
       last = now;
       ++i;
@@ -199,6 +199,10 @@ class FsTier final : public Tier {
   const std::shared_ptr<CountingFileSystem> counted_;  // the pool's filesystem, counting metadata calls
   const ReadModeChoice read_mode_;  // how the reader reads this mount, and why (fs/read_probe.h)
   const std::unique_ptr<ChunkReader> reader_;
+  std::chrono::steady_clock::time_point StatClock() const {
+    return options_.stat_clock ? options_.stat_clock() : std::chrono::steady_clock::now();
+  }
+
   static constexpr size_t kStatThreads = 8;
   static constexpr size_t kSerialProbe = 8;  // stats per window timed on the caller's thread
   static constexpr std::chrono::microseconds kSlowStat{50};  // median stat time that means a network

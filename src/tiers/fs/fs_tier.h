@@ -55,6 +55,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -85,6 +86,9 @@ struct FsTierOptions {
   std::shared_ptr<FileSystem> fs = nullptr;
   std::shared_ptr<const ChunkCipher> cipher = nullptr;  // key_file=: encrypted chunks only (docs/encryption.md)
   std::shared_ptr<HostAllocator> host_allocator = nullptr;  // TierOpenOptions': the reader's bounce slab
+  // optional: the clock ContainsMany times its stats with to choose threads (tests give one they drive,
+  // so the choice does not depend on how fast the test host is); unset: std::chrono::steady_clock
+  std::function<std::chrono::steady_clock::time_point()> stat_clock = nullptr;
 };
 
 Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url);

@@ -22,16 +22,21 @@ namespace {
 using fstest::OnePiece;
 using fstest::PayloadFor;
 
-// Every Stat first sleeps `delay` (a network round trip); after StallNextStat, the next one sleeps
-// that much more (a thread that waited for a CPU on a busy host).
+// A filesystem whose stats take `delay` each on the clock it keeps (the clock the tier times its stats
+// with; it moves only when a stat is made, so the tier's choice never depends on this host's speed);
+// after StallNextStat, the next one takes that much more (a thread that waited for a CPU on a busy
+// host). With `sleep`, each stat also really sleeps `delay`, so threads started for a batch overlap.
 class SlowStatFileSystem : public CountingFileSystem {
  public:
-  SlowStatFileSystem(std::shared_ptr<FileSystem> inner, std::chrono::microseconds delay)
-      : CountingFileSystem(std::move(inner)), delay_(delay) {}
+  SlowStatFileSystem(std::shared_ptr<FileSystem> inner, std::chrono::microseconds delay, bool sleep)
+      : CountingFileSystem(std::move(inner)), delay_(delay), sleep_(sleep) {}
   void StallNextStat(std::chrono::microseconds stall) { stall_us_ = stall.count(); }
+  std::chrono::steady_clock::time_point Now() const {
+    return std::chrono::steady_clock::time_point(std::chrono::microseconds(clock_us_.load()));
+  }
   Result<FileStat> Stat(std::string_view rel) override {
-    if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
-    if (const int64_t stall = stall_us_.exchange(0); stall > 0) std::this_thread::sleep_for(std::chrono::microseconds(stall));
+    if (sleep_) std::this_thread::sleep_for(delay_);
+    clock_us_ += delay_.count() + stall_us_.exchange(0);
     {
       std::lock_guard<std::mutex> lock(mu_);
       threads_.insert(std::this_thread::get_id());
@@ -45,7 +50,9 @@ class SlowStatFileSystem : public CountingFileSystem {
 
  private:
   const std::chrono::microseconds delay_;
+  const bool sleep_;
   std::atomic<int64_t> stall_us_{0};
+  std::atomic<int64_t> clock_us_{0};
   std::mutex mu_;
   std::set<std::thread::id> threads_;
 };
@@ -55,17 +62,20 @@ class FsMetadataTest : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(dir_.ok()); }
 
   // An fs:// tier over a filesystem whose calls this test counts.
-  // With `stat_delay`, every Stat first sleeps that long (a network filesystem's round trip).
+  // Every Stat takes `stat_delay` on the tier's stat clock (1 us: a local disk; 2 ms: a network
+  // filesystem's round trip, then also really slept).
   std::unique_ptr<Tier> Open(std::shared_ptr<CountingFileSystem>* counted, const std::string& params = "",
-                             std::chrono::microseconds stat_delay = {}) {
+                             std::chrono::microseconds stat_delay = std::chrono::microseconds(1)) {
     auto posix = OpenPosixFileSystem(dir_.path() + "/pool", PosixFsOptions{.create = true});
     EXPECT_TRUE(posix.ok());
-    *counted = std::make_shared<SlowStatFileSystem>(*posix, stat_delay);
+    auto slow = std::make_shared<SlowStatFileSystem>(*posix, stat_delay, stat_delay.count() >= 1000);
+    *counted = slow;
     auto url = TierUrl::Parse("fs://" + dir_.path() + "/pool" + params);
     EXPECT_TRUE(url.ok());
     auto o = ParseFsTierOptions(*url);
     EXPECT_TRUE(o.ok());
     o->fs = *counted;
+    o->stat_clock = [slow] { return slow->Now(); };
     auto t = OpenFsTierWithOptions(*o, url->ToString());
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     return t.ok() ? std::move(t).value() : nullptr;
