@@ -4,10 +4,13 @@ buffer, in the same run.
 The chunks (llama-3.1-8b geometry: 32 layers, 8 KV heads, head_dim 128, bf16, 256 tokens = 32 MiB) are
 saved once into a mem:// tier. Each round loads them (a) with Store.load into one contiguous buffer and
 (b) through the connector's worker side (start_load_kv, wait_for_layer_load of every layer,
-wait_for_save) into vLLM FlashAttention tensors [2, num_blocks, 16, 8, 128] per layer, once with a
-shuffled block table (per chunk 32 x 2 x 16 block regions of 32 KiB, scattered) and once with
-consecutive block ids (a fresh engine's free list: adjacent regions are one piece), which kvtier fills
-straight from the verified chunk. Both destinations are torch tensors (one allocator, no huge pages for
+wait_for_save) into the paged tensors of one of vLLM's layouts, once with a shuffled block table and
+once with consecutive block ids (a fresh engine's free list: adjacent regions are one piece), which
+kvtier fills straight from the verified chunk. ``--layout cpu_attn`` (the default) is vLLM's CPU
+backend, [2, num_blocks, 8, block_size, 128] per layer (vllm/v1/attention/backends/cpu_attn.py), at
+its default block size of 128 tokens (vllm/platforms/cpu.py); a region is one head's rows of one block
+(32 KiB), 8 x 32 x 2 x 2 of them per chunk. ``--layout flash_attn`` is FlashAttention's NHD
+[2, num_blocks, block_size, 8, 128] (a region is one block's K or V: 32 KiB at ``--block-size 16``). Both destinations are torch tensors (one allocator, no huge pages for
 either). Every round runs each case once, in an order that rotates from round to round (no case always
 follows another); the median of each case is printed with its ratio to (a), and so is the median of
 the per-round ratios (a round's cases ran within a fraction of a second of each other, so on a shared,
@@ -37,14 +40,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chunks", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--block-size", type=int, default=128)
+    ap.add_argument("--layout", choices=("cpu_attn", "flash_attn"), default="cpu_attn")
     args = ap.parse_args(argv)
     T, bs = 256, args.block_size
     spec = ModelSpec(model="bench/llama-3.1-8b", layers=32, kv_heads=8, head_dim=128, kv_dtype="bfloat16",
                      block_size=bs)
     n = args.chunks
     store = kvtier.Store([f"mem://?capacity={(n + 2) * 32}MiB"])
-    worker = KvtierConnectorCore("worker", spec, {"tiers": "mem://", "chunk_tokens": T}, store=store)
+    worker = KvtierConnectorCore("worker", spec, {"tiers": "mem://", "chunk_tokens": T,
+                                                  "kv_cache_layout": args.layout}, store=store)
     ns = worker.namespace
     chunk_bytes = ns.layout.chunk_bytes
     rng = np.random.default_rng(0)
@@ -57,7 +62,8 @@ def main(argv=None) -> int:
 
     per = T // bs
     num_blocks = n * per + 4
-    caches = {f"model.layers.{i}.self_attn.attn": torch.zeros(2, num_blocks, bs, 8, 128, dtype=torch.bfloat16)
+    block_shape = (8, bs) if args.layout == "cpu_attn" else (bs, 8)
+    caches = {f"model.layers.{i}.self_attn.attn": torch.zeros(2, num_blocks, *block_shape, 128, dtype=torch.bfloat16)
               for i in range(spec.layers)}
     worker.register_kv_caches(caches)
     shuffled = list(range(num_blocks))
@@ -100,12 +106,14 @@ def main(argv=None) -> int:
     a = times.pop("contiguous")
     gb = n * chunk_bytes / 1e9
     pa = gb / statistics.median(a)
-    # spot-check one block region of a connector load against the contiguous copy
+    # spot-check the first region of a connector load against the contiguous copy (the chunk's first
+    # bytes: layer 0 K of head 0 in head-major chunks, of every head in classic ones)
     table = tables["consecutive"]
     connector(table)
-    k0 = caches["model.layers.0.self_attn.attn"][0, table[0]].contiguous().view(torch.uint8).numpy().ravel()
+    k0 = caches["model.layers.0.self_attn.attn"][0, table[0]]
+    k0 = (k0[0] if args.layout == "cpu_attn" else k0).contiguous().view(torch.uint8).numpy().ravel()
     assert np.array_equal(k0, contiguous[:k0.size]), "connector load differs from Store.load"
-    print(f"chunks {n} x {chunk_bytes >> 20} MiB, block {bs} tokens, {args.rounds} rounds, loadavg "
+    print(f"chunks {n} x {chunk_bytes >> 20} MiB, layout {args.layout}, block {bs} tokens, {args.rounds} rounds, loadavg "
           f"{open('/proc/loadavg').read().split()[:3]}")
     print(f"Store.load into one contiguous buffer: median {pa:.2f} GB/s (best {gb / min(a):.2f})")
     for name, t in times.items():

@@ -1,11 +1,17 @@
 """vLLM's per-layer KV cache tensors -> the host paged cache of kvtier.connectors._host_paged.
 
-Served (CPU tensors, NHD stride order: each block's K and V is one contiguous run of block_size x
-kv_heads x head_dim values): FlashAttention ``[2, num_blocks, block_size, kv_heads, head_dim]``,
-FlashInfer ``[num_blocks, 2, block_size, kv_heads, head_dim]``, and a (K, V) pair of
-``[num_blocks, block_size, kv_heads, head_dim]``. Everything else is refused with ValueError: MLA
-latent caches, HND stride orders, a dtype other than the configuration's (CUDA caches:
-``_gpu_paged``).
+Served (CPU tensors):
+- NHD (each block's K and V is one contiguous run of block_size x kv_heads x head_dim values), chunks in
+  the classic order: FlashAttention ``[2, num_blocks, block_size, kv_heads, head_dim]`` (layout
+  ``flash_attn``), FlashInfer ``[num_blocks, 2, block_size, kv_heads, head_dim]`` (``flashinfer``), and
+  a (K, V) pair of ``[num_blocks, block_size, kv_heads, head_dim]``;
+- HND, vLLM's CPU backend ``[2, num_blocks, kv_heads, block_size, head_dim]`` (layout ``cpu_attn``:
+  each head's rows of a block are one contiguous run of block_size x head_dim values), chunks in the
+  grouped head-major order (docs/models.md), so a region is one head's rows of one block.
+The layout decides the namespace's chunk order before any tensor is seen, so ``auto`` only reads the
+NHD shapes and refuses a tensor that would read as both (kv_heads == block_size) or as vLLM's CPU
+backend's. Everything else is refused with ValueError: MLA latent caches, other stride orders, a dtype
+other than the configuration's (CUDA caches: ``_gpu_paged``).
 ``spec`` is a ``kvtier.connectors.vllm_v1.ModelSpec``.
 """
 
@@ -44,8 +50,9 @@ def _nhd_region(t: Any, spec: ModelSpec, what: str) -> None:
                          f"{tuple(t.stride())}); HND and other stride orders are not supported")
 
 
-def _layer_regions(t: Any, spec: ModelSpec, layout: str, what: str) -> tuple[int, int, int, int]:
-    """(K address, V address, block stride in bytes, num_blocks) of one layer's cache."""
+def _layer_regions(t: Any, spec: ModelSpec, layout: str, what: str) -> tuple[int, int, int, int, int]:
+    """(K address, V address, block stride in bytes, num_blocks, head stride in bytes or 0 for NHD) of
+    one layer's cache."""
     if isinstance(t, (tuple, list)):
         if len(t) != 2:
             raise ValueError(f"KvtierConnector: {what}: a tuple of {len(t)} tensors, not (K, V)")
@@ -58,7 +65,7 @@ def _layer_regions(t: Any, spec: ModelSpec, layout: str, what: str) -> tuple[int
             _nhd_region(x, spec, f"{what} {name}")
         if k.shape != v.shape or k.stride() != v.stride():
             raise ValueError(f"KvtierConnector: {what}: K and V differ in shape or strides")
-        return k.data_ptr(), v.data_ptr(), k.stride(0) * k.element_size(), k.shape[0]
+        return k.data_ptr(), v.data_ptr(), k.stride(0) * k.element_size(), k.shape[0], 0
     _check_tensor(t, spec, what)
     shape = tuple(t.shape)
     if t.dim() == 3:
@@ -67,22 +74,51 @@ def _layer_regions(t: Any, spec: ModelSpec, layout: str, what: str) -> tuple[int
     if t.dim() != 5:
         raise ValueError(f"KvtierConnector: {what}: unknown KV cache shape {shape} (supported: "
                          "[2, num_blocks, block_size, kv_heads, head_dim], "
-                         "[num_blocks, 2, block_size, kv_heads, head_dim], or a (K, V) pair)")
+                         "[num_blocks, 2, block_size, kv_heads, head_dim], "
+                         "[2, num_blocks, kv_heads, block_size, head_dim] (cpu_attn), or a (K, V) pair)")
+    es, base = t.element_size(), t.data_ptr()
+    if layout == "cpu_attn":
+        _hnd_region(t, spec, what)
+        return base, base + t.stride(0) * es, t.stride(1) * es, shape[1], t.stride(2) * es
     if layout == "auto":
-        if shape[0] == 2 and shape[1] != 2:
-            layout = "flash_attn"
-        elif shape[1] == 2 and shape[0] != 2:
-            layout = "flashinfer"
-        else:
-            raise ValueError(f"KvtierConnector: {what}: shape {shape} is ambiguous; set "
-                             "kv_cache_layout to 'flash_attn' or 'flashinfer'")
+        layout = _nhd_layout_of(shape, spec, what)
     kv_dim, block_dim = (0, 1) if layout == "flash_attn" else (1, 0)
     if shape[kv_dim] != 2:
         raise ValueError(f"KvtierConnector: {what}: shape {shape} does not fit layout {layout}")
     _nhd_region(t, spec, what)
-    es = t.element_size()
-    base = t.data_ptr()
-    return (base, base + t.stride(kv_dim) * es, t.stride(block_dim) * es, shape[block_dim])
+    return base, base + t.stride(kv_dim) * es, t.stride(block_dim) * es, shape[block_dim], 0
+
+
+def _nhd_layout_of(shape: tuple, spec: ModelSpec, what: str) -> str:
+    """The NHD layout a 5-dimensional shape has under ``auto``; ValueError where it could be another."""
+    if spec.kv_heads == spec.block_size:
+        raise ValueError(f"KvtierConnector: {what}: kv_heads == block_size ({spec.block_size}): an NHD "
+                         "block and vLLM's CPU backend's HND block have the same shape; set "
+                         "kv_cache_layout to 'flash_attn', 'flashinfer' or 'cpu_attn'")
+    if shape[0] == 2 and shape[2:] == (spec.kv_heads, spec.block_size, spec.head_dim):
+        raise ValueError(f"KvtierConnector: {what}: shape {shape} is vLLM's CPU backend's HND cache "
+                         "[2, num_blocks, kv_heads, block_size, head_dim]; its chunks are in another order, "
+                         "chosen with the namespace: set kv_cache_layout to 'cpu_attn' (the vLLM adapter "
+                         "does on a CPU device)")
+    if shape[0] == 2 and shape[1] != 2:
+        return "flash_attn"
+    if shape[1] == 2 and shape[0] != 2:
+        return "flashinfer"
+    raise ValueError(f"KvtierConnector: {what}: shape {shape} is ambiguous; set "
+                     "kv_cache_layout to 'flash_attn' or 'flashinfer'")
+
+
+def _hnd_region(t: Any, spec: ModelSpec, what: str) -> None:
+    """ValueError unless ``t`` is [2, num_blocks, kv_heads, block_size, head_dim] with each head's rows
+    of a block one contiguous run (vLLM's CPU backend)."""
+    want = (spec.kv_heads, spec.block_size, spec.head_dim)
+    if t.shape[0] != 2 or tuple(t.shape[2:]) != want:
+        raise ValueError(f"KvtierConnector: {what}: shape {tuple(t.shape)} is not the cpu_attn layout "
+                         f"[2, num_blocks, kv_heads, block_size, head_dim] = [2, _, {want[0]}, {want[1]}, "
+                         f"{want[2]}]")
+    if tuple(t.stride()[-2:]) != (spec.head_dim, 1):
+        raise ValueError(f"KvtierConnector: {what}: one head's rows of a block are not one contiguous run "
+                         f"(strides {tuple(t.stride())})")
 
 
 _TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32",
@@ -109,9 +145,14 @@ def paged_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, layout: str = 
     blocks = {r[3] for r in regions}
     if len(blocks) != 1:
         raise ValueError(f"KvtierConnector: layers differ in num_blocks: {sorted(blocks)}")
-    row = spec.kv_heads * spec.head_dim * _dtype(spec.dtype)[1]  # bytes of one token's K (or V) row
-    return PagedCache(np.array([r[0] for r in regions], dtype=np.uint64),
-                      np.array([r[1] for r in regions], dtype=np.uint64),
-                      np.array([r[2] for r in regions], dtype=np.uint64),
-                      blocks.pop(), spec.block_size, row, keepalive=dict(kv_caches),
-                      layer_names=tuple(names))
+    k, v, stride = [r[0] for r in regions], [r[1] for r in regions], [r[2] for r in regions]
+    es = _dtype(spec.dtype)[1]
+    keep = dict(keepalive=dict(kv_caches), layer_names=tuple(names))
+    if layout == "cpu_attn":
+        heads = {r[4] for r in regions}
+        if len(heads) != 1:
+            raise ValueError(f"KvtierConnector: layers differ in their head stride: {sorted(heads)}")
+        return PagedCache.head_major(k, v, stride, heads.pop(), spec.kv_heads, blocks.pop(), spec.block_size,
+                                     spec.head_dim * es, **keep)
+    return PagedCache.classic(k, v, stride, blocks.pop(), spec.block_size, spec.kv_heads * spec.head_dim * es,
+                              **keep)

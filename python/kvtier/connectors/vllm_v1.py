@@ -33,13 +33,17 @@ Worker side (one per TP rank):
 
 - ``register_kv_caches``: per layer the FlashAttention layout ``[2, num_blocks, block_size,
   kv_heads, head_dim]``, the FlashInfer layout ``[num_blocks, 2, block_size, kv_heads, head_dim]``
-  (both NHD: each block's K and V is one contiguous run), or a (K, V) pair of
-  ``[num_blocks, block_size, kv_heads, head_dim]``. Anything else (MLA's ``[num_blocks, block_size,
-  latent]``, an HND stride order, a cross-layer cache) is refused with ValueError.
+  (both NHD: each block's K and V is one contiguous run), a (K, V) pair of
+  ``[num_blocks, block_size, kv_heads, head_dim]``, or, on the CPU, vLLM's CPU backend's HND layout
+  ``[2, num_blocks, kv_heads, block_size, head_dim]`` (``kv_cache_layout: cpu_attn``, which the
+  adapter sets on a CPU device: its chunks are in the grouped head-major order, another namespace).
+  Anything else (MLA's ``[num_blocks, block_size, latent]``, another stride order, a cross-layer
+  cache) is refused with ValueError.
 - ``start_load_kv`` starts one kvtier load per request over its block table (kvtier copies verified
   chunk bytes straight into the blocks); ``wait_for_layer_load(layer)`` waits, for each synchronous
   load, only until that layer's bytes of every chunk are verified and in the blocks
-  (``Handle.wait_bytes``: a chunk holds layer 0 K, layer 0 V, layer 1 K, ...; file:// and fs://
+  (``Handle.wait_bytes``: a classic chunk holds layer 0 K, layer 0 V, layer 1 K, ..., a head-major
+  one (cpu_attn) finishes every layer only in its last head; file:// and fs://
   report each verified piece of the chunk format, mem:// each copied slice, other tiers whole
   chunks), so layer 0's attention runs while later layers are still being read. A chunk that fails
   after its first layers landed is zeroed and reported with the load errors like any other: the
@@ -133,7 +137,7 @@ DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf1
           "fp8_e5m2": "fp8"}
 OWN_OPTIONS = ("tiers", "chunk_tokens", "async_load", "tenant", "salt", "model_id", "model_revision",
                "kv_cache_layout", "layer_groups") + STORE_OPTION_NAMES
-KV_CACHE_LAYOUTS = ("auto", "flash_attn", "flashinfer")
+KV_CACHE_LAYOUTS = ("auto", "flash_attn", "flashinfer", "cpu_attn")
 DEFAULT_CHUNK_TOKENS = 256
 
 
@@ -227,6 +231,19 @@ def check_options(extra: Mapping[str, Any]) -> None:
         raise ValueError(f"KvtierConnector: kv_cache_layout {layout!r} is not one of {KV_CACHE_LAYOUTS}")
 
 
+def layout_of(spec: ModelSpec, chunk_tokens: int, kv_cache_layout: str) -> kvtier.Layout:
+    """The chunk layout of the engine's cache: the classic order for NHD caches, the grouped
+    head-major order of one ``kv`` group for vLLM's CPU backend (``cpu_attn``, HND), whose block holds
+    each head's rows as one run (docs/models.md "Chunk piece order")."""
+    if kv_cache_layout != "cpu_attn":
+        return kvtier.Layout(layers=spec.layers, kv_heads=spec.kv_heads, head_dim=spec.head_dim,
+                             dtype=spec.dtype, tokens_per_chunk=chunk_tokens)
+    last = spec.layers - 1
+    layers = "0" if last == 0 else f"0-{last}"
+    return kvtier.Layout.from_spec(f"layers={spec.layers} tokens={chunk_tokens} kv:layers={layers},"
+                                   f"heads={spec.kv_heads},dim={spec.head_dim},dtype={spec.dtype}")
+
+
 def identity_of(spec: ModelSpec, extra: Mapping[str, Any], tp_rank: int) -> kvtier.EngineIdentity:
     """The engine identity of one TP rank's chunks. The chunk bytes are in kvtier's own order
     (layout ``chunk``), whatever the attention backend's layout, so FlashAttention and FlashInfer
@@ -255,8 +272,7 @@ class KvtierConnectorCore:
             raise ValueError(f"KvtierConnector: TP rank {tp_rank} of size {spec.tp_size}")
         self._core_role, self._spec, self._extra, self._tp_rank = role, spec, extra, tp_rank
         self._chunk_tokens = chunk_tokens_of(extra, spec.block_size)
-        self._layout = kvtier.Layout(layers=spec.layers, kv_heads=spec.kv_heads, head_dim=spec.head_dim,
-                                     dtype=spec.dtype, tokens_per_chunk=self._chunk_tokens)
+        self._layout = layout_of(spec, self._chunk_tokens, extra.get("kv_cache_layout", "auto"))
         ranks = range(spec.tp_size) if role == SCHEDULER else [tp_rank]
         tenant = str(extra.get("tenant", ""))
         self._namespaces = [identity_of(spec, extra, r).namespace(self._layout, tenant) for r in ranks]
@@ -421,6 +437,9 @@ class KvtierConnectorCore:
     def register_kv_caches(self, kv_caches: Mapping[str, Any]) -> None:
         layout = self._extra.get("kv_cache_layout", "auto")
         if kv_caches and is_cuda(next(iter(kv_caches.values()))):
+            if layout == "cpu_attn":
+                raise ValueError("KvtierConnector: kv_cache_layout 'cpu_attn' is vLLM's CPU backend's; "
+                                 "these KV caches are CUDA tensors")
             if self._async_load:
                 raise ValueError("KvtierConnector: async_load is not supported for CUDA KV caches "
                                  "(kvtier.gpu reads and verifies a load before start_load_kv returns)")
@@ -708,6 +727,10 @@ def _role_name(role: Any) -> str:
     return {"SCHEDULER": SCHEDULER, "WORKER": WORKER}.get(str(name).upper(), str(name))
 
 
+def _device_type(vllm_config: Any) -> str:
+    return str(getattr(getattr(vllm_config, "device_config", None), "device_type", "") or "")
+
+
 def _worker_tp_rank(vllm_config: Any) -> int:
     try:  # pragma: no cover - needs vLLM
         from vllm.distributed.parallel_state import get_tensor_model_parallel_rank  # type: ignore
@@ -728,6 +751,8 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
             except TypeError:  # revisions whose base takes (vllm_config, role)
                 _Base.__init__(self, vllm_config, role)
         extra = dict(getattr(vllm_config.kv_transfer_config, "kv_connector_extra_config", None) or {})
+        if extra.get("kv_cache_layout", "auto") == "auto" and _device_type(vllm_config) == "cpu":
+            extra["kv_cache_layout"] = "cpu_attn"  # vLLM's CPU platform always runs its CPU_ATTN backend
         role_name = _role_name(role)
         tp_rank = _worker_tp_rank(vllm_config) if role_name == WORKER else 0
         KvtierConnectorCore.__init__(self, role_name, spec_of_vllm_config(vllm_config), extra, tp_rank)

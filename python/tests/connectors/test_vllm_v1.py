@@ -43,7 +43,8 @@ def connectors(tiers, spec=SPEC, **extra):
 
 def engine(tiers, flashinfer=False, step_tokens=1 << 30, **extra):
     sched, worker = connectors(tiers, **extra)
-    cache = FlashAttnCache(LAYERS, BLOCKS, BS, HEADS, DIM, flashinfer=flashinfer)
+    cpu_attn = extra.get("kv_cache_layout") == "cpu_attn"
+    cache = FlashAttnCache(LAYERS, BLOCKS, BS, HEADS, DIM, flashinfer=flashinfer, cpu_attn=cpu_attn)
     return MiniEngine(sched, worker, cache, BLOCKS, step_tokens=step_tokens)
 
 
@@ -95,6 +96,54 @@ def test_several_requests_partial_hits_reload_equals_recompute(file_tier, flashi
     if async_load:
         assert {"a2", "b2", "c"} <= second.recving_done
     close(second)
+
+
+def test_cpu_backend_hnd_cache_round_trips_in_head_major_chunks(file_tier):
+    """vLLM's CPU backend keeps [2, num_blocks, kv_heads, block_size, head_dim] per layer: its chunks
+    are saved and loaded in the grouped head-major order (a region is one head's rows of one block),
+    in a namespace of their own, so an NHD engine of the same model never reads them."""
+    url, _ = file_tier
+    a = prompt(11, 3 * CHUNK + 3)
+    first_visit(url, a, kv_cache_layout="cpu_attn")
+    second = engine(url, kv_cache_layout="cpu_attn")
+    r = second.add("a", a)
+    assert second.sched.get_num_new_matched_tokens(r, 0) == (3 * CHUNK, False)
+    second.run()
+    assert second.kv_ok["a"] and second.worker.stats()["loaded_chunks"] == 3
+    # the stored bytes: for each head, for each layer, K rows then V rows of the chunk's tokens
+    ns = second.worker.namespace
+    chunk = torch.zeros(ns.layout.chunk_bytes // 4, dtype=torch.float32)
+    assert second.worker.store.load(ns, ns.chunk_keys(a[:CHUNK]), [chunk.numpy()]) == 1
+    want = torch.cat([reference_rows(a, 0, CHUNK, layer, kv, HEADS * DIM).view(CHUNK, HEADS, DIM)[:, h].reshape(-1)
+                      for h in range(HEADS) for layer in range(LAYERS) for kv in (0, 1)])
+    assert torch.equal(chunk, want)
+    close(second)
+    nhd = engine(url)  # FlashAttention's NHD cache of the same model: another chunk order, no hit
+    assert nhd.sched.get_num_new_matched_tokens(nhd.add("a", a), 0) == (0, False)
+    close(nhd)
+
+
+def test_auto_layout_never_reads_an_hnd_cache_as_nhd(file_tier):
+    url, _ = file_tier
+    hnd = {f"l.{i}": torch.zeros(2, BLOCKS, HEADS, BS, DIM) for i in range(LAYERS)}
+    sched, worker = connectors(url)
+    with pytest.raises(ValueError, match="cpu_attn"):
+        worker.register_kv_caches(hnd)  # the namespace was chosen for NHD chunks
+    worker.shutdown()
+    sched.shutdown()
+    square = ModelSpec(model="test/llama-tiny", revision="r1", layers=LAYERS, kv_heads=BS, head_dim=DIM,
+                       kv_dtype="float32", block_size=BS)  # kv_heads == block_size: both shapes agree
+    sched, worker = connectors(url, spec=square)
+    with pytest.raises(ValueError, match="kv_heads == block_size"):
+        worker.register_kv_caches({f"l.{i}": torch.zeros(2, BLOCKS, BS, BS, DIM) for i in range(LAYERS)})
+    worker.shutdown()
+    sched.shutdown()
+    sched, worker = connectors(url, kv_cache_layout="cpu_attn")
+    with pytest.raises(ValueError, match="cpu_attn layout"):
+        worker.register_kv_caches({f"l.{i}": torch.zeros(2, BLOCKS, BS, HEADS, DIM) for i in range(LAYERS)})
+    worker.register_kv_caches(hnd)
+    worker.shutdown()
+    sched.shutdown()
 
 
 def test_local_prefix_cache_blocks_are_not_overwritten(file_tier):
@@ -285,6 +334,12 @@ def test_adapter_reads_the_vllm_config(file_tier):
     assert conn.namespace.id == KvtierConnectorCore("worker", SPEC, {"tiers": url, "chunk_tokens": CHUNK},
                                                     store=sched.store).namespace.id
     conn.shutdown()
+    cfg.device_config = types.SimpleNamespace(device_type="cpu")  # vLLM's CPU platform: its HND backend
+    cpu = vllm_v1.KvtierConnector(cfg, role)
+    assert cpu.namespace.id == KvtierConnectorCore("worker", SPEC, {"tiers": url, "chunk_tokens": CHUNK,
+                                                                    "kv_cache_layout": "cpu_attn"},
+                                                   store=sched.store).namespace.id != conn.namespace.id
+    cpu.shutdown()
     sched.shutdown()
 
 

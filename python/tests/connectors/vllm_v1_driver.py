@@ -91,14 +91,17 @@ def reference_rows(tokens: list, start: int, end: int, layer: int, kv: int, widt
 
 
 class FlashAttnCache:
-    """Per layer one tensor [2, num_blocks, block_size, kv_heads, head_dim] (FlashAttention), or
-    [num_blocks, 2, ...] (FlashInfer) with ``flashinfer=True``."""
+    """Per layer one tensor [2, num_blocks, block_size, kv_heads, head_dim] (FlashAttention),
+    [num_blocks, 2, ...] (FlashInfer) with ``flashinfer=True``, or vLLM's CPU backend's HND
+    [2, num_blocks, kv_heads, block_size, head_dim] with ``cpu_attn=True``."""
 
     def __init__(self, layers: int, num_blocks: int, block_size: int, kv_heads: int, head_dim: int,
-                 dtype: torch.dtype = torch.float32, flashinfer: bool = False, device: str = "cpu") -> None:
+                 dtype: torch.dtype = torch.float32, flashinfer: bool = False, device: str = "cpu",
+                 cpu_attn: bool = False) -> None:
         self.block_size, self.kv_heads, self.head_dim = block_size, kv_heads, head_dim
-        self.flashinfer = flashinfer
-        shape = ((num_blocks, 2) if flashinfer else (2, num_blocks)) + (block_size, kv_heads, head_dim)
+        self.flashinfer, self.cpu_attn = flashinfer, cpu_attn
+        shape = ((num_blocks, 2) if flashinfer else (2, num_blocks)) + (
+            (kv_heads, block_size) if cpu_attn else (block_size, kv_heads)) + (head_dim,)
         self.tensors = {f"model.layers.{i}.self_attn.attn": torch.zeros(shape, dtype=dtype, device=device)
                         for i in range(layers)}
         self.names = list(self.tensors)
@@ -111,11 +114,17 @@ class FlashAttnCache:
         dst = self.kv(layer, kv)
         for i in range(rows.shape[0]):
             t = start + i
-            dst[block_ids[t // self.block_size], t % self.block_size] = rows[i].view(self.kv_heads, self.head_dim)
+            block = dst[block_ids[t // self.block_size]]
+            row = rows[i].view(self.kv_heads, self.head_dim)
+            if self.cpu_attn:
+                block[:, t % self.block_size] = row
+            else:
+                block[t % self.block_size] = row
 
     def read_rows(self, layer: int, kv: int, block_ids: list, start: int, end: int) -> torch.Tensor:
         src = self.kv(layer, kv)
-        return torch.stack([src[block_ids[t // self.block_size], t % self.block_size].reshape(-1)
+        at = (lambda b, r: src[b][:, r]) if self.cpu_attn else (lambda b, r: src[b][r])
+        return torch.stack([at(block_ids[t // self.block_size], t % self.block_size).reshape(-1)
                             for t in range(start, end)]).cpu()
 
 
