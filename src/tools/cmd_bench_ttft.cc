@@ -65,7 +65,6 @@ std::vector<std::string> ParseModes(const std::string& text) {
 Result<internal::TtftOptions> MakeOptions(const TtftArgs& a) {
   internal::TtftOptions o;
   KVTIER_ASSIGN_OR_RETURN(o.model, FindModelPreset(a.model));
-  KVTIER_RETURN_IF_ERROR(RequireClassicLayout(o.model.layout, "bench ttft --model " + a.model));
   if (a.chunk_tokens) o.model.layout.tokens_per_chunk = a.chunk_tokens;
   KVTIER_ASSIGN_OR_RETURN(o.gpu, internal::FindGpuProfile(a.gpu));
   o.context_tokens = a.context;

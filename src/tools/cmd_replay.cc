@@ -152,9 +152,10 @@ int RunReplay(const ReplayArgs& a) {
   report.trace_path = a.trace;
   auto model = FindModelPreset(a.model);
   if (!model.ok()) return Fail(model.status());
-  if (Status s = RequireClassicLayout(model->layout, "replay --model " + a.model); !s.ok()) return Fail(s);
   report.model = *model;
-  report.scale = ReplayScale{a.block_tokens, a.bytes_per_token, model->layout.BytesPerToken()};
+  const Layout& layout = model->layout;
+  report.scale = ReplayScale{a.block_tokens, a.bytes_per_token, layout.BytesPerToken(),
+                             layout.BytesPerChunk() - uint64_t{layout.tokens_per_chunk} * layout.BytesPerToken()};
   auto gpus = Gpus(a.gpus);
   if (!gpus.ok()) return Fail(gpus.status());
   report.gpus = *gpus;

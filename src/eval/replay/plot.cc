@@ -32,7 +32,7 @@ std::string Fixed4(double v) {
 
 std::string SweepPlotScript(const ReplayReport& r, const PlotOptions& o) {
   const double gib_per_mtoken =
-      1e6 * static_cast<double>(r.scale.model_bytes_per_token) / (1ull << 30);
+      1e6 * static_cast<double>(r.scale.ModelBlockBytes()) / r.scale.block_tokens / (1ull << 30);
   std::string s;
   s += "$sweep << EOD\n";
   for (const ReplaySweepPoint& p : r.sweep) {

@@ -111,7 +111,7 @@ Result<ReplayTier> ParseReplayTier(std::string_view url, const ReplayScale& scal
     if (!bytes.ok()) {
       return Status::InvalidArgument("capacity '" + cap + "' is neither a size nor <N>tokens");
     }
-    tokens = *bytes / scale.model_bytes_per_token;  // model-sized bytes, as a real deployment has
+    tokens = *bytes / scale.ModelBlockBytes() * scale.block_tokens;  // model-sized blocks, as a real deployment has
   }
   if (tokens == 0) return Status::InvalidArgument("capacity '" + cap + "' is zero");
   KVTIER_RETURN_IF_ERROR(SetCapacityTokens(&tier, tokens, scale));

@@ -25,9 +25,14 @@ struct ReplayScale {
   uint32_t block_tokens = 512;
   uint32_t bytes_per_token = 2;        // replay payload bytes per token; even (K and V), >= 2
   uint64_t model_bytes_per_token = 0;  // KV bytes per token of the model the figures are scaled to
+  // A hybrid model's per-sequence state (its layout's `state` groups), stored with every block as
+  // kvtier stores it with every chunk (docs/models.md "Hybrid state at chunk boundaries").
+  uint64_t model_state_bytes_per_block = 0;
 
   uint64_t BlockBytes() const { return uint64_t{block_tokens} * bytes_per_token; }
-  uint64_t ModelBlockBytes() const { return uint64_t{block_tokens} * model_bytes_per_token; }
+  uint64_t ModelBlockBytes() const {
+    return uint64_t{block_tokens} * model_bytes_per_token + model_state_bytes_per_block;
+  }
   // The namespace layout of replayed chunks: one fp8 layer whose chunk is BlockBytes() long.
   Layout ReplayLayout() const;
   // InvalidArgument for a zero block size, an odd or zero bytes_per_token, or no model size.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "eval/benchlib/datapath_passes.h"
+
 namespace kvtier::internal {
 namespace {
 
@@ -53,6 +55,18 @@ json TierJson(const ReplayReport& r, const ReplayRun& run, const TierReplayResul
   };
 }
 
+// What the model needs of every hit: per-token groups over the hit, window layers only their last W
+// tokens, a hybrid model's state once (what a window-aware load reads at best; docs/models.md).
+uint64_t MinimumHitBytes(const ReplayReport& r, const ReplayRun& run) {
+  const auto& reqs = r.trace->requests;
+  uint64_t total = 0;
+  for (size_t i = 0; i < reqs.size() && i < run.hit_blocks_per_request.size(); ++i) {
+    const uint64_t hit = HitTokens(reqs[i], run.hit_blocks_per_request[i], r.scale.block_tokens);
+    if (hit > 0) total += MinimumPrefixBytes(r.model.layout, hit);
+  }
+  return total;
+}
+
 // Hit bytes per arrival second: the mean over the trace and the busiest second.
 json BandwidthJson(const ReplayReport& r, const ReplayRun& run) {
   const auto& reqs = r.trace->requests;
@@ -67,6 +81,7 @@ json BandwidthJson(const ReplayReport& r, const ReplayRun& run) {
   return json{
       {"arrival_rate_requests_per_s", r.summary.requests / DurationS(r)},
       {"hit_read_bytes_per_s_mean", ModelBytes(r, run.hit_blocks) / DurationS(r)},
+      {"hit_minimum_bytes_per_s_mean", static_cast<double>(MinimumHitBytes(r, run)) / DurationS(r)},
       {"hit_read_bytes_per_s_peak_1s", static_cast<double>(ModelBytes(r, peak))},
       {"write_bytes_per_s_mean", ModelBytes(r, run.saved_blocks) / DurationS(r)},
   };
@@ -195,8 +210,11 @@ std::string ReportText(const ReplayReport& r) {
       "%.1f s\n",
       r.trace_path.c_str(), (unsigned long long)s.requests, (unsigned long long)s.input_tokens,
       (unsigned long long)s.block_refs, (unsigned long long)s.unique_blocks, DurationS(r));
-  out += Line("model %s: %llu KV bytes/token; footprint of every distinct block %.2f GiB\n",
+  out += Line("model %s: %llu KV bytes/token%s; footprint of every distinct block %.2f GiB\n",
               std::string(r.model.name).c_str(), (unsigned long long)r.scale.model_bytes_per_token,
+              r.scale.model_state_bytes_per_block > 0
+                  ? Line(" + %llu bytes of state per block", (unsigned long long)r.scale.model_state_bytes_per_block).c_str()
+                  : "",
               GiB(ModelBytes(r, s.unique_blocks)));
   out += Line("token hit ratio with unlimited capacity: %.4f\n", s.UnlimitedHitRatio());
   for (const ReplayRun& run : r.runs) {
@@ -225,6 +243,11 @@ std::string ReportText(const ReplayReport& r) {
     const ReplayRun& main = r.runs.front();
     out += Line("hits need %.2f GB/s on average at the trace's arrival rate\n",
                 ModelBytes(r, main.hit_blocks) / DurationS(r) / 1e9);
+    if (!r.model.layout.classic()) {
+      out += Line("  of which the model needs %.2f GB/s (window layers' last tokens, a state once per hit: "
+                  "what a window-aware load reads at best)\n",
+                  static_cast<double>(MinimumHitBytes(r, main)) / DurationS(r) / 1e9);
+    }
     const json pre = PrefillJson(r, main);
     for (const auto& g : pre["gpus"]) {
       out += Line("prefill saved (%s, %s at MFU %.2f): %.0f GPU-s of %.0f (%.1f%%)\n",

@@ -6,6 +6,7 @@
 
 #include "eval/gpuprofile/gpu_profile.h"
 #include "eval/ttft/session.h"
+#include "kvtier/tier.h"
 
 namespace kvtier::internal {
 namespace {
@@ -31,6 +32,7 @@ TtftRow RowOf(const TtftOptions& o, const PointResult& p) {
     queue.push_back(t.QueueSeconds() * 1e3);
     compute.push_back(t.compute_s * 1e3);
     r.load_bytes += t.load_bytes;
+    r.min_bytes += t.min_bytes;
     r.missing_chunks += t.missing_chunks;
     if (t.load_bytes > 0) load_s += t.load_s;
     cached += static_cast<double>(t.cached_tokens);
@@ -44,8 +46,27 @@ TtftRow RowOf(const TtftOptions& o, const PointResult& p) {
   r.aggregate_load_gbps = p.wall_s > 0 ? static_cast<double>(r.load_bytes) / p.wall_s / 1e9 : 0;
   r.gpu_busy = p.wall_s > 0 ? std::min(1.0, p.gpu_busy_s / p.wall_s) : 0;
   r.mean_cached_tokens = p.turns.empty() ? 0 : cached / static_cast<double>(p.turns.size());
+  r.read_bytes = r.load_bytes - std::min(r.load_bytes, p.load_bytes_skipped);
   (void)o;
   return r;
+}
+
+double Percent(uint64_t part, uint64_t whole) {
+  return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0;
+}
+
+// Per row that loaded: the KV bytes read against the whole chunks (naive) and the model's minimum.
+std::string FormatReadBytes(const std::vector<TtftRow>& rows) {
+  std::string out;
+  char line[256];
+  for (const TtftRow& r : rows) {
+    if (r.load_bytes == 0) continue;
+    std::snprintf(line, sizeof(line), "  %s c=%u: KV read %s = %.1f%% of the whole chunks (%s), %.1f%% of the minimum the model needs (%s)\n",
+                  r.mode.c_str(), r.concurrency, FormatBytes(r.read_bytes).c_str(), Percent(r.read_bytes, r.load_bytes),
+                  FormatBytes(r.load_bytes).c_str(), Percent(r.read_bytes, r.min_bytes), FormatBytes(r.min_bytes).c_str());
+    out += line;
+  }
+  return out;
 }
 
 json Nullable(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
@@ -110,6 +131,8 @@ json TtftJson(const TtftOptions& o, const std::vector<TtftRow>& rows, const std:
                   {"load_gbps", r.load_bytes > 0 ? json(r.load_gbps) : json(nullptr)},
                   {"aggregate_load_gbps", r.load_bytes > 0 ? json(r.aggregate_load_gbps) : json(nullptr)},
                   {"load_bytes", r.load_bytes},
+                  {"read_bytes", r.read_bytes},
+                  {"minimum_bytes", r.min_bytes},
                   {"missing_chunks", r.missing_chunks},
                   {"mean_cached_tokens", r.mean_cached_tokens},
                   {"queue_p50_ms", r.queue_p50_ms},
@@ -172,6 +195,7 @@ std::string FormatTtftTable(const TtftOptions& o, const std::vector<TtftRow>& ro
                   r.load_bytes > 0 ? Fmt("%.2f", r.load_gbps).c_str() : "-", r.queue_p50_ms, 100 * r.gpu_busy);
     out += line;
   }
+  if (!o.model.layout.classic()) out += FormatReadBytes(rows);
   out += "break-even load bandwidth (" + std::string("compute modelled from ") + o.gpu.name + ", " +
          std::string(o.gpu.Kind()) + "):";
   for (const BreakEven& b : BreakEvens(o)) {

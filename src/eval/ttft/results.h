@@ -30,6 +30,8 @@ struct TtftRow {
   double compute_p50_ms = 0;          // modelled GPU time per turn
   double gpu_busy = 0;                // fraction of the point's wall time the GPU computed
   uint64_t load_bytes = 0, missing_chunks = 0;
+  uint64_t read_bytes = 0;            // of load_bytes, those read (window layers' skipped bytes are not)
+  uint64_t min_bytes = 0;             // what the model needs of the loaded prefixes
   double mean_cached_tokens = 0;
 };
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "eval/benchlib/datapath_io.h"
+#include "eval/benchlib/datapath_passes.h"
 #include "core/thread_annotations.h"
 #include "core/work_dir.h"
 #include "eval/gpuprofile/gpu_profile.h"
@@ -125,6 +126,7 @@ Result<TurnRecord> Turn(Shared& sh, const TtftSession& s, uint32_t turn, const A
   r.load_s = r.ready - r.arrival;
   r.load_bytes = loaded * chunk_bytes;
   r.cached_tokens = loaded * chunk_tokens;
+  r.min_bytes = MinimumPrefixBytes(o.model.layout, r.cached_tokens);
   r.new_tokens = shape.prompt_tokens - r.cached_tokens;
   r.compute_s = PrefillSeconds(o.model, o.gpu, r.cached_tokens, r.new_tokens);
   const GpuSlot slot = sh.gpu.Run(r.ready, r.compute_s);
@@ -215,6 +217,7 @@ PointResult RunPoint(const TtftOptions& o, const std::string& mode, uint32_t con
   Shared sh(o, store, clock, *ns, *src, out.sessions);
   const std::string tag = mode + " c=" + std::to_string(concurrency);
   const double t0 = clock.Now();
+  const uint64_t skipped0 = store != nullptr ? store->Stats().load_bytes_skipped : 0;
   {
     std::vector<std::thread> clients;
     for (uint32_t c = 0; c < concurrency; ++c) {
@@ -223,6 +226,7 @@ PointResult RunPoint(const TtftOptions& o, const std::string& mode, uint32_t con
     for (auto& t : clients) t.join();
   }
   out.wall_s = clock.Now() - t0;
+  if (store != nullptr) out.load_bytes_skipped = store->Stats().load_bytes_skipped - skipped0;
   out.gpu_busy_s = sh.gpu.busy_seconds();
   MutexLock lock(sh.mu);
   out.turns = std::move(sh.turns);

@@ -36,6 +36,7 @@ struct TurnRecord {
   double arrival = 0, ready = 0, start = 0, end = 0;  // ready: load done; start/end: on the GPU
   double load_s = 0;
   uint64_t load_bytes = 0, cached_tokens = 0, new_tokens = 0;
+  uint64_t min_bytes = 0;       // what the model needs of the loaded prefix (window layers: the last W tokens)
   uint64_t missing_chunks = 0;  // saved chunks that Lookup or Load did not deliver (recomputed)
   double compute_s = 0;
   double Ttft() const { return end - arrival; }
@@ -49,6 +50,7 @@ struct PointResult {
   double wall_s = 0;
   double gpu_busy_s = 0;
   std::vector<TurnRecord> turns;
+  uint64_t load_bytes_skipped = 0;  // of the turns' load_bytes, those the Store did not read (StoreStats)
   std::string error;  // the first failure of a client (its turns are missing from `turns`)
 };
 

@@ -30,11 +30,12 @@ struct Fixture {
   Trace trace = SmallTrace();
   ReplayReport report;
 
-  Fixture() {
-    auto model = FindModelPreset("llama-3.1-8b");
+  explicit Fixture(const char* preset = "llama-3.1-8b") {
+    auto model = FindModelPreset(preset);
     EXPECT_TRUE(model.ok());
     report.model = *model;
-    report.scale = ReplayScale{4, 16, model->layout.BytesPerToken()};
+    const Layout& l = model->layout;
+    report.scale = ReplayScale{4, 16, l.BytesPerToken(), l.BytesPerChunk() - l.tokens_per_chunk * l.BytesPerToken()};
     report.trace = &trace;
     report.trace_path = "small.jsonl";
     report.summary = SummarizeTrace(trace);
@@ -95,6 +96,30 @@ TEST(ReplayReportTest, JsonCarriesThePlannersFigures) {
   EXPECT_LT(j["sweep"]["points"][0]["token_hit_ratio"].get<double>(), 20.0 / 42.0);
   EXPECT_DOUBLE_EQ(j["sweep"]["points"][2]["token_hit_ratio"].get<double>(), 20.0 / 42.0);
   EXPECT_NE(ReportText(f.report).find("token hit ratio"), std::string::npos);
+}
+
+// A hybrid model: every block carries the state groups once (as every chunk does), and the model needs
+// of a hit its per-token bytes plus one state; a classic model needs what it reads.
+TEST(ReplayReportTest, HybridBlocksCarryTheirStateAndTheMinimumIsPrinted) {
+  Fixture f("qwen3-next-80b-a3b");
+  const Layout& l = f.report.model.layout;
+  const uint64_t state = 36ull * 1097728;
+  EXPECT_EQ(f.report.scale.model_state_bytes_per_block, state);
+  const uint64_t block_bytes = 4 * l.BytesPerToken() + state;
+  const nlohmann::json j = ReportJson(f.report);
+  EXPECT_EQ(j["footprint_bytes"].get<uint64_t>(), 6 * block_bytes);
+  EXPECT_EQ(j["tiers"][0]["bytes_read"].get<uint64_t>(), 5 * block_bytes);
+  // hits of 8 and 12 tokens over 2 s: per-token bytes of each, one state each
+  EXPECT_DOUBLE_EQ(j["bandwidth"]["hit_minimum_bytes_per_s_mean"].get<double>(),
+                   (20.0 * l.BytesPerToken() + 2.0 * state) / 2);
+  const std::string text = ReportText(f.report);
+  EXPECT_NE(text.find("+ 39518208 bytes of state per block"), std::string::npos) << text;
+  EXPECT_NE(text.find("of which the model needs"), std::string::npos) << text;
+  Fixture classic;
+  const nlohmann::json c = ReportJson(classic.report);
+  EXPECT_DOUBLE_EQ(c["bandwidth"]["hit_minimum_bytes_per_s_mean"].get<double>(),
+                   c["bandwidth"]["hit_read_bytes_per_s_mean"].get<double>());
+  EXPECT_EQ(ReportText(classic.report).find("of which the model needs"), std::string::npos);
 }
 
 TEST(ReplayReportTest, PlotScriptHoldsTheSweepAndGnuplotDrawsIt) {

@@ -178,6 +178,46 @@ TEST(TtftRunTest, FileTurnsFindWhatTheirPreviousTurnSaved) {
   std::filesystem::remove_all(dir, ec);
 }
 
+// A sliding-window model on file://: each hit reads the window layers' bytes of the chunks that hold
+// the last `window` tokens only (the Store's ranged reads), and the results say so beside the naive and
+// minimum figures. gpt-oss-20b at 16-token chunks: 12 window layers (window 128) and 12 full layers.
+TEST(TtftRunTest, WindowLayersReadOnlyTheirLastTokens) {
+  TtftOptions o = Tiny();
+  auto m = FindModelPreset("gpt-oss-20b");
+  ASSERT_TRUE(m.ok());
+  o.model = *m;
+  o.model.layout.tokens_per_chunk = 16;
+  o.context_tokens = 512;  // 32 chunks; the window needs the last 8
+  o.load_batch_chunks = 32;  // one Load per prefix: a Load keeps the window of its own last chunk
+  char tmpl[] = "/tmp/kvtier-ttft-test.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  {
+    StoreOptions so;
+    so.tiers = TtftTierUrls("file", dir, FootprintOf(o, "file", 1));
+    auto store = Store::Open(so);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE(PopulatePoint(o, "file", 1, **store).ok());
+    FakeClock clock;
+    const PointResult p = RunPoint(o, "file", 1, store->get(), clock, nullptr);
+    ASSERT_TRUE(p.error.empty()) << p.error;
+    ASSERT_EQ(p.turns.size(), 1u);
+    EXPECT_EQ(p.turns[0].cached_tokens, 512u);
+    const uint64_t per_layer = 16 * 2 * 8 * 64 * 2;  // one chunk of one layer: 16 tokens x K,V x 8 x 64 bf16
+    EXPECT_EQ(p.turns[0].load_bytes, 32 * 24 * per_layer);
+    EXPECT_EQ(p.turns[0].min_bytes, (32 + 8) * 12 * per_layer);  // full layers whole, window layers 128 tokens
+    EXPECT_EQ(p.load_bytes_skipped, 24 * 12 * per_layer);       // 24 chunks outside every window
+    const std::vector<TtftRow> rows = SummarizeTtft(o, {p});
+    EXPECT_EQ(rows[0].read_bytes, rows[0].min_bytes);
+    const std::string table = FormatTtftTable(o, rows);
+    EXPECT_NE(table.find("KV read 15.00 MiB = 62.5% of the whole chunks (24.00 MiB), 100.0% of the minimum"),
+              std::string::npos) << table;
+    EXPECT_EQ(TtftJson(o, rows, "t", "h")["rows"][0]["read_bytes"], rows[0].read_bytes);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
 // A saved prefix that is gone (evicted, never saved) is recomputed: nothing loads, the turn pays the
 // whole prefill.
 TEST(TtftRunTest, MissingPrefixIsRecomputed) {
@@ -288,11 +328,11 @@ TEST(TtftResultsTest, JsonAndTableNameTheComputeProfile) {
   const auto& row = j["rows"][0];
   for (const char* k : {"mode", "concurrency", "sessions", "turns", "ttft_p50_ms", "ttft_p90_ms",
                         "ttft_p99_ms", "speedup_p50", "load_gbps", "aggregate_load_gbps", "load_bytes",
-                        "missing_chunks", "mean_cached_tokens", "queue_p50_ms", "compute_p50_ms",
+                        "read_bytes", "minimum_bytes", "missing_chunks", "mean_cached_tokens", "queue_p50_ms", "compute_p50_ms",
                         "gpu_busy", "compute"}) {
     EXPECT_TRUE(row.contains(k)) << k;
   }
-  EXPECT_EQ(row.size(), 17u);
+  EXPECT_EQ(row.size(), 19u);
   EXPECT_EQ(row["compute"], "modelled from GPU profile h200 (measured)");
   EXPECT_TRUE(row["load_gbps"].is_null());
   EXPECT_EQ(j["break_even"][0]["compute"], "modelled from GPU profile h200 (measured)");
