@@ -78,13 +78,20 @@ Result<ReadArea> ReadArea::Create(const ModelPreset& model, uint64_t chunks) {
   a.heads_ = AlignedBuffer::Allocate(kChunkAlign * chunks);
   if (a.source_.data() == nullptr || a.heads_.data() == nullptr) return Status::NoSpace("cannot allocate the source");
   FillPseudoRandom(a.source_.span());
+  constexpr uint64_t kCopyBytes = 256ull << 20;  // at most this much in copies, at most 8 of them
+  const uint64_t copies = std::clamp<uint64_t>(kCopyBytes / a.chunk_bytes_, 1, std::min<uint64_t>(8, chunks));
+  for (uint64_t k = 0; k < copies; ++k) {
+    a.copies_.push_back(AlignedBuffer::Allocate(a.chunk_bytes_));
+    if (a.copies_.back().data() == nullptr) return Status::NoSpace("cannot allocate the source");
+    std::memcpy(a.copies_.back().data(), a.source_.data(), a.chunk_bytes_);
+  }
   a.gather_pieces_.resize(2 * chunks);
   for (uint64_t i = 0; i < chunks; ++i) {
     std::byte* h = a.heads_.data() + i * kChunkAlign;
     std::memcpy(h, a.source_.data(), head);
     std::memcpy(h, &i, sizeof(i));
     a.gather_pieces_[2 * i] = std::span<const std::byte>(h, head);
-    a.gather_pieces_[2 * i + 1] = std::span<const std::byte>(a.source_.span()).subspan(head);
+    a.gather_pieces_[2 * i + 1] = std::span<const std::byte>(a.copies_[i % copies].span()).subspan(head);
     a.gathers_.emplace_back(&a.gather_pieces_[2 * i], 2);
     a.scatters_.emplace_back(a.dst_.data() + i * a.chunk_bytes_, a.chunk_bytes_);
   }
@@ -231,9 +238,11 @@ Result<PhaseResult> WritePass(Tier& tier, const ReadArea& area, unsigned writers
   }
   for (auto& t : threads) t.join();
   KVTIER_RETURN_IF_ERROR(first_error.Get());
-  KVTIER_RETURN_IF_ERROR(tier.Flush());
   PhaseResult r;
   r.seconds = SecondsSince(t0);
+  const auto flushed = std::chrono::steady_clock::now();
+  KVTIER_RETURN_IF_ERROR(tier.Flush());
+  r.flush_seconds = SecondsSince(flushed);
   r.chunks = area.chunks();
   r.bytes = area.chunks() * area.chunk_bytes();
   return r;

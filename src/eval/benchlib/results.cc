@@ -13,7 +13,7 @@ double Gbps(double bytes_per_second) { return bytes_per_second / 1e9; }
 nlohmann::json PhaseJson(const PhaseResult& p) {
   return {{"chunks", p.chunks},   {"bytes", p.bytes},   {"seconds", p.seconds},
           {"gbps", Gbps(p.BytesPerSecond())}, {"errors", p.errors}, {"p50_us", p.p50_us},
-          {"p99_us", p.p99_us}};
+          {"p99_us", p.p99_us}, {"flush_seconds", p.flush_seconds}};
 }
 
 nlohmann::json OptionalPhase(const std::optional<PhaseResult>& p) {
@@ -274,6 +274,10 @@ std::string FormatSummary(const DatapathResult& r) {
         out += line;
       }
       if (p.write->errors) out += "  (" + std::to_string(p.write->errors) + " errors)";
+      if (p.write->flush_seconds >= 0.001) {
+        std::snprintf(line, sizeof(line), "; then Flush (durable) %.3f s", p.write->flush_seconds);
+        out += line;
+      }
       out += "\n";
     }
     if (p.unverified) {
