@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -145,6 +146,28 @@ uint64_t LargestPiece(const ChunkId& id, uint64_t n) {
 // Bytes of sealed pieces an encrypted direct write gathers before writing its whole blocks with O_DIRECT.
 constexpr uint64_t kSealWindowBytes = 8ull << 20;
 
+// An aligned buffer of at least `size` bytes that this thread keeps for its next encrypted write: a
+// fresh allocation of this size is mapped by malloc and faulted in (the kernel zeroes every page) on
+// each chunk, which cost more than sealing it. Buffers above a window and a block are not kept.
+class WriteScratch {
+ public:
+  explicit WriteScratch(uint64_t size) {
+    thread_local AlignedBuffer kept;
+    if (size > kSealWindowBytes + kChunkAlign) {
+      own_ = AlignedBuffer::Allocate(size);
+      buf_ = &own_;
+      return;
+    }
+    if (kept.size() < size) kept = AlignedBuffer::Allocate(kSealWindowBytes + kChunkAlign);
+    buf_ = &kept;
+  }
+  AlignedBuffer& get() { return *buf_; }
+
+ private:
+  AlignedBuffer own_;
+  AlignedBuffer* buf_ = nullptr;
+};
+
 // Sealed pieces gathered in an aligned window whose whole 4 KiB blocks are written with O_DIRECT at their
 // offsets, so every write starts on a block; the last one carries the zero padding.
 class SealWindow {
@@ -155,23 +178,25 @@ class SealWindow {
   // than the payload needs).
   Status Allocate(uint64_t payload_bytes, uint64_t largest_piece) {
     const uint64_t window = std::max<uint64_t>(kSealWindowBytes, AlignUp(largest_piece) + kChunkAlign);
-    buf_ = AlignedBuffer::Allocate(std::max<uint64_t>(AlignUp(std::min(window, payload_bytes)), kChunkAlign));
-    if (buf_.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
+    const uint64_t size = std::max<uint64_t>(AlignUp(std::min(window, payload_bytes)), kChunkAlign);
+    scratch_.emplace(size);
+    if (scratch_->get().data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
+    size_ = size;
     return Status::OK();
   }
 
   // Where piece `len` bytes long is sealed: when the window cannot hold it, its whole blocks are written
   // out first and the partial block's bytes moved to its start (pieces need not end on a block).
   Result<std::span<std::byte>> Target(uint64_t len) {
-    if (filled_ + len > buf_.size()) {
+    if (filled_ + len > size_) {
       const uint64_t whole = filled_ / kChunkAlign * kChunkAlign;
-      KVTIER_RETURN_IF_ERROR(PwriteAll(fs_, fd_, buf_.data(), whole, offset_, path_));
-      std::memmove(buf_.data(), buf_.data() + whole, filled_ - whole);
+      KVTIER_RETURN_IF_ERROR(PwriteAll(fs_, fd_, BufData(), whole, offset_, path_));
+      std::memmove(BufData(), BufData() + whole, filled_ - whole);
       offset_ += whole;
       filled_ -= whole;
     }
-    if (filled_ + len > buf_.size()) return Status::Internal("encrypted write: a piece larger than its window");
-    return buf_.span().subspan(filled_, len);
+    if (filled_ + len > size_) return Status::Internal("encrypted write: a piece larger than its window");
+    return BufSpan().subspan(filled_, len);
   }
   void Sealed(uint64_t len) { filled_ += len; }
 
@@ -179,8 +204,8 @@ class SealWindow {
   Status Drain() {
     if (filled_ == 0) return Status::OK();
     const uint64_t bytes = AlignUp(filled_);
-    std::memset(buf_.data() + filled_, 0, bytes - filled_);
-    KVTIER_RETURN_IF_ERROR(PwriteAll(fs_, fd_, buf_.data(), bytes, offset_, path_));
+    std::memset(BufData() + filled_, 0, bytes - filled_);
+    KVTIER_RETURN_IF_ERROR(PwriteAll(fs_, fd_, BufData(), bytes, offset_, path_));
     offset_ += filled_;
     filled_ = 0;
     return Status::OK();
@@ -190,7 +215,10 @@ class SealWindow {
   FileSystem& fs_;
   const int fd_;
   const std::string& path_;
-  AlignedBuffer buf_;
+  std::byte* BufData() { return scratch_->get().data(); }
+  std::span<std::byte> BufSpan() { return std::span<std::byte>(BufData(), size_); }
+  std::optional<WriteScratch> scratch_;
+  uint64_t size_ = 0;
   uint64_t filled_ = 0;
   uint64_t offset_ = kChunkHeaderSize;
 };
@@ -233,7 +261,8 @@ Status WriteEncryptedDirect(FileSystem& fs, int fd, const std::string& path, con
 // at its offset, then the padding, then the header (which carries the tags) at offset 0.
 Status WriteEncryptedBuffered(FileSystem& fs, int fd, const std::string& path, const ChunkId& id,
                               GatherList payload, const ChunkCipher& cipher) {
-  AlignedBuffer buf = AlignedBuffer::Allocate(std::max<uint64_t>(LargestPiece(id, TotalBytes(payload)), kChunkAlign));
+  WriteScratch scratch(std::max<uint64_t>(LargestPiece(id, TotalBytes(payload)), kChunkAlign));
+  AlignedBuffer& buf = scratch.get();
   if (buf.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
   auto target = [&buf](uint32_t, uint64_t len) { return buf.span().first(len); };
   uint64_t offset = kChunkHeaderSize;
