@@ -151,31 +151,41 @@ TEST(TtftRunTest, LoadedTurnsComputeOnlyTheNewTokens) {
   EXPECT_GT(rows[1].load_bytes, 0u);
 }
 
-// file:// saves go through the store's background queue: the next turn still finds the chunk its
-// previous turn saved.
-TEST(TtftRunTest, FileTurnsFindWhatTheirPreviousTurnSaved) {
-  TtftOptions o = Tiny();
-  o.turns = 3;
+// One point of `o` in file mode, one client, in a folder of its own that is removed afterwards.
+PointResult RunFilePoint(const TtftOptions& o) {
+  PointResult p;
   char tmpl[] = "/tmp/kvtier-ttft-test.XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  if (mkdtemp(tmpl) == nullptr) {
+    p.error = "mkdtemp failed";
+    return p;
+  }
   const std::string dir = tmpl;
   {
     StoreOptions so;
     so.tiers = TtftTierUrls("file", dir, FootprintOf(o, "file", 1));
     auto store = Store::Open(so);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    ASSERT_TRUE(PopulatePoint(o, "file", 1, **store).ok());
+    const Status populated = store.ok() ? PopulatePoint(o, "file", 1, **store) : store.status();
     FakeClock clock;
-    const PointResult p = RunPoint(o, "file", 1, store->get(), clock, nullptr);
-    ASSERT_TRUE(p.error.empty()) << p.error;
-    ASSERT_EQ(p.turns.size(), 3u);
-    for (const TurnRecord& t : p.turns) {
-      EXPECT_EQ(t.missing_chunks, 0u) << "turn " << t.turn;
-      EXPECT_EQ(t.cached_tokens, 64u + 16 * t.turn);
-    }
+    if (populated.ok()) p = RunPoint(o, "file", 1, store->get(), clock, nullptr);
+    else p.error = populated.ToString();
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
+  return p;
+}
+
+// file:// saves go through the store's background queue: the next turn still finds the chunk its
+// previous turn saved.
+TEST(TtftRunTest, FileTurnsFindWhatTheirPreviousTurnSaved) {
+  TtftOptions o = Tiny();
+  o.turns = 3;
+  const PointResult p = RunFilePoint(o);
+  ASSERT_TRUE(p.error.empty()) << p.error;
+  ASSERT_EQ(p.turns.size(), 3u);
+  for (const TurnRecord& t : p.turns) {
+    EXPECT_EQ(t.missing_chunks, 0u) << "turn " << t.turn;
+    EXPECT_EQ(t.cached_tokens, 64u + 16 * t.turn);
+  }
 }
 
 // A sliding-window model on file://: each hit reads the window layers' bytes of the chunks that hold
@@ -189,33 +199,20 @@ TEST(TtftRunTest, WindowLayersReadOnlyTheirLastTokens) {
   o.model.layout.tokens_per_chunk = 16;
   o.context_tokens = 512;  // 32 chunks; the window needs the last 8
   o.load_batch_chunks = 32;  // one Load per prefix: a Load keeps the window of its own last chunk
-  char tmpl[] = "/tmp/kvtier-ttft-test.XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
-  {
-    StoreOptions so;
-    so.tiers = TtftTierUrls("file", dir, FootprintOf(o, "file", 1));
-    auto store = Store::Open(so);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    ASSERT_TRUE(PopulatePoint(o, "file", 1, **store).ok());
-    FakeClock clock;
-    const PointResult p = RunPoint(o, "file", 1, store->get(), clock, nullptr);
-    ASSERT_TRUE(p.error.empty()) << p.error;
-    ASSERT_EQ(p.turns.size(), 1u);
-    EXPECT_EQ(p.turns[0].cached_tokens, 512u);
-    const uint64_t per_layer = 16 * 2 * 8 * 64 * 2;  // one chunk of one layer: 16 tokens x K,V x 8 x 64 bf16
-    EXPECT_EQ(p.turns[0].load_bytes, 32 * 24 * per_layer);
-    EXPECT_EQ(p.turns[0].min_bytes, (32 + 8) * 12 * per_layer);  // full layers whole, window layers 128 tokens
-    EXPECT_EQ(p.load_bytes_skipped, 24 * 12 * per_layer);       // 24 chunks outside every window
-    const std::vector<TtftRow> rows = SummarizeTtft(o, {p});
-    EXPECT_EQ(rows[0].read_bytes, rows[0].min_bytes);
-    const std::string table = FormatTtftTable(o, rows);
-    EXPECT_NE(table.find("KV read 15.00 MiB = 62.5% of the whole chunks (24.00 MiB), 100.0% of the minimum"),
-              std::string::npos) << table;
-    EXPECT_EQ(TtftJson(o, rows, "t", "h")["rows"][0]["read_bytes"], rows[0].read_bytes);
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
+  const PointResult p = RunFilePoint(o);
+  ASSERT_TRUE(p.error.empty()) << p.error;
+  ASSERT_EQ(p.turns.size(), 1u);
+  EXPECT_EQ(p.turns[0].cached_tokens, 512u);
+  const uint64_t per_layer = 16 * 2 * 8 * 64 * 2;  // one chunk of one layer: 16 tokens x K,V x 8 x 64 bf16
+  EXPECT_EQ(p.turns[0].load_bytes, 32 * 24 * per_layer);
+  EXPECT_EQ(p.turns[0].min_bytes, (32 + 8) * 12 * per_layer);  // full layers whole, window layers 128 tokens
+  EXPECT_EQ(p.load_bytes_skipped, 24 * 12 * per_layer);       // 24 chunks outside every window
+  const std::vector<TtftRow> rows = SummarizeTtft(o, {p});
+  EXPECT_EQ(rows[0].read_bytes, rows[0].min_bytes);
+  const std::string table = FormatTtftTable(o, rows);
+  EXPECT_NE(table.find("KV read 15.00 MiB = 62.5% of the whole chunks (24.00 MiB), 100.0% of the minimum"),
+            std::string::npos) << table;
+  EXPECT_EQ(TtftJson(o, rows, "t", "h")["rows"][0]["read_bytes"], rows[0].read_bytes);
 }
 
 // A saved prefix that is gone (evicted, never saved) is recomputed: nothing loads, the turn pays the
