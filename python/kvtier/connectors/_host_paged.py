@@ -1,19 +1,22 @@
 """Block-table loads and saves for a paged KV cache in host memory.
 
-The same plan as the GPU path (src/gpu/gpu_plan.h): a chunk is 2 x layers pieces in the order
-layer 0 K, layer 0 V, layer 1 K, ...; a piece is tokens_per_chunk rows of one token's
-kv_heads x head_dim values (src/core/chunk_geometry.h). Token t of a request lives in block
+The same plan as the GPU path (src/gpu/gpu_plan.h): a chunk of the classic layout is 2 x layers pieces
+in the order layer 0 K, layer 0 V, layer 1 K, ...; a piece is tokens_per_chunk rows of one token's
+kv_heads x head_dim values (src/core/chunk_geometry.h). A chunk of an MLA model (a grouped layout of
+one ``latent`` group over every layer, docs/models.md) is layers pieces, layer 0's latents, layer 1's,
+...; a piece is tokens_per_chunk rows of latent_dim values. Token t of a request lives in block
 ``block_table[t // block_tokens]``, row ``t % block_tokens``, so with chunks aligned to blocks the
-bytes of (chunk, layer, K or V) are, block by block, whole (block, K or V) regions of the paged
-cache. Each such region (or run of regions adjacent in memory) is one kvtier piece: ``kvtier_load``
-copies the verified chunk bytes straight into the block addresses and ``kvtier_save`` reads them from
-there -- no staging buffer and no extra copy in Python. kvtier streams a large copy into small pieces
-with non-temporal stores (src/tiers/mem/page_arena.cc), as it does into one contiguous buffer.
-The piece lists are built with numpy (a few array operations per call).
+bytes of (chunk, layer, part) -- a part is K or V, or the one latent -- are, block by block, whole
+(block, part) regions of the paged cache. Each such region (or run of regions adjacent in memory) is
+one kvtier piece: ``kvtier_load`` copies the verified chunk bytes straight into the block addresses
+and ``kvtier_save`` reads them from there -- no staging buffer and no extra copy in Python. kvtier
+streams a large copy into small pieces with non-temporal stores (src/tiers/mem/page_arena.cc), as it
+does into one contiguous buffer. The piece lists are built with numpy (a few array operations per
+call).
 
-Any layout whose (block, K or V) region is one contiguous run of block_tokens x kv_heads x head_dim
-values is served: ``PagedCache`` holds, per layer, the address of block 0's K and V region and the
-byte stride between blocks.
+Any layout whose (block, part) region is one contiguous run of block_tokens rows is served:
+``PagedCache`` holds, per region of a block in chunk order, the address of block 0's and the byte
+stride between blocks.
 """
 
 from __future__ import annotations
@@ -32,29 +35,43 @@ _SIZE_T = ctypes.c_size_t
 
 @dataclass
 class PagedCache:
-    """Addresses of a registered paged cache in host memory (see the module docstring)."""
+    """Addresses of a registered paged cache in host memory (see the module docstring). A chunk is
+    ``regions`` pieces of ``chunk_tokens x row_bytes`` bytes; piece r is, block by block, region r of
+    each of the chunk's blocks: ``bases[r] + block x strides[r]``, ``block_tokens x row_bytes`` bytes."""
 
-    k_base: np.ndarray       # uint64 [layers]: address of block 0's K region
-    v_base: np.ndarray       # uint64 [layers]: address of block 0's V region
-    block_stride: np.ndarray  # uint64 [layers]: bytes from block b to block b + 1
+    bases: np.ndarray        # uint64 [regions]: address of region r in block 0, in chunk order
+    strides: np.ndarray      # uint64 [regions]: bytes from block b's region r to block b + 1's
+    region_layer: np.ndarray  # int64 [regions]: the layer (in chunk order) region r belongs to
     num_blocks: int
     block_tokens: int
-    row_bytes: int           # one token of one layer's K (or V)
+    row_bytes: int           # one token's row of one region (a layer's K, V or latent)
     keepalive: Any = None    # the tensors
     layer_names: tuple = ()  # the engine's name of each layer, in chunk order
 
+    @staticmethod
+    def layer_major(bases: Any, strides: Any, num_blocks: int, block_tokens: int, row_bytes: int,
+                    keepalive: Any = None, layer_names: tuple = ()) -> "PagedCache":
+        """The cache of a layer-major chunk: ``bases`` [layers, parts] (K and V, or one latent, per
+        layer), ``strides`` [layers]; region (l, p) is piece l x parts + p."""
+        bases = np.asarray(bases, dtype=np.uint64)
+        layers, parts = bases.shape
+        return PagedCache(bases.ravel(), np.repeat(np.asarray(strides, dtype=np.uint64), parts),
+                          np.repeat(np.arange(layers, dtype=np.int64), parts), num_blocks, block_tokens,
+                          row_bytes, keepalive, layer_names)
+
     @property
-    def layers(self) -> int:
-        return int(self.k_base.shape[0])
+    def regions(self) -> int:
+        return int(self.bases.shape[0])
 
     @property
     def region_bytes(self) -> int:
         return self.block_tokens * self.row_bytes
 
     def layer_end(self, layer: int, chunk_tokens: int) -> int:
-        """Bytes of a chunk of ``chunk_tokens`` tokens up to the end of layer ``layer``'s V: a chunk holds
-        layer 0 K, layer 0 V, layer 1 K, ... (what must have landed before that layer is usable)."""
-        return (layer + 1) * 2 * chunk_tokens * self.row_bytes
+        """Bytes of a chunk of ``chunk_tokens`` tokens up to the end of its last piece of a layer up
+        to ``layer`` (what must have landed before that layer is usable)."""
+        last = np.flatnonzero(self.region_layer <= layer)
+        return (int(last[-1]) + 1 if last.size else 0) * chunk_tokens * self.row_bytes
 
     def pieces(self, blocks: np.ndarray, scratch: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
         """(kvtier_buf entries [n, 2] of (address, size), pieces per chunk [n_chunks]) for the chunks
@@ -68,10 +85,9 @@ class PagedCache:
         if blocks.size and (blocks.max() >= self.num_blocks or blocks.min() < -1):
             raise ValueError(f"block table names a block outside [0, {self.num_blocks})")
         region = np.uint64(self.region_bytes)
-        bases = np.stack([self.k_base, self.v_base], axis=1).astype(np.uint64)  # [L, 2]
         b = np.where(blocks < 0, 0, blocks).astype(np.uint64)
-        addr = bases[None, :, :, None] + b[:, None, None, :] * self.block_stride[None, :, None, None]
-        skipped = np.broadcast_to((blocks < 0)[:, None, None, :], addr.shape)
+        addr = self.bases[None, :, None] + b[:, None, :] * self.strides[None, :, None]  # [chunks, R, blocks]
+        skipped = np.broadcast_to((blocks < 0)[:, None, :], addr.shape)
         if skipped.any():
             if scratch is None or scratch.nbytes < int(skipped.sum()) * self.region_bytes:
                 raise ValueError("skipped blocks need a scratch buffer of one region each")
@@ -117,7 +133,7 @@ def load_async(store: Store, ns: Namespace, keys: Sequence[bytes], cache: PagedC
                blocks: np.ndarray) -> Handle:
     """Starts loading ``keys`` (one per row of ``blocks``) into the cache's blocks; Handle.wait()
     gives the verified leading chunks loaded. Blocks of -1 are read into a scratch buffer."""
-    skipped = int((np.asarray(blocks) < 0).sum()) * cache.layers * 2
+    skipped = int((np.asarray(blocks) < 0).sum()) * cache.regions
     scratch = np.empty(skipped * cache.region_bytes, dtype=np.uint8) if skipped else None
     return _start(_lib.lib().kvtier_load_async, store, ns, keys, cache.pieces(blocks, scratch),
                   (scratch, cache.keepalive))
