@@ -82,18 +82,22 @@ def test_mla_save_then_load_into_other_blocks_is_byte_exact(file_tier, pad, asyn
     close(second)
 
 
-def test_mla_bf16_blocks_round_trip_bit_for_bit(file_tier):
-    """The host plan alone: random bf16 latents of some blocks saved, loaded into other blocks of
-    another cache, compared as bits."""
+@pytest.mark.parametrize("kv_dtype,dtype", [("bfloat16", torch.bfloat16), ("fp8_e4m3", torch.uint8)])
+def test_mla_blocks_round_trip_bit_for_bit(file_tier, kv_dtype, dtype):
+    """The host plan alone: random bf16 latents (or fp8 bytes: vLLM's fp8 MLA cache is uint8) of some
+    blocks saved, loaded into other blocks of another cache, compared as bits."""
     url, _ = file_tier
-    spec = mla_spec(dtype="bfloat16")
+    spec = mla_spec(dtype=kv_dtype)
     cfg = {"tiers": url, "chunk_tokens": CHUNK}
     worker = KvtierConnectorCore("worker", spec, cfg)
     ns, store = worker.namespace, worker.store
-    src = {f"layers.{i}.attn": torch.randn(BLOCKS, BS, LATENT).to(torch.bfloat16) for i in range(LAYERS)}
-    dst = {f"layers.{i}.attn": torch.zeros(BLOCKS, BS, LATENT, dtype=torch.bfloat16) for i in range(LAYERS)}
+    view = torch.int16 if dtype == torch.bfloat16 else torch.uint8
+    src = {f"layers.{i}.attn": torch.randint(0, 256, (BLOCKS, BS, LATENT), dtype=dtype) if dtype == torch.uint8
+           else torch.randn(BLOCKS, BS, LATENT).to(dtype) for i in range(LAYERS)}
+    dst = {f"layers.{i}.attn": torch.zeros(BLOCKS, BS, LATENT, dtype=dtype) for i in range(LAYERS)}
     src_cache, dst_cache = paged_cache_of(src, spec), paged_cache_of(dst, spec)
-    assert (src_cache.regions, src_cache.layer_end(1, CHUNK)) == (LAYERS, 2 * CHUNK * LATENT * 2)
+    row = LATENT * src[next(iter(src))].element_size()
+    assert (src_cache.regions, src_cache.layer_end(1, CHUNK)) == (LAYERS, 2 * CHUNK * row)
     keys = ns.chunk_keys(prompt(3, 3 * CHUNK))
     saved = np.array([[5, 9], [2, 3], [40, 7]])
     loaded = np.array([[1, 0], [30, 31], [8, 20]])
@@ -104,9 +108,9 @@ def test_mla_bf16_blocks_round_trip_bit_for_bit(file_tier):
         assert h.wait() == 3
     for name in src:
         for s, d in zip(saved.ravel(), loaded.ravel()):
-            assert torch.equal(src[name][s].view(torch.int16), dst[name][d].view(torch.int16))
+            assert torch.equal(src[name][s].view(view), dst[name][d].view(view))
     untouched = sorted(set(range(BLOCKS)) - set(loaded.ravel()))
-    assert not any(dst[name][untouched].view(torch.int16).any() for name in dst)
+    assert not any(dst[name][untouched].view(view).any() for name in dst)
     worker.shutdown()
 
 
