@@ -13,6 +13,10 @@ follows another); the median of each case is printed with its ratio to (a), and 
 the per-round ratios (a round's cases ran within a fraction of a second of each other, so on a shared,
 loaded machine that figure moves less than the ratio of medians).
 
+``--model deepseek-v3``: the same with DeepSeek-V3's MLA cache (61 layers of one 576-value latent, bf16,
+256 tokens = 17.2 MiB a chunk, kvtier's grouped latent layout) into vLLM's MLA tensors
+[num_blocks, 16, 576] per layer: per chunk 61 x 16 block regions of 18 KiB.
+
     PYTHONPATH=python KVTIER_LIBRARY=build/src/capi/libkvtier.so python3 python/bench/vllm_v1_paged_load.py
 """
 from __future__ import annotations
@@ -38,12 +42,18 @@ def main(argv=None) -> int:
     ap.add_argument("--chunks", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--model", choices=("llama-3.1-8b", "deepseek-v3"), default="llama-3.1-8b")
     args = ap.parse_args(argv)
     T, bs = 256, args.block_size
-    spec = ModelSpec(model="bench/llama-3.1-8b", layers=32, kv_heads=8, head_dim=128, kv_dtype="bfloat16",
-                     block_size=bs)
+    mla = args.model == "deepseek-v3"
+    if mla:
+        spec = ModelSpec(model="bench/deepseek-v3", layers=61, kv_heads=1, head_dim=576, kv_dtype="bfloat16",
+                         block_size=bs, attention="mla")
+    else:
+        spec = ModelSpec(model="bench/llama-3.1-8b", layers=32, kv_heads=8, head_dim=128, kv_dtype="bfloat16",
+                         block_size=bs)
     n = args.chunks
-    store = kvtier.Store([f"mem://?capacity={(n + 2) * 32}MiB"])
+    store = kvtier.Store([f"mem://?capacity={(n + 2) * 32}MiB"])  # a chunk is at most 32 MiB
     worker = KvtierConnectorCore("worker", spec, {"tiers": "mem://", "chunk_tokens": T}, store=store)
     ns = worker.namespace
     chunk_bytes = ns.layout.chunk_bytes
@@ -57,7 +67,8 @@ def main(argv=None) -> int:
 
     per = T // bs
     num_blocks = n * per + 4
-    caches = {f"model.layers.{i}.self_attn.attn": torch.zeros(2, num_blocks, bs, 8, 128, dtype=torch.bfloat16)
+    shape = (num_blocks, bs, 576) if mla else (2, num_blocks, bs, 8, 128)
+    caches = {f"model.layers.{i}.self_attn.attn": torch.zeros(shape, dtype=torch.bfloat16)
               for i in range(spec.layers)}
     worker.register_kv_caches(caches)
     shuffled = list(range(num_blocks))
@@ -103,9 +114,10 @@ def main(argv=None) -> int:
     # spot-check one block region of a connector load against the contiguous copy
     table = tables["consecutive"]
     connector(table)
-    k0 = caches["model.layers.0.self_attn.attn"][0, table[0]].contiguous().view(torch.uint8).numpy().ravel()
+    layer0 = caches["model.layers.0.self_attn.attn"]
+    k0 = (layer0[table[0]] if mla else layer0[0, table[0]]).contiguous().view(torch.uint8).numpy().ravel()
     assert np.array_equal(k0, contiguous[:k0.size]), "connector load differs from Store.load"
-    print(f"chunks {n} x {chunk_bytes >> 20} MiB, block {bs} tokens, {args.rounds} rounds, loadavg "
+    print(f"{args.model}: chunks {n} x {chunk_bytes / 2**20:.1f} MiB, block {bs} tokens, {args.rounds} rounds, loadavg "
           f"{open('/proc/loadavg').read().split()[:3]}")
     print(f"Store.load into one contiguous buffer: median {pa:.2f} GB/s (best {gb / min(a):.2f})")
     for name, t in times.items():
