@@ -16,6 +16,11 @@ follows another); the median of each case is printed with its ratio to (a), and 
 the per-round ratios (a round's cases ran within a fraction of a second of each other, so on a shared,
 loaded machine that figure moves less than the ratio of medians).
 
+``--model deepseek-v3``: the same with DeepSeek-V3's MLA cache (61 layers of one 576-value latent, bf16,
+256 tokens = 17.2 MiB a chunk, kvtier's grouped latent layout) into vLLM's MLA tensors
+[num_blocks, block_size, 576] per layer (default block size 16 there): per chunk 61 x 16 block regions
+of 18 KiB; ``--layout`` does not apply.
+
     PYTHONPATH=python KVTIER_LIBRARY=build/src/capi/libkvtier.so python3 python/bench/vllm_v1_paged_load.py
 """
 from __future__ import annotations
@@ -40,14 +45,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chunks", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--block-size", type=int, default=128)
+    ap.add_argument("--block-size", type=int, default=0, help="default: 128 (vLLM's CPU default), MLA 16")
     ap.add_argument("--layout", choices=("cpu_attn", "flash_attn"), default="cpu_attn")
+    ap.add_argument("--model", choices=("llama-3.1-8b", "deepseek-v3"), default="llama-3.1-8b")
     args = ap.parse_args(argv)
-    T, bs = 256, args.block_size
-    spec = ModelSpec(model="bench/llama-3.1-8b", layers=32, kv_heads=8, head_dim=128, kv_dtype="bfloat16",
-                     block_size=bs)
+    mla = args.model == "deepseek-v3"
+    T, bs = 256, args.block_size or (16 if mla else 128)
+    if mla:
+        spec = ModelSpec(model="bench/deepseek-v3", layers=61, kv_heads=1, head_dim=576, kv_dtype="bfloat16",
+                         block_size=bs, attention="mla")
+    else:
+        spec = ModelSpec(model="bench/llama-3.1-8b", layers=32, kv_heads=8, head_dim=128, kv_dtype="bfloat16",
+                         block_size=bs)
     n = args.chunks
-    store = kvtier.Store([f"mem://?capacity={(n + 2) * 32}MiB"])
+    store = kvtier.Store([f"mem://?capacity={(n + 2) * 32}MiB"])  # a chunk is at most 32 MiB
     worker = KvtierConnectorCore("worker", spec, {"tiers": "mem://", "chunk_tokens": T,
                                                   "kv_cache_layout": args.layout}, store=store)
     ns = worker.namespace
@@ -62,8 +73,9 @@ def main(argv=None) -> int:
 
     per = T // bs
     num_blocks = n * per + 4
-    block_shape = (8, bs) if args.layout == "cpu_attn" else (bs, 8)
-    caches = {f"model.layers.{i}.self_attn.attn": torch.zeros(2, num_blocks, *block_shape, 128, dtype=torch.bfloat16)
+    shape = ((num_blocks, bs, 576) if mla else
+             (2, num_blocks, 8, bs, 128) if args.layout == "cpu_attn" else (2, num_blocks, bs, 8, 128))
+    caches = {f"model.layers.{i}.self_attn.attn": torch.zeros(shape, dtype=torch.bfloat16)
               for i in range(spec.layers)}
     worker.register_kv_caches(caches)
     shuffled = list(range(num_blocks))
@@ -110,10 +122,13 @@ def main(argv=None) -> int:
     # bytes: layer 0 K of head 0 in head-major chunks, of every head in classic ones)
     table = tables["consecutive"]
     connector(table)
-    k0 = caches["model.layers.0.self_attn.attn"][0, table[0]]
-    k0 = (k0[0] if args.layout == "cpu_attn" else k0).contiguous().view(torch.uint8).numpy().ravel()
+    layer0 = caches["model.layers.0.self_attn.attn"]
+    k0 = layer0[table[0]] if mla else layer0[0, table[0]]
+    k0 = (k0[0] if args.layout == "cpu_attn" and not mla else k0).contiguous().view(torch.uint8).numpy().ravel()
     assert np.array_equal(k0, contiguous[:k0.size]), "connector load differs from Store.load"
-    print(f"chunks {n} x {chunk_bytes >> 20} MiB, layout {args.layout}, block {bs} tokens, {args.rounds} rounds, loadavg "
+    layout = "mla" if mla else args.layout
+    print(f"{args.model}: chunks {n} x {chunk_bytes / 2**20:.1f} MiB, layout {layout}, block {bs} tokens, "
+          f"{args.rounds} rounds, loadavg "
           f"{open('/proc/loadavg').read().split()[:3]}")
     print(f"Store.load into one contiguous buffer: median {pa:.2f} GB/s (best {gb / min(a):.2f})")
     for name, t in times.items():

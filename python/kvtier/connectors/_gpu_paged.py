@@ -8,7 +8,9 @@ event. The plan here is what the connector hands it:
   ``[num_blocks, block_size, kv_heads, head_dim]`` -- vLLM's FlashAttention layout
   ``[2, num_blocks, block_size, kv_heads, head_dim]`` (K = ``t[0]``, V = ``t[1]``) or a (K, V) pair.
   FlashInfer's ``[num_blocks, 2, ...]`` interleaves K and V block by block, which kvtier.gpu does not
-  address: refused, as are MLA, HND and every other layout.
+  address: refused, as are MLA (``[num_blocks, block_size, latent_dim]``: kvtier.gpu moves the
+  classic layout's K and V tensors only; an MLA chunk is a grouped layout), HND and every other
+  layout.
 - ``layer_group``: the group of a layer, as gpu.h defines groups (group g covers layers
   ``[g*L/G, (g+1)*L/G)``), so ``wait_for_layer_load(layer)`` makes the engine's stream wait for that
   group's event only.
@@ -79,6 +81,11 @@ def _layer_kv(t: Any, spec: ModelSpec, layout: str, what: str) -> tuple:
 
 def gpu_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, layout: str = "auto") -> tuple:
     """(kvtier.gpu.PagedCache, layer names in chunk order) of vLLM's CUDA ``kv_caches``."""
+    if spec.attention == "mla":
+        raise ValueError("KvtierConnector: MLA KV caches on CUDA are not served: kvtier.gpu (include/kvtier/"
+                         "gpu.h) moves chunks of the classic layout, one K and one V tensor per layer; an "
+                         "MLA chunk (one latent per layer, a grouped layout) has no such form. The host "
+                         "path serves MLA caches in CPU memory")
     names = _layer_order(list(kv_caches))
     if len(names) != spec.layers:
         raise ValueError(f"KvtierConnector: {len(names)} KV cache layers, the model has {spec.layers}")

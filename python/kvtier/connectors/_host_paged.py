@@ -1,23 +1,25 @@
 """Block-table loads and saves for a paged KV cache in host memory.
 
-A chunk of kvtier is a sequence of **segments**, each a run of ``tokens_per_chunk`` tokens of one
-part of one layer, and a paged cache keeps each segment's tokens block by block: token t of a request
-lives in block ``block_table[t // block_tokens]``, so with chunks aligned to blocks the bytes of one
-(chunk, segment) are, block by block, whole regions of ``block_tokens`` tokens of that segment.
-``PagedCache`` holds, per segment in chunk order, the address of block 0's region and the byte stride
-between blocks; every region has the same size. Each region (or run of regions adjacent in memory) is
-one kvtier piece: ``kvtier_load`` copies the verified chunk bytes straight into the block addresses and
-``kvtier_save`` reads them from there -- no staging buffer and no extra copy in Python. kvtier streams
-a large copy into small pieces with non-temporal stores (src/tiers/mem/page_arena.cc), as it does into
-one contiguous buffer. The piece lists are built with numpy (a few array operations per call).
+The same plan as the GPU path (src/gpu/gpu_plan.h): a chunk of the classic layout is 2 x layers pieces
+in the order layer 0 K, layer 0 V, layer 1 K, ...; a piece is tokens_per_chunk rows of one token's
+kv_heads x head_dim values (src/core/chunk_geometry.h). A chunk of an MLA model (a grouped layout of
+one ``latent`` group over every layer, docs/models.md) is layers pieces, layer 0's latents, layer 1's,
+...; a piece is tokens_per_chunk rows of latent_dim values. Token t of a request lives in block
+``block_table[t // block_tokens]``, row ``t % block_tokens``, so with chunks aligned to blocks the
+bytes of (chunk, layer, part) -- a part is K or V, or the one latent -- are, block by block, whole
+(block, part) regions of the paged cache. Each such region (or run of regions adjacent in memory) is
+one kvtier piece: ``kvtier_load`` copies the verified chunk bytes straight into the block addresses
+and ``kvtier_save`` reads them from there -- no staging buffer and no extra copy in Python. kvtier
+streams a large copy into small pieces with non-temporal stores (src/tiers/mem/page_arena.cc), as it
+does into one contiguous buffer. The piece lists are built with numpy (a few array operations per
+call).
 
-Two orders are served (docs/connectors.md "Cache layouts"):
-- the classic chunk (src/core/chunk_geometry.h): segments layer 0 K, layer 0 V, layer 1 K, ...; a
-  region is ``block_tokens`` rows of one token's ``kv_heads x head_dim`` values (NHD caches:
-  FlashAttention, FlashInfer);
-- the grouped, head-major chunk of a ``kv`` group (docs/models.md "Chunk piece order"): segments head 0
-  layer 0 K, head 0 layer 0 V, head 0 layer 1 K, ..., head 1 ...; a region is ``block_tokens`` rows of
-  one head's ``head_dim`` values (HND caches: vLLM's CPU backend).
+Any layout whose (block, part) region is one contiguous run of block_tokens rows is served:
+``PagedCache`` holds, per region of a block in chunk order, the address of block 0's and the byte
+stride between blocks. A third order is served for vLLM's CPU backend, whose block keeps each head's
+rows together (HND): the grouped, head-major chunk of one ``kv`` group (docs/models.md "Chunk piece
+order"), whose regions are head 0 layer 0 K, head 0 layer 0 V, head 0 layer 1 K, ..., head 1 ...,
+each ``block_tokens`` rows of one head's ``head_dim`` values (``PagedCache.head_major``).
 """
 
 from __future__ import annotations
@@ -36,58 +38,58 @@ _SIZE_T = ctypes.c_size_t
 
 @dataclass
 class PagedCache:
-    """Addresses of a registered paged cache in host memory (see the module docstring)."""
+    """Addresses of a registered paged cache in host memory (see the module docstring). A chunk is
+    ``regions`` pieces of ``chunk_tokens x row_bytes`` bytes; piece r is, block by block, region r of
+    each of the chunk's blocks: ``bases[r] + block x strides[r]``, ``block_tokens x row_bytes`` bytes."""
 
-    seg_base: np.ndarray     # uint64 [segments]: address of block 0's region of each segment, chunk order
-    seg_stride: np.ndarray   # uint64 [segments]: bytes from block b to block b + 1 in that segment
-    seg_layer: np.ndarray    # int64 [segments]: the model layer each segment belongs to
+    bases: np.ndarray        # uint64 [regions]: address of region r in block 0, in chunk order
+    strides: np.ndarray      # uint64 [regions]: bytes from block b's region r to block b + 1's
+    region_layer: np.ndarray  # int64 [regions]: the layer (in chunk order) region r belongs to
     num_blocks: int
     block_tokens: int
-    row_bytes: int           # one token of one segment
+    row_bytes: int           # one token's row of one region (a layer's K, V or latent)
     keepalive: Any = None    # the tensors
-    layer_names: tuple = ()  # the engine's name of each layer, in layer order
+    layer_names: tuple = ()  # the engine's name of each layer, in chunk order
 
     @staticmethod
-    def classic(k_base: Sequence[int], v_base: Sequence[int], block_stride: Sequence[int], num_blocks: int,
-                block_tokens: int, row_bytes: int, **kw: Any) -> "PagedCache":
-        """NHD caches: per layer the K and V region of block 0 and the stride between blocks."""
-        layers = len(k_base)
-        base = np.stack([np.asarray(k_base, np.uint64), np.asarray(v_base, np.uint64)], axis=1).ravel()
-        stride = np.repeat(np.asarray(block_stride, np.uint64), 2)
-        return PagedCache(base, stride, np.repeat(np.arange(layers, dtype=np.int64), 2), num_blocks,
-                          block_tokens, row_bytes, **kw)
+    def layer_major(bases: Any, strides: Any, num_blocks: int, block_tokens: int, row_bytes: int,
+                    keepalive: Any = None, layer_names: tuple = ()) -> "PagedCache":
+        """The cache of a layer-major chunk: ``bases`` [layers, parts] (K and V, or one latent, per
+        layer), ``strides`` [layers]; region (l, p) is piece l x parts + p."""
+        bases = np.asarray(bases, dtype=np.uint64)
+        layers, parts = bases.shape
+        return PagedCache(bases.ravel(), np.repeat(np.asarray(strides, dtype=np.uint64), parts),
+                          np.repeat(np.arange(layers, dtype=np.int64), parts), num_blocks, block_tokens,
+                          row_bytes, keepalive, layer_names)
 
     @staticmethod
-    def head_major(k_base: Sequence[int], v_base: Sequence[int], block_stride: Sequence[int], head_stride: int,
-                   heads: int, num_blocks: int, block_tokens: int, row_bytes: int, **kw: Any) -> "PagedCache":
-        """HND caches: per layer the K and V region of block 0's head 0, the stride between blocks and
-        the stride between heads of a block; segments head-major (head, layer, K/V)."""
-        layers = len(k_base)
+    def head_major(k_base: Sequence[int], v_base: Sequence[int], strides: Sequence[int], head_stride: int,
+                   heads: int, num_blocks: int, block_tokens: int, row_bytes: int, keepalive: Any = None,
+                   layer_names: tuple = ()) -> "PagedCache":
+        """The cache of a head-major chunk (HND blocks): per layer the address of block 0's K and V
+        head 0, the stride between blocks and, common to every layer, the stride between a block's
+        heads; region (h, l, p) is piece (h x layers + l) x 2 + p."""
         kv = np.stack([np.asarray(k_base, np.uint64), np.asarray(v_base, np.uint64)], axis=1)  # [L, 2]
+        layers = kv.shape[0]
         heads_off = np.arange(heads, dtype=np.uint64) * np.uint64(head_stride)
-        base = (heads_off[:, None, None] + kv[None, :, :]).ravel()                                 # [H, L, 2]
-        stride = np.tile(np.repeat(np.asarray(block_stride, np.uint64), 2), heads)
-        layer = np.tile(np.repeat(np.arange(layers, dtype=np.int64), 2), heads)
-        return PagedCache(base, stride, layer, num_blocks, block_tokens, row_bytes, **kw)
+        return PagedCache((heads_off[:, None, None] + kv[None, :, :]).ravel(),
+                          np.tile(np.repeat(np.asarray(strides, np.uint64), 2), heads),
+                          np.tile(np.repeat(np.arange(layers, dtype=np.int64), 2), heads), num_blocks,
+                          block_tokens, row_bytes, keepalive, layer_names)
 
     @property
-    def layers(self) -> int:
-        return int(self.seg_layer.max()) + 1 if self.seg_layer.size else 0
-
-    @property
-    def segments(self) -> int:
-        return int(self.seg_base.shape[0])
+    def regions(self) -> int:
+        return int(self.bases.shape[0])
 
     @property
     def region_bytes(self) -> int:
         return self.block_tokens * self.row_bytes
 
     def layer_end(self, layer: int, chunk_tokens: int) -> int:
-        """Bytes of a chunk of ``chunk_tokens`` tokens up to the last segment of layer ``layer`` (what
-        must have landed before that layer is usable): the classic order finishes a layer after its
-        own two segments, the head-major order only in its last head."""
-        last = int(np.flatnonzero(self.seg_layer == layer)[-1])
-        return (last + 1) * chunk_tokens * self.row_bytes
+        """Bytes of a chunk of ``chunk_tokens`` tokens up to the end of its last piece of a layer up
+        to ``layer`` (what must have landed before that layer is usable)."""
+        last = np.flatnonzero(self.region_layer <= layer)
+        return (int(last[-1]) + 1 if last.size else 0) * chunk_tokens * self.row_bytes
 
     def pieces(self, blocks: np.ndarray, scratch: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
         """(kvtier_buf entries [n, 2] of (address, size), pieces per chunk [n_chunks]) for the chunks
@@ -102,7 +104,7 @@ class PagedCache:
             raise ValueError(f"block table names a block outside [0, {self.num_blocks})")
         region = np.uint64(self.region_bytes)
         b = np.where(blocks < 0, 0, blocks).astype(np.uint64)
-        addr = self.seg_base[None, :, None] + b[:, None, :] * self.seg_stride[None, :, None]  # [n, S, bpc]
+        addr = self.bases[None, :, None] + b[:, None, :] * self.strides[None, :, None]  # [chunks, R, blocks]
         skipped = np.broadcast_to((blocks < 0)[:, None, :], addr.shape)
         if skipped.any():
             if scratch is None or scratch.nbytes < int(skipped.sum()) * self.region_bytes:
@@ -149,7 +151,7 @@ def load_async(store: Store, ns: Namespace, keys: Sequence[bytes], cache: PagedC
                blocks: np.ndarray) -> Handle:
     """Starts loading ``keys`` (one per row of ``blocks``) into the cache's blocks; Handle.wait()
     gives the verified leading chunks loaded. Blocks of -1 are read into a scratch buffer."""
-    skipped = int((np.asarray(blocks) < 0).sum()) * cache.segments
+    skipped = int((np.asarray(blocks) < 0).sum()) * cache.regions
     scratch = np.empty(skipped * cache.region_bytes, dtype=np.uint8) if skipped else None
     return _start(_lib.lib().kvtier_load_async, store, ns, keys, cache.pieces(blocks, scratch),
                   (scratch, cache.keepalive))

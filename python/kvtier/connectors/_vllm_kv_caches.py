@@ -7,11 +7,15 @@ Served (CPU tensors):
   a (K, V) pair of ``[num_blocks, block_size, kv_heads, head_dim]``;
 - HND, vLLM's CPU backend ``[2, num_blocks, kv_heads, block_size, head_dim]`` (layout ``cpu_attn``:
   each head's rows of a block are one contiguous run of block_size x head_dim values), chunks in the
-  grouped head-major order (docs/models.md), so a region is one head's rows of one block.
+  grouped head-major order (docs/models.md), so a region is one head's rows of one block;
+- for an MLA model (``spec.attention == "mla"``) the MLA backends' one tensor per layer
+  ``[num_blocks, block_size, latent_dim]`` (each block one contiguous run of block_size x latent_dim
+  values; blocks may be padded apart).
 The layout decides the namespace's chunk order before any tensor is seen, so ``auto`` only reads the
 NHD shapes and refuses a tensor that would read as both (kv_heads == block_size) or as vLLM's CPU
-backend's. Everything else is refused with ValueError: MLA latent caches, other stride orders, a dtype
-other than the configuration's (CUDA caches: ``_gpu_paged``).
+backend's. Everything else is refused with ValueError: a latent cache for a model that is not MLA and
+the other way round, other stride orders, a dtype other than the configuration's (CUDA caches:
+``_gpu_paged``).
 ``spec`` is a ``kvtier.connectors.vllm_v1.ModelSpec``.
 """
 
@@ -19,8 +23,6 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
-
-import numpy as np
 
 from ..store import _dtype
 from ._host_paged import PagedCache
@@ -69,8 +71,8 @@ def _layer_regions(t: Any, spec: ModelSpec, layout: str, what: str) -> tuple[int
     _check_tensor(t, spec, what)
     shape = tuple(t.shape)
     if t.dim() == 3:
-        raise ValueError(f"KvtierConnector: {what}: shape {shape} is an MLA latent cache; MLA is not "
-                         "supported by this connector")
+        raise ValueError(f"KvtierConnector: {what}: shape {shape} is an MLA latent cache, but the "
+                         "configuration is not MLA (model_config.use_mla is false)")
     if t.dim() != 5:
         raise ValueError(f"KvtierConnector: {what}: unknown KV cache shape {shape} (supported: "
                          "[2, num_blocks, block_size, kv_heads, head_dim], "
@@ -135,24 +137,49 @@ def _check_tensor(t: Any, spec: ModelSpec, what: str) -> None:
         raise ValueError(f"KvtierConnector: {what}: dtype {t.dtype}, the configuration says {spec.kv_dtype}")
 
 
+def _latent_region(t: Any, spec: ModelSpec, what: str) -> tuple[int, int, int]:
+    """(address, block stride in bytes, num_blocks) of one MLA layer's cache
+    ``[num_blocks, block_size, latent_dim]`` (vLLM's MLA backends, get_kv_cache_shape)."""
+    if isinstance(t, (tuple, list)) or t.dim() != 3:
+        shape = [tuple(x.shape) for x in t] if isinstance(t, (tuple, list)) else tuple(t.shape)
+        raise ValueError(f"KvtierConnector: {what}: shape {shape} is not an MLA latent cache "
+                         f"[num_blocks, block_size, latent_dim], which this MLA configuration needs")
+    _check_tensor(t, spec, what)
+    tail = tuple(t.shape[1:])
+    if tail != (spec.block_size, spec.head_dim):
+        raise ValueError(f"KvtierConnector: {what}: block shape {tail}, expected (block_size, latent_dim) "
+                         f"= {(spec.block_size, spec.head_dim)}")
+    if tuple(t.stride()[1:]) != (spec.head_dim, 1) or t.stride(0) < spec.block_size * spec.head_dim:
+        raise ValueError(f"KvtierConnector: {what}: a block is not one contiguous run of block_size x "
+                         f"latent_dim values (strides {tuple(t.stride())})")
+    return t.data_ptr(), t.stride(0) * t.element_size(), int(t.shape[0])
+
+
 def paged_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, layout: str = "auto") -> PagedCache:
     """The host paged cache of vLLM's ``kv_caches`` (layer name -> tensor), layers in name order
     (the layer index in the name)."""
     names = _layer_order(list(kv_caches))
     if len(names) != spec.layers:
         raise ValueError(f"KvtierConnector: {len(names)} KV cache layers, the model has {spec.layers}")
-    regions = [_layer_regions(kv_caches[n], spec, layout, f"layer {n!r}") for n in names]
-    blocks = {r[3] for r in regions}
-    if len(blocks) != 1:
-        raise ValueError(f"KvtierConnector: layers differ in num_blocks: {sorted(blocks)}")
-    k, v, stride = [r[0] for r in regions], [r[1] for r in regions], [r[2] for r in regions]
-    es = _dtype(spec.dtype)[1]
     keep = dict(keepalive=dict(kv_caches), layer_names=tuple(names))
+    row = spec.kv_heads * spec.head_dim * _dtype(spec.dtype)[1]  # bytes of one token's K, V or latent row
+    if spec.attention == "mla":  # (address, stride, num_blocks): one part per layer
+        latents = [_latent_region(kv_caches[n], spec, f"layer {n!r}") for n in names]
+        return PagedCache.layer_major([(a,) for a, _, _ in latents], [s for _, s, _ in latents],
+                                      _one(latents, 2, "num_blocks"), spec.block_size, row, **keep)
+    regions = [_layer_regions(kv_caches[n], spec, layout, f"layer {n!r}") for n in names]
+    num_blocks = _one(regions, 3, "num_blocks")
     if layout == "cpu_attn":
-        heads = {r[4] for r in regions}
-        if len(heads) != 1:
-            raise ValueError(f"KvtierConnector: layers differ in their head stride: {sorted(heads)}")
-        return PagedCache.head_major(k, v, stride, heads.pop(), spec.kv_heads, blocks.pop(), spec.block_size,
-                                     spec.head_dim * es, **keep)
-    return PagedCache.classic(k, v, stride, blocks.pop(), spec.block_size, spec.kv_heads * spec.head_dim * es,
-                              **keep)
+        return PagedCache.head_major([r[0] for r in regions], [r[1] for r in regions], [r[2] for r in regions],
+                                     _one(regions, 4, "head stride"), spec.kv_heads, num_blocks,
+                                     spec.block_size, row // spec.kv_heads, **keep)
+    return PagedCache.layer_major([(r[0], r[1]) for r in regions], [r[2] for r in regions], num_blocks,
+                                  spec.block_size, row, **keep)
+
+
+def _one(regions: list, field: int, what: str) -> int:
+    """The value of ``field`` every layer's regions share; ValueError when layers differ."""
+    values = {r[field] for r in regions}
+    if len(values) != 1:
+        raise ValueError(f"KvtierConnector: layers differ in {what}: {sorted(values)}")
+    return values.pop()

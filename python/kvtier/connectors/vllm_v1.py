@@ -36,9 +36,12 @@ Worker side (one per TP rank):
   (both NHD: each block's K and V is one contiguous run), a (K, V) pair of
   ``[num_blocks, block_size, kv_heads, head_dim]``, or, on the CPU, vLLM's CPU backend's HND layout
   ``[2, num_blocks, kv_heads, block_size, head_dim]`` (``kv_cache_layout: cpu_attn``, which the
-  adapter sets on a CPU device: its chunks are in the grouped head-major order, another namespace).
-  Anything else (MLA's ``[num_blocks, block_size, latent]``, another stride order, a cross-layer
-  cache) is refused with ValueError.
+  adapter sets on a CPU device: its chunks are in the grouped head-major order, another namespace);
+  for an MLA model (``use_mla``) the MLA backends' ``[num_blocks, block_size, latent_dim]`` in CPU
+  memory, stored in the grouped layout of one ``latent`` group (chunks shared by every TP rank and
+  degree: only rank 0 saves, every rank loads). Anything else (another stride order, a cross-layer
+  cache, MLA on CUDA, a hybrid model's Mamba states or sliding-window groups:
+  ``check_kv_cache_config``) is refused with ValueError.
 - ``start_load_kv`` starts one kvtier load per request over its block table (kvtier copies verified
   chunk bytes straight into the blocks); ``wait_for_layer_load(layer)`` waits, for each synchronous
   load, only until that layer's bytes of every chunk are verified and in the blocks
@@ -136,7 +139,7 @@ DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf1
           "fp32": "fp32", "half": "fp16", "float": "fp32", "fp8": "fp8", "fp8_e4m3": "fp8",
           "fp8_e5m2": "fp8"}
 OWN_OPTIONS = ("tiers", "chunk_tokens", "async_load", "tenant", "salt", "model_id", "model_revision",
-               "kv_cache_layout", "layer_groups") + STORE_OPTION_NAMES
+               "kv_cache_layout", "layer_groups", "layout_spec") + STORE_OPTION_NAMES
 KV_CACHE_LAYOUTS = ("auto", "flash_attn", "flashinfer", "cpu_attn")
 DEFAULT_CHUNK_TOKENS = 256
 
@@ -147,12 +150,20 @@ class ModelSpec:
 
     model: str
     layers: int
-    kv_heads: int        # per TP rank
-    head_dim: int
+    kv_heads: int        # per TP rank (MLA: 1)
+    head_dim: int        # MLA: the latent's width, kv_lora_rank + qk_rope_head_dim
     kv_dtype: str        # the engine's name (bfloat16, fp8_e4m3, ...)
     block_size: int
     tp_size: int = 1
     revision: Optional[str] = None
+    attention: str = "mha"  # "mha" (K and V per layer) or "mla" (one latent per layer, every rank alike)
+
+    def __post_init__(self) -> None:
+        if self.attention not in ("mha", "mla"):
+            raise ValueError(f"KvtierConnector: attention {self.attention!r} is neither 'mha' nor 'mla'")
+        if self.attention == "mla" and self.kv_heads != 1:
+            raise ValueError(f"KvtierConnector: an MLA cache has one latent per token (kv_heads 1), "
+                             f"not {self.kv_heads}")
 
     @property
     def dtype(self) -> str:
@@ -231,23 +242,51 @@ def check_options(extra: Mapping[str, Any]) -> None:
         raise ValueError(f"KvtierConnector: kv_cache_layout {layout!r} is not one of {KV_CACHE_LAYOUTS}")
 
 
-def layout_of(spec: ModelSpec, chunk_tokens: int, kv_cache_layout: str) -> kvtier.Layout:
-    """The chunk layout of the engine's cache: the classic order for NHD caches, the grouped
-    head-major order of one ``kv`` group for vLLM's CPU backend (``cpu_attn``, HND), whose block holds
-    each head's rows as one run (docs/models.md "Chunk piece order")."""
-    if kv_cache_layout != "cpu_attn":
-        return kvtier.Layout(layers=spec.layers, kv_heads=spec.kv_heads, head_dim=spec.head_dim,
-                             dtype=spec.dtype, tokens_per_chunk=chunk_tokens)
-    last = spec.layers - 1
-    layers = "0" if last == 0 else f"0-{last}"
-    return kvtier.Layout.from_spec(f"layers={spec.layers} tokens={chunk_tokens} kv:layers={layers},"
-                                   f"heads={spec.kv_heads},dim={spec.head_dim},dtype={spec.dtype}")
+def layout_of(spec: ModelSpec, chunk_tokens: int, extra: Mapping[str, Any]) -> kvtier.Layout:
+    """The chunk layout of one rank's cache: the classic K/V layout for NHD caches; the grouped
+    head-major layout of one ``kv`` group for vLLM's CPU backend (``kv_cache_layout: cpu_attn``, HND),
+    whose block holds each head's rows as one run; for MLA the grouped layout of one ``latent`` group
+    over every layer (docs/models.md). ``layout_spec`` in the configuration, when given, must name that
+    same layout (ValueError otherwise: a cache is never read as another)."""
+    layers = "0" if spec.layers == 1 else f"0-{spec.layers - 1}"
+    if spec.attention == "mla":
+        layout = kvtier.Layout.from_spec(f"layers={spec.layers} tokens={chunk_tokens} "
+                                         f"latent:layers={layers},dim={spec.head_dim},dtype={spec.dtype}")
+    elif extra.get("kv_cache_layout", "auto") == "cpu_attn":
+        layout = kvtier.Layout.from_spec(f"layers={spec.layers} tokens={chunk_tokens} kv:layers={layers},"
+                                         f"heads={spec.kv_heads},dim={spec.head_dim},dtype={spec.dtype}")
+    else:
+        layout = kvtier.Layout(layers=spec.layers, kv_heads=spec.kv_heads, head_dim=spec.head_dim,
+                               dtype=spec.dtype, tokens_per_chunk=chunk_tokens)
+    text = extra.get("layout_spec")
+    if text is not None:
+        try:
+            given = kvtier.Layout.from_spec(str(text))
+        except kvtier.KvtierError as e:
+            raise ValueError(f"KvtierConnector: layout_spec {text!r}: {e}") from None
+        if given != layout:
+            raise ValueError(f"KvtierConnector: layout_spec {given.spec or text!r} is not the layout of "
+                             f"this engine's cache, {layout.spec or _classic_spec(layout)!r}")
+    return layout
+
+
+def _classic_spec(layout: kvtier.Layout) -> str:
+    return (f"layers={layout.layers} tokens={layout.tokens_per_chunk} "
+            f"classic:heads={layout.kv_heads},dim={layout.head_dim},dtype={layout.dtype}")
 
 
 def identity_of(spec: ModelSpec, extra: Mapping[str, Any], tp_rank: int) -> kvtier.EngineIdentity:
     """The engine identity of one TP rank's chunks. The chunk bytes are in kvtier's own order
     (layout ``chunk``), whatever the attention backend's layout, so FlashAttention and FlashInfer
-    engines of one model share chunks."""
+    engines of one model share chunks. An MLA latent is the same on every TP rank: its identity
+    leaves the TP size and rank out, so a chunk saved at one TP degree loads at any other."""
+    if spec.attention == "mla":
+        return kvtier.EngineIdentity(
+            engine="vllm", io_path="kv_connector_v1", layout="chunk", attention="mla",
+            model=extra.get("model_id") or spec.model,
+            model_revision=extra.get("model_revision") or spec.revision,
+            kv_dtype=spec.kv_dtype, page_tokens=spec.block_size, latent_dim=spec.head_dim,
+            layers=spec.layers, hash_scheme="kvtier_chunk_chain", salt=extra.get("salt") or None)
     return kvtier.EngineIdentity(
         engine="vllm", io_path="kv_connector_v1", layout="chunk", attention="mha",
         model=extra.get("model_id") or spec.model,
@@ -272,8 +311,10 @@ class KvtierConnectorCore:
             raise ValueError(f"KvtierConnector: TP rank {tp_rank} of size {spec.tp_size}")
         self._core_role, self._spec, self._extra, self._tp_rank = role, spec, extra, tp_rank
         self._chunk_tokens = chunk_tokens_of(extra, spec.block_size)
-        self._layout = layout_of(spec, self._chunk_tokens, extra.get("kv_cache_layout", "auto"))
-        ranks = range(spec.tp_size) if role == SCHEDULER else [tp_rank]
+        self._layout = layout_of(spec, self._chunk_tokens, extra)
+        # An MLA latent is the same on every rank: one namespace for all of them, and only rank 0 saves.
+        ranks = range(spec.tp_size) if role == SCHEDULER and spec.attention != "mla" else [tp_rank]
+        self._saves = spec.attention != "mla" or tp_rank == 0
         tenant = str(extra.get("tenant", ""))
         self._namespaces = [identity_of(spec, extra, r).namespace(self._layout, tenant) for r in ranks]
         self._store_key = None
@@ -517,7 +558,7 @@ class KvtierConnectorCore:
         for spec in meta.saves:
             self._held.add(spec.req_id)
             keys = self._keys(spec.tokens)[spec.first_chunk:]
-            if not keys:
+            if not keys or not self._saves:  # MLA ranks other than 0: rank 0 saves the same latents
                 continue
             if self._gpu is not None:
                 self._save_gpu(spec.req_id, keys, self._chunk_blocks(spec.blocks, len(keys)))
@@ -709,17 +750,54 @@ def _group0(block_ids: Any) -> list:
 def spec_of_vllm_config(vllm_config: Any) -> ModelSpec:
     """The ModelSpec of a VllmConfig (model_config, cache_config, parallel_config)."""
     mc, cc, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
-    if getattr(mc, "use_mla", False):
-        raise ValueError("KvtierConnector: MLA models are not supported by this connector")
     if getattr(pc, "pipeline_parallel_size", 1) != 1:
         raise ValueError("KvtierConnector: pipeline parallelism is not supported by this connector")
+    for name in ("decode_context_parallel_size", "prefill_context_parallel_size"):
+        if int(getattr(pc, name, 1) or 1) != 1:
+            raise ValueError(f"KvtierConnector: context parallelism ({name} > 1: each rank holds some of "
+                             "every block's tokens) is not supported by this connector")
     cache_dtype = str(getattr(cc, "cache_dtype", "auto"))
     if cache_dtype == "auto":
         cache_dtype = str(mc.dtype).replace("torch.", "")
+    mla = bool(getattr(mc, "use_mla", False))
+    # MLA: vLLM's ModelConfig gives 1 KV head and a head size of kv_lora_rank + qk_rope_head_dim
     return ModelSpec(model=str(mc.model), revision=getattr(mc, "revision", None),
-                     layers=int(mc.get_num_layers(pc)), kv_heads=int(mc.get_num_kv_heads(pc)),
+                     layers=int(mc.get_num_layers(pc)), kv_heads=1 if mla else int(mc.get_num_kv_heads(pc)),
                      head_dim=int(mc.get_head_size()), kv_dtype=cache_dtype, block_size=int(cc.block_size),
-                     tp_size=int(pc.tensor_parallel_size))
+                     tp_size=int(pc.tensor_parallel_size), attention="mla" if mla else "mha")
+
+
+# vLLM KV cache specs (vllm/v1/kv_cache_interface.py) the connector does not serve, and why.
+_REFUSED_SPECS = {
+    "MambaSpec": "a Mamba / linear-attention layer keeps a per-request state in its own KV cache group "
+                 "(MambaSpec); the connector saves and loads per-token KV only, so hybrid models are not "
+                 "served (a prefix hit needs the state as of that prefix's end)",
+    "SlidingWindowSpec": "sliding-window layers in their own KV cache group (vLLM's hybrid KV cache "
+                         "manager frees their blocks outside the window); not served: run with "
+                         "--disable-hybrid-kv-cache-manager, which keeps every token's KV of those layers",
+    "SlidingWindowMLASpec": "sliding-window MLA layers in their own KV cache group are not served",
+    "ChunkedLocalAttentionSpec": "chunked local attention layers in their own KV cache group are not served",
+}
+
+
+def check_kv_cache_config(kv_cache_config: Any, spec: ModelSpec) -> None:
+    """ValueError unless vLLM's KVCacheConfig is one KV cache group of full attention (MLA exactly
+    when the configuration is MLA). None (revisions that pass no KVCacheConfig) is not checked here;
+    register_kv_caches and the scheduler's block ids refuse other layouts there."""
+    groups = list(getattr(kv_cache_config, "kv_cache_groups", None) or ()) if kv_cache_config else []
+    for group in groups:
+        top = getattr(group, "kv_cache_spec", None)
+        inner = getattr(top, "kv_cache_specs", None)  # UniformTypeKVCacheSpecs: per-layer specs
+        for layer_spec in (inner.values() if isinstance(inner, Mapping) else [top]):
+            kinds = {c.__name__ for c in type(layer_spec).__mro__}
+            for kind, why in _REFUSED_SPECS.items():
+                if kind in kinds:
+                    raise ValueError(f"KvtierConnector: {why}")
+            if ("MLAAttentionSpec" in kinds) != (spec.attention == "mla"):
+                raise ValueError(f"KvtierConnector: KV cache spec {type(layer_spec).__name__} for a "
+                                 f"configuration whose attention is {spec.attention!r}")
+    if len(groups) > 1:
+        raise ValueError(f"KvtierConnector: {len(groups)} KV cache groups; one is supported")
 
 
 def _role_name(role: Any) -> str:
@@ -755,7 +833,9 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
             extra["kv_cache_layout"] = "cpu_attn"  # vLLM's CPU platform always runs its CPU_ATTN backend
         role_name = _role_name(role)
         tp_rank = _worker_tp_rank(vllm_config) if role_name == WORKER else 0
-        KvtierConnectorCore.__init__(self, role_name, spec_of_vllm_config(vllm_config), extra, tp_rank)
+        spec = spec_of_vllm_config(vllm_config)
+        check_kv_cache_config(kv_cache_config, spec)
+        KvtierConnectorCore.__init__(self, role_name, spec, extra, tp_rank)
         self._vllm_role = role
 
     @property

@@ -95,6 +95,8 @@ class FlashAttnCache:
     [num_blocks, 2, ...] (FlashInfer) with ``flashinfer=True``, or vLLM's CPU backend's HND
     [2, num_blocks, kv_heads, block_size, head_dim] with ``cpu_attn=True``."""
 
+    parts = (0, 1)  # K and V
+
     def __init__(self, layers: int, num_blocks: int, block_size: int, kv_heads: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, flashinfer: bool = False, device: str = "cpu",
                  cpu_attn: bool = False) -> None:
@@ -128,8 +130,41 @@ class FlashAttnCache:
                             for t in range(start, end)]).cpu()
 
 
+class LatentCache:
+    """vLLM's MLA backends' cache: per layer one tensor [num_blocks, block_size, latent_dim]
+    (vllm/v1/attention/backends/mla/common.py, get_kv_cache_shape), each block ``pad`` values apart
+    from the next when ``pad`` (vLLM's page_size_padded)."""
+
+    parts = (0,)  # one latent per token and layer
+
+    def __init__(self, layers: int, num_blocks: int, block_size: int, latent_dim: int,
+                 dtype: torch.dtype = torch.float32, pad: int = 0) -> None:
+        self.block_size, self.kv_heads, self.head_dim = block_size, 1, latent_dim
+        page = block_size * latent_dim + pad
+        self.raw = {f"model.layers.{i}.self_attn.attn": torch.zeros(num_blocks * page, dtype=dtype)
+                    for i in range(layers)}
+        self.tensors = {n: t.as_strided((num_blocks, block_size, latent_dim), (page, latent_dim, 1))
+                        for n, t in self.raw.items()}
+        self.names = list(self.tensors)
+
+    def kv(self, layer: int, kv: int) -> torch.Tensor:
+        return self.tensors[self.names[layer]]
+
+    def write_rows(self, layer: int, kv: int, block_ids: list, start: int, rows: torch.Tensor) -> None:
+        dst = self.kv(layer, kv)
+        for i in range(rows.shape[0]):
+            t = start + i
+            dst[block_ids[t // self.block_size], t % self.block_size] = rows[i]
+
+    def read_rows(self, layer: int, kv: int, block_ids: list, start: int, end: int) -> torch.Tensor:
+        src = self.kv(layer, kv)
+        return torch.stack([src[block_ids[t // self.block_size], t % self.block_size]
+                            for t in range(start, end)]).cpu()
+
+
 class MiniEngine:
-    """One scheduler connector and one worker connector (TP 1) over one FlashAttnCache."""
+    """One scheduler connector and one worker connector (TP 1) over one FlashAttnCache (or
+    LatentCache)."""
 
     def __init__(self, scheduler: Any, worker: Any, cache: FlashAttnCache, num_blocks: int,
                  step_tokens: int = 1 << 30,
@@ -155,7 +190,7 @@ class MiniEngine:
     def _reference_compute(self, req: Request, start: int, end: int) -> None:
         width = self.cache.kv_heads * self.cache.head_dim
         for layer in range(len(self.cache.names)):
-            for kv in (0, 1):
+            for kv in self.cache.parts:
                 self.cache.write_rows(layer, kv, req.block_ids, start,
                                       reference_rows(req.prompt_token_ids, start, end, layer, kv, width))
 
@@ -164,7 +199,7 @@ class MiniEngine:
         n = len(req.prompt_token_ids)
         return all(torch.equal(self.cache.read_rows(l, kv, req.block_ids, 0, n),
                                reference_rows(req.prompt_token_ids, 0, n, l, kv, width))
-                   for l in range(len(self.cache.names)) for kv in (0, 1))
+                   for l in range(len(self.cache.names)) for kv in self.cache.parts)
 
     # ---- requests -------------------------------------------------------------------------------
 
