@@ -80,7 +80,7 @@ KVTIER_COMMAND("bench", "e2e",
                "cold-recovery TTFT through the reference engine: recompute vs mem/file/fs/mem+file",
                [](CLI::App& cmd) -> std::function<int()> {
                  auto a = std::make_shared<E2eArgs>();
-                 cmd.add_option("--model", a->opt.model, "engine config: tiny, small, qwen2.5-0.5b")
+                 cmd.add_option("--model", a->opt.model, "engine config: tiny, small, qwen2.5-0.5b, tiny-window, tiny-mla, tiny-hybrid")
                      ->capture_default_str();
                  cmd.add_option("--context", a->opt.workload.context_tokens, "cached context tokens per session")
                      ->capture_default_str()

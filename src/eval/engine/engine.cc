@@ -22,8 +22,12 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   }
   KVTIER_ASSIGN_OR_RETURN(Namespace ns,
                           Namespace::Make(options.model.ModelId(), options.model.KvLayout(), options.tenant));
+  if (options.tp == 0 || options.model.q_heads % options.tp != 0) {
+    return Status::InvalidArgument(std::to_string(options.tp) + " tensor-parallel ranks do not divide the " +
+                                   std::to_string(options.model.q_heads) + " query heads of " + options.model.name);
+  }
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool,
-                          KvPool::Create(options.model.KvLayout(), options.pool_bytes));
+                          KvPool::Create(options.model.KvLayout(), options.pool_bytes, options.tp));
   SetBlasThreads(options.blas_threads);
   return std::unique_ptr<Engine>(new Engine(options, std::move(ns), std::move(pool)));
 }
@@ -138,6 +142,7 @@ Status Engine::LoadCached(Request& req) {
     Result<size_t> loaded = store->Load(ns_, keys.subspan(first, present - first), dsts);
     // A failed or short load leaves garbage in the unread blocks; prefill overwrites it.
     const size_t n = loaded.ok() ? *loaded : 0;
+    for (size_t i = 0; i < n; ++i) pool_->Replicate(res.blocks[first + i]);  // latent, state: every rank's copy
     req.computed_ = static_cast<uint32_t>((first + n) * tpc);
     req.stats_.loaded_tokens = static_cast<uint32_t>(n * tpc);
     req.stats_.loaded_bytes = n * pool_->block_bytes();

@@ -44,6 +44,10 @@ struct EngineOptions {
   bool save = true;                        // Save newly computed chunks into the store
   uint32_t prefill_step_tokens = 0;        // 0: tokens_per_chunk; rounded down to whole chunks
   int blas_threads = 0;                    // > 0: sets the OpenBLAS thread count
+  // Simulated tensor-parallel ranks (docs/engine.md, "Tensor parallelism"): rank r keeps the KV heads
+  // [r H / tp, (r + 1) H / tp) and computes the query heads that use them. A grouped layout only, whose
+  // KV heads and query heads tp divides. Keys and namespace do not depend on it.
+  uint32_t tp = 1;
 };
 
 // What one prompt cost and where its KV came from.

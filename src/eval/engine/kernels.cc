@@ -72,15 +72,18 @@ inline float ExpNonPositive(float x) {
 
 }  // namespace
 
-void MaskedSoftmax(float* row, size_t valid, size_t n) {
+void MaskedSoftmax(float* row, size_t valid, size_t n) { BandSoftmax(row, 0, valid, n); }
+
+void BandSoftmax(float* row, size_t begin, size_t end, size_t n) {
   float mx = -INFINITY;
-  for (size_t i = 0; i < valid; ++i) mx = std::max(mx, row[i]);
-  for (size_t i = 0; i < valid; ++i) row[i] = ExpNonPositive(row[i] - mx);  // vectorised
+  for (size_t i = begin; i < end; ++i) mx = std::max(mx, row[i]);
+  for (size_t i = begin; i < end; ++i) row[i] = ExpNonPositive(row[i] - mx);  // vectorised
   float sum = 0;
-  for (size_t i = 0; i < valid; ++i) sum += row[i];
+  for (size_t i = begin; i < end; ++i) sum += row[i];
   float inv = 1.f / sum;
-  for (size_t i = 0; i < valid; ++i) row[i] *= inv;
-  std::fill(row + valid, row + n, 0.f);
+  for (size_t i = begin; i < end; ++i) row[i] *= inv;
+  std::fill(row, row + begin, 0.f);
+  std::fill(row + end, row + n, 0.f);
 }
 
 void SetBlasThreads(int n) {

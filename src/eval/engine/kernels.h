@@ -25,6 +25,8 @@ void SwiGlu(float* gate, const float* up, size_t n);
 
 // In-place softmax of the first `valid` entries of a row; entries [valid, n) become 0.
 void MaskedSoftmax(float* row, size_t valid, size_t n);
+// In-place softmax of entries [begin, end) of a row; the others become 0. REQUIRES: begin < end <= n.
+void BandSoftmax(float* row, size_t begin, size_t end, size_t n);
 
 // Sets the OpenBLAS thread count (the engine's "device" parallelism); n <= 0 leaves it alone.
 void SetBlasThreads(int n);

@@ -48,11 +48,19 @@ std::shared_ptr<const Weights> MakeRandomWeights(const ModelConfig& c) {
   w->embedding = Uniform(c.seed, t++, size_t{c.vocab} * h, 1.f);
   w->final_norm = NormGains(c.seed, t++, h);
   w->layers.resize(c.layers);
-  for (LayerWeights& l : w->layers) {
+  for (uint32_t layer = 0; layer < c.layers; ++layer) {
+    LayerWeights& l = w->layers[layer];
     l.attn_norm = NormGains(c.seed, t++, h);
     l.wq = Uniform(c.seed, t++, q * h, Scale(c.hidden));
-    l.wk = Uniform(c.seed, t++, kv * h, Scale(c.hidden));
-    l.wv = Uniform(c.seed, t++, kv * h, Scale(c.hidden));
+    if (c.KindOf(layer) == LayerKind::kMla) {  // (classic configs draw the very tensors they always drew)
+      const size_t rank = c.kv_lora_rank, nope = c.head_dim - c.rope_dim;
+      l.wk = Uniform(c.seed, t++, size_t{c.latent_dim()} * h, Scale(c.hidden));
+      l.w_uk = Uniform(c.seed, t++, c.q_heads * nope * rank, Scale(c.kv_lora_rank));
+      l.w_uv = Uniform(c.seed, t++, q * rank, Scale(c.kv_lora_rank));
+    } else {
+      l.wk = Uniform(c.seed, t++, kv * h, Scale(c.hidden));
+      l.wv = Uniform(c.seed, t++, kv * h, Scale(c.hidden));
+    }
     l.wo = Uniform(c.seed, t++, h * q, Scale(static_cast<uint32_t>(q)) * 0.5f);
     l.mlp_norm = NormGains(c.seed, t++, h);
     l.w_gate = Uniform(c.seed, t++, size_t{c.ffn} * h, Scale(c.hidden));

@@ -13,11 +13,15 @@
 
 namespace kvtier::internal {
 
+// kMla layers: wk is the down projection to the latent [c, k_rope] ([kv_lora_rank + rope_dim][hidden]),
+// w_uk and w_uv the per-head up projections of c; wv is empty. Other layers: w_uk and w_uv are empty.
 struct LayerWeights {
   std::vector<float> attn_norm;  // [hidden]
   std::vector<float> wq;         // [q_heads*head_dim][hidden]
   std::vector<float> wk;         // [kv_heads*head_dim][hidden]
   std::vector<float> wv;         // [kv_heads*head_dim][hidden]
+  std::vector<float> w_uk;       // kMla: [q_heads*(head_dim-rope_dim)][kv_lora_rank]
+  std::vector<float> w_uv;       // kMla: [q_heads*head_dim][kv_lora_rank]
   std::vector<float> wo;         // [hidden][q_heads*head_dim]
   std::vector<float> mlp_norm;   // [hidden]
   std::vector<float> w_gate;     // [ffn][hidden]
