@@ -13,7 +13,14 @@ double Gbps(double bytes_per_second) { return bytes_per_second / 1e9; }
 nlohmann::json PhaseJson(const PhaseResult& p) {
   return {{"chunks", p.chunks},   {"bytes", p.bytes},   {"seconds", p.seconds},
           {"gbps", Gbps(p.BytesPerSecond())}, {"errors", p.errors}, {"p50_us", p.p50_us},
-          {"p99_us", p.p99_us}, {"flush_seconds", p.flush_seconds}};
+          {"p99_us", p.p99_us}};
+}
+
+// A write phase: the phase, and the Flush after it (not in its seconds).
+nlohmann::json WritePhaseJson(const PhaseResult& p) {
+  nlohmann::json j = PhaseJson(p);
+  j["flush_seconds"] = p.flush_seconds;
+  return j;
 }
 
 nlohmann::json OptionalPhase(const std::optional<PhaseResult>& p) {
@@ -176,7 +183,7 @@ nlohmann::json ToJson(const DatapathResult& r) {
                      {"ratio_to_fio", p.fio ? nlohmann::json(p.RatioToFio()) : nullptr},
                      {"reference", OptionalPhase(p.reference)},
                      {"ratio_to_reference", p.reference ? nlohmann::json(p.RatioToReference()) : nullptr},
-                     {"write", OptionalPhase(p.write)},
+                     {"write", p.write ? WritePhaseJson(*p.write) : nlohmann::json(nullptr)},
                      {"fio_write", FioJson(p.fio_write)},
                      {"ratio_write_to_fio", p.write && p.fio_write ? nlohmann::json(p.RatioWriteToFio()) : nullptr},
                      {"write_reference", OptionalPhase(p.write_reference)},
@@ -203,7 +210,7 @@ nlohmann::json ToJson(const DatapathResult& r) {
        {{"preset", r.model_preset}, {"model_id", r.model_id}, {"layout", r.layout},
         {"chunk_tokens", r.chunk_tokens}, {"chunk_bytes", r.chunk_bytes},
         {"bytes_per_token", r.bytes_per_token}}},
-      {"write", PhaseJson(r.write)},
+      {"write", WritePhaseJson(r.write)},
       {"repeat", r.repeat},
       {"sweep", sweep},
       {"serial_pread", OptionalPhase(r.serial_pread)},
@@ -211,7 +218,7 @@ nlohmann::json ToJson(const DatapathResult& r) {
       {"memcpy_parallel", OptionalPhase(r.memcpy_parallel)},
       {"verify_copy", OptionalPhase(r.verify_copy)},
       {"encrypted", r.encrypted ? nlohmann::json{{"inflight_bytes", r.encrypted->inflight_bytes},
-                                                 {"write", PhaseJson(r.encrypted->write)},
+                                                 {"write", WritePhaseJson(r.encrypted->write)},
                                                  {"read", PhaseJson(r.encrypted->read)},
                                                  {"ratio_write_to_plain", EncryptedRow::Ratio(r.encrypted->write, r.encrypted->plain_write)},
                                                  {"ratio_read_to_plain", EncryptedRow::Ratio(r.encrypted->read, r.encrypted->plain_read)}}
