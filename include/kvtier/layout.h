@@ -83,6 +83,8 @@ struct Layout {
 
   // Per-token bytes of every layer (states excluded).
   uint64_t BytesPerToken() const;
+  // Bytes of every state group's layers (a per-sequence state, stored once in each chunk); 0 when none.
+  uint64_t StateBytes() const;
   // Bytes of one chunk: tokens_per_chunk tokens of per-token groups, then every state group once.
   uint64_t BytesPerChunk() const;
   // Stable across processes, hosts and versions of kvtier: an xxHash3 of a fixed encoding of the fields

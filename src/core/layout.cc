@@ -84,13 +84,15 @@ uint64_t Layout::BytesPerToken() const {
   return n;
 }
 
-uint64_t Layout::BytesPerChunk() const {
-  uint64_t n = BytesPerToken() * tokens_per_chunk;
+uint64_t Layout::StateBytes() const {
+  uint64_t n = 0;
   for (const LayerGroup& g : groups) {
     if (g.kind == GroupKind::kState) n += g.state_bytes * g.layers.size();
   }
   return n;
 }
+
+uint64_t Layout::BytesPerChunk() const { return BytesPerToken() * tokens_per_chunk + StateBytes(); }
 
 namespace {
 

@@ -153,9 +153,8 @@ int RunReplay(const ReplayArgs& a) {
   auto model = FindModelPreset(a.model);
   if (!model.ok()) return Fail(model.status());
   report.model = *model;
-  const Layout& layout = model->layout;
-  report.scale = ReplayScale{a.block_tokens, a.bytes_per_token, layout.BytesPerToken(),
-                             layout.BytesPerChunk() - uint64_t{layout.tokens_per_chunk} * layout.BytesPerToken()};
+  report.scale = ReplayScale{a.block_tokens, a.bytes_per_token, model->layout.BytesPerToken(),
+                             model->layout.StateBytes()};
   auto gpus = Gpus(a.gpus);
   if (!gpus.ok()) return Fail(gpus.status());
   report.gpus = *gpus;

@@ -16,6 +16,7 @@
 #include "core/chunk_format.h"
 #include "core/host_identity.h"
 #include "core/work_dir.h"
+#include "io/filesystem.h"
 #include "kvtier/forwarding_tier.h"
 #include "kvtier/tier.h"
 #include "eval/benchlib/memcpy_reference.h"
@@ -126,12 +127,8 @@ Status RecreateDir(const std::string& dir) {
   fs::remove_all(dir, ec);
   fs::create_directories(dir, ec);
   if (ec) return Status::FromErrno(ec.value(), "recreate " + dir);
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, "open " + dir);
-  const int rc = ::syncfs(fd);
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? Status::OK() : Status::FromErrno(err, "syncfs " + dir);
+  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<FileSystem> fs, OpenPosixFileSystem(dir));
+  return fs->SyncAll();
 }
 
 // The write row of one point: the tier's folder emptied, every chunk Put from depth = inflight / chunk

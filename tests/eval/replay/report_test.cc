@@ -34,8 +34,7 @@ struct Fixture {
     auto model = FindModelPreset(preset);
     EXPECT_TRUE(model.ok());
     report.model = *model;
-    const Layout& l = model->layout;
-    report.scale = ReplayScale{4, 16, l.BytesPerToken(), l.BytesPerChunk() - l.tokens_per_chunk * l.BytesPerToken()};
+    report.scale = ReplayScale{4, 16, model->layout.BytesPerToken(), model->layout.StateBytes()};
     report.trace = &trace;
     report.trace_path = "small.jsonl";
     report.summary = SummarizeTrace(trace);
