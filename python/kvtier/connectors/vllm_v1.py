@@ -215,6 +215,7 @@ class _Op:
     blocks: np.ndarray     # [n_chunks, blocks_per_chunk], -1 for blocks held already
     is_load: bool
     is_async: bool = False
+    landed: float = 0      # a synchronous load: bytes of every chunk known to be in place (inf: ended)
 
 
 def chunk_tokens_of(extra: Mapping[str, Any], block_size: int) -> int:
@@ -490,6 +491,7 @@ class KvtierConnectorCore:
             return
         self._cache = paged_cache_of(kv_caches, self._spec, layout)
         self._layer_index = {name: i for i, name in enumerate(self._cache.layer_names)}
+        self._layer_end = [self._cache.layer_end(i, self._chunk_tokens) for i in range(len(self._layer_index))]
 
     def _keys(self, tokens: Sequence[int]) -> list:
         return self.namespace.chunk_keys(tokens)
@@ -537,15 +539,20 @@ class KvtierConnectorCore:
             while self._sync_loads:
                 self._finish(self._sync_loads.pop())
             return
-        need = self._cache.layer_end(index, self._chunk_tokens)
+        need = self._layer_end[index]
         for op in self._sync_loads:
-            if op.handle is None:
+            # A layer whose bytes an earlier wait already saw in place (with head-major chunks, every
+            # layer after the first) costs no call: vLLM waits once per layer per step.
+            if op.handle is None or op.landed >= need:
                 continue
             try:
-                op.handle.wait_bytes(need)
+                ready = op.handle.wait_bytes(need)
             except kvtier.KvtierError as e:  # accounted for when the load is finished
                 logger.warning("KvtierConnector: waiting for layer %s of %s failed: %s", layer_name,
                                op.req_id, e)
+                ready = -1
+            # Every chunk has `need` bytes in place, or the load ended (nothing more to wait for).
+            op.landed = need if ready == len(op.blocks) else float("inf")
 
     def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any, **kwargs: Any) -> None:
         return None  # a chunk holds every layer: saved whole in wait_for_save
