@@ -190,6 +190,7 @@ nlohmann::json ToJson(const DatapathResult& r) {
                      {"ratio_write_to_reference",
                       p.write && p.write_reference ? nlohmann::json(p.RatioWriteToReference()) : nullptr},
                      {"unverified", OptionalPhase(p.unverified)},
+                     {"first_pass", OptionalPhase(p.first_pass)},
                      {"ratio_verified_to_unverified",
                       p.unverified ? nlohmann::json(p.RatioVerifiedToUnverified()) : nullptr},
                      {"hit", HitJson(p.hit)}});
@@ -290,6 +291,11 @@ std::string FormatSummary(const DatapathResult& r) {
     if (p.unverified) {
       std::snprintf(line, sizeof(line), "%11s  same load, payload checksums off: %.2f GB/s; verified = %.0f%%\n",
                     "", Gbps(p.unverified->BytesPerSecond()), 100 * p.RatioVerifiedToUnverified());
+      out += line;
+    }
+    if (p.first_pass) {
+      std::snprintf(line, sizeof(line), "%11s  first pass over the freshly mapped pool: %.2f GB/s (the row above: the next pass)\n",
+                    "", Gbps(p.first_pass->BytesPerSecond()));
       out += line;
     }
     if (p.hit) out += std::string(13, ' ') + HitText(*p.hit) + "\n";

@@ -89,6 +89,10 @@ struct SweepPoint {
   }
   // file:// only: the same chunks read by the same reader with payload checksums off, right after.
   std::optional<PhaseResult> unverified;
+  // shm:// only: the first read of every chunk by a process that mapped the pool afresh, before `kvtier`
+  // (the next pass, in the same process). The first pass pays the mapping's page-table set-up, once per
+  // process and page: on a virtual machine that shadows page tables it is several times slower.
+  std::optional<PhaseResult> first_pass;
   // A hit on the --context-tokens prefix through a Store over the tier at this bound.
   std::optional<HitResult> hit;
   double RatioVerifiedToUnverified() const {

@@ -400,7 +400,7 @@ bool ShmTier::Piece(const Held& h, uint64_t i, ScatterList dst, bool copy) const
       if (verify_ || out.empty()) XXH3_64bits_update(&state, src, n);
       for (uint64_t done = 0; done < n && oi < out.size();) {  // the same block into the destination pieces
         const uint64_t m = std::min<uint64_t>(n - done, out[oi].size() - oat);
-        StreamCopy(out[oi].data() + oat, src + done, m);
+        StreamCopyPiece(out[oi].data() + oat, src + done, m);  // fenced once, below
         done += m;
         oat += m;
         if (oat == out[oi].size()) {
@@ -411,6 +411,7 @@ bool ShmTier::Piece(const Held& h, uint64_t i, ScatterList dst, bool copy) const
       at += n;
     }
   }
+  if (!out.empty()) StreamFence();  // one fence per piece, not one per block: a fence waits for every store
   const bool sum_ok = (!verify_ && !out.empty()) || XXH3_64bits_digest(&state) == h.sums[i];
   if (!sum_ok || cipher_ == nullptr || !copy) return sum_ok;
   // Sealed: the ciphertext now in the destination is opened there, and must authenticate.

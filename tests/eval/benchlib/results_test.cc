@@ -92,7 +92,7 @@ TEST(ResultsJsonTest, KeySetIsStable) {
       "sweep.[].fio.iodepth", "sweep.[].fio.memory", "sweep.[].fio.command", "sweep.[].unverified",
       "sweep.[].unverified.chunks", "sweep.[].unverified.bytes", "sweep.[].unverified.seconds",
       "sweep.[].unverified.gbps", "sweep.[].unverified.errors", "sweep.[].unverified.p50_us",
-      "sweep.[].unverified.p99_us", "sweep.[].ratio_verified_to_unverified",
+      "sweep.[].unverified.p99_us", "sweep.[].ratio_verified_to_unverified", "sweep.[].first_pass",
       "sweep.[].write", "sweep.[].write.chunks", "sweep.[].write.bytes", "sweep.[].write.seconds",
       "sweep.[].write.gbps", "sweep.[].write.errors", "sweep.[].write.p50_us", "sweep.[].write.p99_us",
       "sweep.[].write.flush_seconds",
