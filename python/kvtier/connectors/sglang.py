@@ -35,6 +35,17 @@ dtype, attention kind, page tokens, K and V head dims, KV heads, layers, TP/PP/C
 scheme. A host pool class or layout this connector was not written for is refused when it is
 registered (ValueError), never mapped to a default.
 
+Hybrid models (Mamba / linear attention; docs/connectors.md "Hybrid models"): SGLang's hybrid
+cache controller registers each entry of its HostPoolGroup with ``register_mem_host_pool_v2(pool,
+name)``. "kv" is the KV pool registered above; "mamba" (a ``MambaPoolHost``, one request state per
+slot) is served by ``batch_set_v2`` / ``batch_get_v2`` / ``batch_exists_v2``: a state is one chunk,
+keyed by the hash of the page it follows, in a namespace of its own (the KV identity plus the state
+pool's geometry and the real TP rank). ``batch_exists_v2`` answers the longest prefix whose KV pages
+and the state at its last page are both stored; a state that fails verification is False (slot
+zeroed) and the next lookup ends at the previous state. With a state pool registered, the KV pages'
+identity carries ``state_pools``, so a deployment without it never reads them. Any other pool name
+("swa", "indexer", ...) is refused when registered.
+
 Read-your-writes: stored keys stay in a per-process in-flight set (``_pending.PendingWrites``);
 ``batch_exists`` waits (bounded) for a key of that set to settle, so a page a set reported stored
 is counted by the next ``batch_exists`` of this process.
@@ -50,6 +61,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import types
 from typing import Any, List, Optional
 
 import kvtier
@@ -63,6 +75,10 @@ try:  # the engine's base class when SGLang is installed
     from sglang.srt.mem_cache.hicache_storage import HiCacheStorage as _Base
 except Exception:  # pragma: no cover - depends on the environment
     _Base = object  # type: ignore[assignment,misc]
+try:  # batch_exists_v2's answer type (SGLang revisions with hybrid-model pools)
+    from sglang.srt.mem_cache.hicache_storage import PoolTransferResult as _PoolResult
+except Exception:  # pragma: no cover - depends on the environment
+    _PoolResult = None
 
 # The host pool layouts whose page bytes this connector knows how to name (memory_pool_host.py).
 LAYOUTS = ("layer_first", "page_first", "page_first_direct", "page_head")
@@ -73,6 +89,18 @@ HOST_POOLS = {
     "MLATokenToKVPoolHost": "mla",
 }
 IO_PATHS = ("v1", "generic")
+# Hybrid models: the HostPoolGroup entries SGLang registers one by one with
+# register_mem_host_pool_v2(pool, name) (PoolName in hicache_storage.py). "kv" is the pool already
+# registered with register_mem_pool_host; "mamba" (per-request Mamba / linear-attention states) is
+# served through batch_exists_v2 / batch_get_v2 / batch_set_v2. Any other name is refused.
+STATE_POOLS = {"mamba": "MambaPoolHost"}
+STATE_LAYOUTS = ("page_first", "page_first_direct")  # MambaPoolHost's page buffers need them
+_NOT_SERVED = {
+    "swa": "SGLang's sliding-window pool keeps only the last window's pages of a prefix; kvtier "
+           "does not serve it (its window and host page order are not ones this backend was "
+           "written for)",
+    "indexer": "SGLang's DSA indexer pool is not served (only 'kv' and 'mamba' are)",
+}
 HASH_SCHEME = "sglang-page-sha256"  # HiCache's page keys: SHA-256 chained over token ids
 
 
@@ -168,6 +196,10 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
             store = open_store(urls, extra)
         self._store = store
         self._pending = PendingWrites(store)
+        # hybrid models: name -> (host pool, identity fields of its states); their namespaces
+        self._state_pools: dict[str, tuple[Any, dict[str, Any]]] = {}
+        self._state_namespaces: dict[str, kvtier.Namespace] = {}
+        self._state_pending = PendingWrites(store)  # a state shares its page's key, not its namespace
         self.mem_pool_host = None
         pool = (kwargs or {}).get("mem_pool_host")
         if pool is not None:
@@ -191,13 +223,23 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
     def _pool_identity(self, pool: Any) -> dict[str, Any]:
         """The identity fields a host pool decides; ValueError for one this connector does not know."""
         cls = type(pool).__name__
-        if cls not in HOST_POOLS:
-            raise ValueError(f"kvtier: SGLang host pool {cls} is not one this connector was written "
-                             f"for (known: {', '.join(sorted(HOST_POOLS))})")
-        layout = str(getattr(pool, "layout", "") or "")
-        if layout not in LAYOUTS:
-            raise ValueError(f"kvtier: unknown SGLang host layout {layout!r} of {cls} "
-                             f"(known: {', '.join(LAYOUTS)})")
+        if cls == "HostPoolGroup":
+            raise ValueError(
+                "kvtier: SGLang passed its HostPoolGroup (a hybrid model's KV and state pools) to "
+                "register_mem_pool_host; kvtier takes only the KV pool there (the group's anchor "
+                "entry, as newer SGLang revisions pass it) and each other pool through "
+                "register_mem_host_pool_v2(pool, name): a whole group is refused rather than "
+                "guessing which entry's pages the page calls mean")
+        if cls in STATE_POOLS.values():
+            raise ValueError(
+                f"kvtier: SGLang's {cls} holds per-request Mamba / linear-attention states, not KV "
+                f"pages; it is served only as the 'mamba' pool of register_mem_host_pool_v2, beside a "
+                f"KV pool registered with register_mem_pool_host")
+        cls, layout = _class_and_layout(
+            pool, HOST_POOLS, LAYOUTS,
+            f"kvtier: SGLang host pool {{cls}} is not one this connector was written for (known: "
+            f"{', '.join(sorted(HOST_POOLS))})",
+            "kvtier: unknown SGLang host layout {layout!r} of {cls} (known: {known})")
         if self._config_layout is not None and self._config_layout != layout:
             raise ValueError(f"kvtier: storage config says layout {self._config_layout!r} but the "
                              f"host pool has {layout!r}")
@@ -227,10 +269,21 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
             fields["v_head_dim"] = getattr(pool, "v_head_dim", None) or getattr(pool, "head_dim", None)
         return fields
 
+    def _kv_fields(self) -> dict[str, Any] | None:
+        """The identity fields of the KV pages: the pool's, plus the state pools registered beside
+        it (a hybrid deployment's pages are never read by a deployment without its states)."""
+        with self._lock:
+            if self._identity is None:
+                return None
+            fields = dict(self._identity)
+            if self._state_pools:
+                fields["state_pools"] = ",".join(sorted(self._state_pools))
+            return fields
+
     def _ns(self, io_path: str, page_bytes: int) -> kvtier.Namespace:
         with self._lock:
             ns = self._namespaces.get((io_path, page_bytes))
-            fields = self._identity
+        fields = self._kv_fields()
         if ns is None:
             if fields is None:
                 raise ValueError("no host memory pool registered")
@@ -260,15 +313,16 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
     @property
     def identity(self) -> Optional[kvtier.EngineIdentity]:
         """The identity of this backend's pages on its configured I/O path (None before a pool)."""
-        if self._identity is None:
+        fields = self._kv_fields()
+        if fields is None:
             return None
-        return kvtier.EngineIdentity(self._identity, io_path=self._io_path,
-                                     block_bytes=self._page_bytes())
+        return kvtier.EngineIdentity(fields, io_path=self._io_path, block_bytes=self._page_bytes())
 
     # ---- zero-copy interface (host_indices into the host pool) -------------------------------------
 
-    def _page_pieces(self, keys: List[str], host_indices: Any) -> List[List[tuple[int, int]]]:
-        meta = self.mem_pool_host.get_page_buffer_meta(host_indices)
+    def _page_pieces(self, keys: List[str], host_indices: Any,
+                     pool: Any = None) -> List[List[tuple[int, int]]]:
+        meta = (pool or self.mem_pool_host).get_page_buffer_meta(host_indices)
         if meta is None:
             raise ValueError("the host pool offers no page buffers")
         ptrs, sizes = meta
@@ -371,6 +425,130 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
             found += int(self._store.lookup(ns, kv_keys[found:]))
         return found
 
+    # ---- hybrid models: state pools beside the KV pool (the v2 calls) ------------------------------
+
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        """Takes one entry of SGLang's HostPoolGroup: "kv" must be the pool registered with
+        register_mem_pool_host, "mamba" a MambaPoolHost; ValueError for any other pool."""
+        name = _pool_name(host_pool_name)
+        if name == "kv":
+            if self.mem_pool_host is None:
+                self.register_mem_pool_host(host_pool)
+            elif host_pool is not self.mem_pool_host:
+                raise ValueError("kvtier: SGLang's 'kv' pool is not the host pool registered with "
+                                 "register_mem_pool_host")
+            return
+        if name not in STATE_POOLS:
+            why = _NOT_SERVED.get(name, "only the 'kv' and 'mamba' pools are served")
+            raise ValueError(f"kvtier: SGLang host pool {name!r} ({type(host_pool).__name__}) is "
+                             f"refused: {why}")
+        fields = _state_fields(name, host_pool)
+        with self._lock:
+            self._state_pools[name] = (host_pool, fields)
+            self._namespaces = {}  # the KV pages' identity names the state pools
+            self._state_namespaces = {}
+
+    def _state_ns(self, name: str) -> tuple[Any, kvtier.Namespace]:
+        """The state pool registered as ``name`` and the namespace of its states."""
+        with self._lock:
+            entry = self._state_pools.get(name)
+            ns = self._state_namespaces.get(name)
+        if entry is None:
+            raise ValueError(f"no SGLang state pool {name!r} registered")
+        pool, state = entry
+        if ns is None:
+            kv = self._kv_fields()
+            if kv is None:
+                raise ValueError("no host memory pool registered")
+            # the state is split by the engine's TP rank even where the KV pages are replicated (MLA)
+            fields = dict(kv, **state, tp_rank=_int(self.storage_config, "tp_rank", 0))
+            spec = f"layers=1 tokens=1 state:layers=0,bytes={state['state_bytes']},dtype=fp8"
+            ns = kvtier.EngineIdentity(fields).namespace(kvtier.Layout.from_spec(spec),
+                                                         tenant=self._tenant)
+            with self._lock:
+                ns = self._state_namespaces.setdefault(name, ns)
+        return pool, ns
+
+    def _state_present(self, ns: kvtier.Namespace, key: bytes) -> bool:
+        if self._store.lookup(ns, [key]) == 1:
+            return True
+        return key in self._state_pending and self._state_pending.wait(ns, key) == PRESENT
+
+    def _pool_boundary(self, transfer: Any, keys: List[str], limit: int) -> int:
+        """The longest prefix (at most ``limit`` pages) whose pages of this pool are present:
+        every page for SGLang's all-pages policy, the last len(transfer.keys) pages for its
+        trailing-pages policy (a Mamba state: the one at the prefix's last page)."""
+        name = _pool_name(transfer.name)
+        if name == "kv":
+            return limit
+        try:
+            _, ns = self._state_ns(name)
+        except ValueError as e:
+            logger.warning("kvtier batch_exists_v2: %s", e)
+            return 0
+        present = functools.lru_cache(maxsize=None)(
+            lambda i: self._state_present(ns, engine_key(keys[i])))
+        if _pool_name(getattr(transfer, "hit_policy", "")) != "trailing_pages":
+            return next((i for i in range(limit) if not present(i)), limit)
+        trailing = max(1, len(transfer.keys or []))
+        for end in range(limit, 0, -1):
+            if all(present(i) for i in range(max(0, end - trailing), end)):
+                return end
+        return 0
+
+    @_while_open(lambda keys: _pool_result(0, {}))
+    def batch_exists_v2(self, keys: List[str], pool_transfers: Any = None,
+                        extra_info: Any = None) -> Any:
+        """The longest prefix of ``keys`` whose KV pages and the states of every pool transfer are
+        present (SGLang's PoolTransferResult: ``kv_hit_pages``, ``extra_pool_hit_pages``)."""
+        final = self.batch_exists(keys, extra_info)
+        hits: dict[Any, int] = {"kv": final} if final else {}
+        for transfer in pool_transfers or []:
+            if final == 0:
+                break
+            boundary = self._pool_boundary(transfer, keys, final)
+            if boundary:
+                hits[transfer.name] = boundary
+            final = min(final, boundary)
+        return _pool_result(final, hits)
+
+    def _state_transfer(self, transfer: Any, load: bool) -> List[bool]:
+        """Loads or saves the states of one pool transfer; one bool per key, False from the first
+        state missing or failing verification (its host slot zeroed)."""
+        keys = list(transfer.keys or [])
+        if not keys:
+            return []
+        try:
+            pool, ns = self._state_ns(_pool_name(transfer.name))
+            indices = transfer.host_indices
+            count = 0 if indices is None else len(indices)
+            if count != len(keys) * int(getattr(pool, "page_size", 1) or 1):
+                raise ValueError(f"{count} host slots for {len(keys)} keys")
+            pieces = self._page_pieces(keys, indices, pool)
+            if any(sum(n for _, n in p) != ns.chunk_bytes for p in pieces):
+                raise ValueError(f"a state is not {ns.chunk_bytes} bytes")
+            kv_keys = [engine_key(k) for k in keys]
+            if load:
+                loaded = self._store.load(ns, kv_keys, pieces)
+                return [i < loaded for i in range(len(keys))]
+            self._store.save(ns, kv_keys, pieces)
+            self._state_pending.started(kv_keys)
+            return [True] * len(keys)
+        except (ValueError, kvtier.KvtierError) as e:
+            logger.warning("kvtier %s of %d %s states failed: %s", "load" if load else "save",
+                           len(keys), _pool_name(transfer.name), e)
+            return [False] * len(keys)
+
+    @_while_open(lambda transfers: {t.name: [False] * len(t.keys or []) for t in transfers})
+    def batch_get_v2(self, transfers: List[Any], extra_info: Any = None) -> dict:
+        """Loads each transfer's states into its host slots; one bool per key and pool."""
+        return {t.name: self._state_transfer(t, load=True) for t in transfers}
+
+    @_while_open(lambda transfers: {t.name: [False] * len(t.keys or []) for t in transfers})
+    def batch_set_v2(self, transfers: List[Any], extra_info: Any = None) -> dict:
+        """Stores each transfer's states from its host slots; one bool per key and pool."""
+        return {t.name: self._state_transfer(t, load=False) for t in transfers}
+
     # ---- housekeeping ------------------------------------------------------------------------------
 
     @property
@@ -386,6 +564,7 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
             self.mem_pool_host = mem_pool_host
             self._identity = fields
             self._namespaces = {}
+            self._state_namespaces = {}
             self._page_size_bytes = None
 
     def clear(self) -> None:
@@ -420,3 +599,53 @@ def _runs(bufs: List[Any]) -> List[tuple[int, List[int]]]:
         else:
             runs.append((size, [i]))
     return runs
+
+
+def _pool_name(name: Any) -> str:
+    """SGLang's PoolName (a str enum) or plain name as text."""
+    return str(getattr(name, "value", name))
+
+
+def _pool_result(kv_hit_pages: int, hits: dict) -> Any:
+    """batch_exists_v2's answer: SGLang's PoolTransferResult, or the same fields without SGLang."""
+    if _PoolResult is not None:
+        return _PoolResult(kv_hit_pages, hits)
+    return types.SimpleNamespace(kv_hit_pages=kv_hit_pages, extra_pool_hit_pages=hits)
+
+
+def _class_and_layout(pool: Any, classes: Any, layouts: tuple, class_error: str,
+                      layout_error: str) -> tuple[str, str]:
+    """The pool's class name and layout; ValueError (the message templates filled in with
+    ``cls``, ``layout`` and ``known``) for a class or layout not among those given."""
+    cls = type(pool).__name__
+    if cls not in classes:
+        raise ValueError(class_error.format(cls=cls))
+    layout = str(getattr(pool, "layout", "") or "")
+    if layout not in layouts:
+        raise ValueError(layout_error.format(cls=cls, layout=layout, known=", ".join(layouts)))
+    return cls, layout
+
+
+def _state_fields(name: str, pool: Any) -> dict[str, Any]:
+    """Identity fields of a state pool's states; ValueError for a pool this backend was not
+    written for (class, layout, page size, no page buffers)."""
+    cls, layout = _class_and_layout(
+        pool, (STATE_POOLS[name],), STATE_LAYOUTS,
+        f"kvtier: SGLang's {name!r} pool is a {{cls}}, not the {STATE_POOLS[name]} this connector "
+        f"was written for",
+        "kvtier: {cls} layout {layout!r} has no page buffers for zero-copy storage (known: {known})")
+    if int(getattr(pool, "page_size", 0) or 0) != 1 or not callable(
+            getattr(pool, "get_page_buffer_meta", None)):
+        raise ValueError(f"kvtier: {cls} without one state per slot and get_page_buffer_meta")
+    state_bytes = int(getattr(pool, "size_per_token", 0) or 0)
+    layers = int(getattr(pool, "num_mamba_layers", 0) or 0)
+    if state_bytes <= 0 or layers <= 0:
+        raise ValueError(f"kvtier: {cls} reports no state size or no Mamba layers")
+    conv = getattr(pool, "conv_state_shapes", None)
+    return {
+        "pool": name, "host_pool": cls, "layout": layout, "state_bytes": state_bytes,
+        "state_layers": layers,
+        "state_dtypes": f"{getattr(pool, 'temporal_dtype', '')},{getattr(pool, 'conv_dtype', '')}",
+        "state_shapes": f"{tuple(getattr(pool, 'temporal_state_shape', ()))};"
+                        + ";".join(str(tuple(c)) for c in (conv or [])),
+    }
