@@ -96,9 +96,9 @@ IO_PATHS = ("v1", "generic")
 STATE_POOLS = {"mamba": "MambaPoolHost"}
 STATE_LAYOUTS = ("page_first", "page_first_direct")  # MambaPoolHost's page buffers need them
 _NOT_SERVED = {
-    "swa": "SGLang's sliding-window pool keeps only the last window's pages of a prefix; kvtier "
-           "does not serve it (its window and host page order are not ones this backend was "
-           "written for)",
+    "swa": "SGLang's sliding-window pool holds the window layers' KV of a prefix's last window "
+           "only (trailing pages, in host slots and pages of its own); kvtier does not serve it, "
+           "so a hybrid SWA model's L3 is refused rather than served without its window",
     "indexer": "SGLang's DSA indexer pool is not served (only 'kv' and 'mamba' are)",
 }
 HASH_SCHEME = "sglang-page-sha256"  # HiCache's page keys: SHA-256 chained over token ids
