@@ -22,7 +22,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps.sh)")
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from connector_helpers import file_tier, requires_library  # noqa: E402,F401
+from connector_helpers import corrupt_chunk, file_tier, requires_library  # noqa: E402,F401
 from vllm_v1_driver import CachedRequestData, NewRequestData, SchedulerOutput, reference_rows  # noqa: E402
 
 from kvtier.connectors import vllm_v1  # noqa: E402
@@ -229,6 +229,27 @@ def test_window_groups_reload_what_vllm_attends_to_and_never_write_the_null_bloc
     assert flat.namespace.id != second.sched.namespace.id
     assert flat.get_num_new_matched_tokens(types.SimpleNamespace(request_id="x", prompt_token_ids=a), 0) == (0, False)
     flat.shutdown()
+    second.close()
+
+
+def test_a_corrupt_chunk_reports_its_blocks_of_every_group(file_tier):
+    """vLLM recomputes from the first block reported (at the revision read its recovery handles one KV
+    cache group: docs/connectors.md); the connector reports the chunk's blocks in each group, the null
+    blocks never."""
+    url, tier_dir = file_tier
+    a = prompt(4, 6 * 8 + 3)
+    first = HybridEngine(url)
+    first.add("a", a)
+    first.run()
+    keys = first.worker.namespace.chunk_keys(a)
+    first.close()
+    corrupt_chunk(tier_dir, keys[5])
+    second = HybridEngine(url)
+    second.add("a", a)
+    second.run()
+    full, window = second.reqs["a"].blocks
+    assert second.worker.stats()["loaded_chunks"] == 5
+    assert second.errors == set(full[10:12]) | set(window[10:12]) and 0 not in second.errors
     second.close()
 
 
