@@ -326,8 +326,36 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
     for bad, match in ((mamba, "mamba_cache_mode 'all'"), (other_size, "block size 8")):
         with pytest.raises(ValueError, match=match):
             vllm_v1.check_kv_cache_config(bad, SPEC)
-    # vLLM's adapter: SupportsHMA's request_finished_all_groups, the groups from the KVCacheConfig
+    # vLLM's adapter: SupportsHMA's request_finished_all_groups, the groups from the KVCacheConfig, the
+    # CPU backend's layout on a CPU device, the refusal naming --disable-hybrid-kv-cache-manager elsewhere
     assert callable(getattr(vllm_v1.KvtierConnector, "request_finished_all_groups", None))
+
+    class MC:  # what vLLM's ModelConfig answers
+        model, revision, dtype, use_mla = SPEC.model, SPEC.revision, "torch.float32", False
+
+        def get_num_layers(self, pc):
+            return LAYERS
+
+        def get_num_kv_heads(self, pc):
+            return HEADS
+
+        def get_head_size(self):
+            return DIM
+
+    def vllm_config(device):
+        return types.SimpleNamespace(
+            model_config=MC(), cache_config=types.SimpleNamespace(block_size=BS, cache_dtype="auto"),
+            parallel_config=types.SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0),
+            device_config=types.SimpleNamespace(device_type=device),
+            kv_transfer_config=types.SimpleNamespace(kv_connector_extra_config={"tiers": [url]}))
+
+    conn = vllm_v1.KvtierConnector(vllm_config("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
+    core = KvtierConnectorCore("scheduler", SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=GROUPS)
+    assert conn.namespace.id == core.namespace.id
+    conn.shutdown()
+    core.shutdown()
+    with pytest.raises(ValueError, match="disable-hybrid-kv-cache-manager"):
+        vllm_v1.KvtierConnector(vllm_config("cuda"), types.SimpleNamespace(name="WORKER"), cfg)
     worker = KvtierConnectorCore("worker", SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=GROUPS)
     with pytest.raises(ValueError, match="not the layers of the KV cache groups"):
         worker.register_kv_caches({n: torch.zeros(2, 8, HEADS, BS, DIM) for n in NAMES[:3]})
