@@ -192,7 +192,9 @@ class LoadSpec:
     req_id: str
     tokens: list           # the prompt tokens of the chunks [0, last_chunk)
     first_chunk: int       # chunks before it are held by the engine already
-    blocks: list           # block ids of the chunks [first_chunk, last_chunk); -1: held already
+    blocks: list           # block ids of the chunks [first_chunk, last_chunk); -1: not written (held
+                           # already, or a window group's null block); one list per KV cache group
+                           # when there are several
     is_async: bool
 
 
@@ -201,7 +203,8 @@ class SaveSpec:
     req_id: str
     tokens: list           # prompt tokens of the chunks [0, last_chunk)
     first_chunk: int
-    blocks: list           # block ids of the chunks [first_chunk, last_chunk)
+    blocks: list           # block ids of the chunks [first_chunk, last_chunk) (per group as in LoadSpec;
+                           # -1: a window block vLLM freed, saved as zeros)
 
 
 @dataclass
