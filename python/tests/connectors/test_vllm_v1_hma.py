@@ -227,7 +227,8 @@ def test_window_groups_reload_what_vllm_attends_to_and_never_write_the_null_bloc
     flat = KvtierConnectorCore("scheduler", SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn",
                                                    "chunk_tokens": 8})
     assert flat.namespace.id != second.sched.namespace.id
-    assert flat.get_num_new_matched_tokens(types.SimpleNamespace(request_id="x", prompt_token_ids=a), 0) == (0, False)
+    request = types.SimpleNamespace(request_id="x", prompt_token_ids=a)
+    assert flat.get_num_new_matched_tokens(request, 0) == (0, False)
     flat.shutdown()
     second.close()
 
@@ -311,7 +312,8 @@ def kv_cache_config(*groups):
 
 def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(file_tier):
     url, _ = file_tier
-    cfg = kv_cache_config((NAMES[1::2], FULL(block_size=BS)), (NAMES[0::2], WINDOWED(block_size=BS, sliding_window=WINDOW)))
+    cfg = kv_cache_config((NAMES[1::2], FULL(block_size=BS)),
+                          (NAMES[0::2], WINDOWED(block_size=BS, sliding_window=WINDOW)))
     assert vllm_v1.check_kv_cache_config(cfg, SPEC) == GROUPS
     assert vllm_v1.check_kv_cache_config(kv_cache_config((NAMES, FULL())), SPEC) is None
     layout = vllm_v1.layout_of(SPEC, 8, {"kv_cache_layout": "cpu_attn"}, GROUPS)
