@@ -4,16 +4,15 @@ With the hybrid KV cache manager on, vLLM puts full-attention layers and sliding
 cache groups of their own, each with its own block ids (``KVCacheBlocks.get_block_ids()``: one list
 per group), and a sliding-window group's blocks before a request's window are the null block
 (``SlidingWindowManager``, vllm/v1/core/single_type_kv_cache_manager.py; docs/connectors.md names the
-revision). The connector stores such a model in kvtier's grouped layout (docs/models.md): one ``kv``
-group over every full-attention layer and one ``window`` group per window size over the
-sliding-window layers, head-major. Served for vLLM's CPU backend's HND cache
+revision). The connector stores such a model in kvtier's grouped layout (docs/models.md): per vLLM
+group a kvtier group, ``kv`` for full attention and ``window`` for sliding-window layers, head-major. Served for vLLM's CPU backend's HND cache
 (``[2, num_blocks, kv_heads, block_size, head_dim]``: a head's rows of a block are one run), where a
 chunk's piece of (head, layer, K or V) is, block by block, whole regions of that layer's blocks; a
 layer's blocks come from the block ids of that layer's vLLM group.
 
 ``CacheGroup`` describes one vLLM group; ``GroupedCache`` is the worker's plan of the registered
-tensors, built of ``_host_paged.PagedCache`` segments (runs of consecutive regions whose blocks
-come from one vLLM group's ids).
+tensors, built of ``_host_paged.PagedCache`` segments, one per group (a group's regions are one run
+of the chunk, and their blocks come from one vLLM group's ids).
 """
 
 from __future__ import annotations
@@ -50,19 +49,20 @@ def layer_positions(groups: Sequence[CacheGroup]) -> dict:
 
 
 def kvtier_groups(groups: Sequence[CacheGroup]) -> list:
-    """kvtier's groups in chunk order, as (window, sorted layer indices): the full-attention layers
-    (window 0) first, then one group per window size, smallest first."""
+    """kvtier's groups in chunk order, one per vLLM group, as (window, sorted layer indices, index of
+    the vLLM group): full-attention groups (window 0) first, then by window, then by first layer. One
+    kvtier group per vLLM group keeps each group's regions one run of the chunk, so a load's piece list
+    is built per group (a merged group would interleave vLLM groups head by head and layer by layer:
+    gemma-3's window layers are in several vLLM groups)."""
     pos = layer_positions(groups)
-    by_window: dict = {}
-    for g in groups:
-        by_window.setdefault(g.window, []).extend(pos[n] for n in g.names)
-    return [(w, sorted(by_window[w])) for w in sorted(by_window)]
+    out = [(g.window, sorted(pos[n] for n in g.names), i) for i, g in enumerate(groups)]
+    return sorted(out, key=lambda item: (item[0], item[1]))
 
 
 def layout_spec(spec: ModelSpec, chunk_tokens: int, groups: Sequence[CacheGroup]) -> str:
     """The kvtier layout spec of a model with these groups (docs/models.md "The layout spec")."""
     out = [f"layers={spec.layers} tokens={chunk_tokens}"]
-    for window, layers in kvtier_groups(groups):
+    for window, layers, _ in kvtier_groups(groups):
         kind = f"window:layers={'+'.join(map(str, layers))}" if window else \
             f"kv:layers={'+'.join(map(str, layers))}"
         head = f"heads={spec.kv_heads},dim={spec.head_dim}"
@@ -132,11 +132,10 @@ def grouped_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec,
     names = _layer_order(list(pos))
     if len(names) != spec.layers:
         raise ValueError(f"KvtierConnector: {len(names)} KV cache layers, the model has {spec.layers}")
-    group_of = {n: i for i, g in enumerate(groups) for n in g.names}
     regions = [_layer_regions(kv_caches[n], spec, "cpu_attn", f"layer {n!r}") for n in names]
     num_blocks, head_stride = _one(regions, 3, "num_blocks"), _one(regions, 4, "head stride")
     bases, strides, layer_of, group_ix = [], [], [], []
-    for _, layers in kvtier_groups(groups):
+    for _, layers, group in kvtier_groups(groups):
         for h in range(spec.kv_heads):
             for l in layers:
                 k, v, stride = regions[l][:3]
@@ -144,7 +143,7 @@ def grouped_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec,
                     bases.append(base + h * head_stride)
                     strides.append(stride)
                     layer_of.append(l)
-                    group_ix.append(group_of[names[l]])
+                    group_ix.append(group)
     row = spec.head_dim * _dtype(spec.dtype)[1]
     whole = PagedCache(np.asarray(bases, np.uint64), np.asarray(strides, np.uint64),
                        np.asarray(layer_of, np.int64), num_blocks, spec.block_size, row,

@@ -265,7 +265,7 @@ def layout_of(spec: ModelSpec, chunk_tokens: int, extra: Mapping[str, Any],
     head-major layout of one ``kv`` group for vLLM's CPU backend (``kv_cache_layout: cpu_attn``, HND),
     whose block holds each head's rows as one run; for MLA the grouped layout of one ``latent`` group
     over every layer; with vLLM's KV cache ``groups`` (sliding-window layers in groups of their own) a
-    ``kv`` group of the full-attention layers and a ``window`` group per window size (docs/models.md).
+    kvtier group per vLLM group, ``kv`` or ``window`` (docs/models.md, ``_vllm_groups.kvtier_groups``).
     ``layout_spec`` in the configuration, when given, must name that same layout (ValueError
     otherwise: a cache is never read as another)."""
     layers = "0" if spec.layers == 1 else f"0-{spec.layers - 1}"

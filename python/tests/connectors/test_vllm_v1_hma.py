@@ -319,6 +319,11 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
     layout = vllm_v1.layout_of(SPEC, 8, {"kv_cache_layout": "cpu_attn"}, GROUPS)
     assert layout.spec == ("layers=4 tokens=8 kv:layers=1+3,heads=2,dim=8,dtype=fp32 "
                            "window:layers=0+2,heads=2,dim=8,window=10,dtype=fp32")
+    # a kvtier group per vLLM group (gemma-3 splits its window layers over several), in a fixed order
+    split = [GROUPS[0], CacheGroup((NAMES[2],), WINDOW), CacheGroup((NAMES[0],), WINDOW)]
+    assert vllm_v1.layout_of(SPEC, 8, {"kv_cache_layout": "cpu_attn"}, split).spec == (
+        "layers=4 tokens=8 kv:layers=1+3,heads=2,dim=8,dtype=fp32 window:layers=0,heads=2,dim=8,window=10,"
+        "dtype=fp32 window:layers=2,heads=2,dim=8,window=10,dtype=fp32")
     for extra, match in (({}, "disable-hybrid-kv-cache-manager"), ({"kv_cache_layout": "flash_attn"}, "head-major"),
                          ({"kv_cache_layout": "cpu_attn", "async_load": True}, "_update_waiting_for_remote_kv")):
         with pytest.raises(ValueError, match=match):
