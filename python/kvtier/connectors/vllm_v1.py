@@ -39,9 +39,13 @@ Worker side (one per TP rank):
   adapter sets on a CPU device: its chunks are in the grouped head-major order, another namespace);
   for an MLA model (``use_mla``) the MLA backends' ``[num_blocks, block_size, latent_dim]`` in CPU
   memory, stored in the grouped layout of one ``latent`` group (chunks shared by every TP rank and
-  degree: only rank 0 saves, every rank loads). Anything else (another stride order, a cross-layer
-  cache, MLA on CUDA, a hybrid model's Mamba states or sliding-window groups:
-  ``check_kv_cache_config``) is refused with ValueError.
+  degree: only rank 0 saves, every rank loads); with vLLM's hybrid KV cache manager (``KvtierHybridConnector``
+  declares ``SupportsHMA``; ``KvtierConnector`` does not and serves one group), full-attention and sliding-window layers in KV cache groups of their own,
+  each with its own block ids, on the CPU backend (``cpu_attn``): chunks of a ``kv`` and a ``window``
+  group (``_vllm_groups``), the null blocks before a request's window never written, window blocks
+  vLLM freed before a save saved as zeros (no load of a prefix holding the chunk uses them). Anything
+  else (another stride order, a cross-layer cache, MLA on CUDA, window groups on NHD or CUDA caches, a
+  hybrid model's Mamba states: ``check_kv_cache_config``) is refused with ValueError.
 - ``start_load_kv`` starts one kvtier load per request over its block table (kvtier copies verified
   chunk bytes straight into the blocks); ``wait_for_layer_load(layer)`` waits, for each synchronous
   load, only until that layer's bytes of every chunk are verified and in the blocks
@@ -86,6 +90,8 @@ import kvtier
 from . import STORE_OPTION_NAMES, open_store, split_urls
 from ._gpu_paged import GpuWorker, is_cuda
 from ._host_paged import PagedCache, load_async, save_async
+from ._vllm_groups import (CacheGroup, GroupedCache, grouped_cache_of, layout_spec, load_grouped, refusal,
+                           save_grouped, skipped_blocks)
 from ._vllm_kv_caches import paged_cache_of
 
 logger = logging.getLogger(__name__)
@@ -99,6 +105,13 @@ except Exception:  # pragma: no cover - depends on the environment
     _MetaBase = object  # type: ignore[assignment,misc]
     KVConnectorRole = None  # type: ignore[assignment]
     HAVE_VLLM = False
+
+try:  # vLLM's marker of connectors that take one block id list per KV cache group
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import SupportsHMA as _HMA  # type: ignore
+except Exception:  # pragma: no cover - depends on the environment
+
+    class _HMA:  # type: ignore[no-redef]
+        """Stand-in of vLLM's SupportsHMA (revisions without it, or no vLLM)."""
 
 try:
     from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorStats as _StatsBase  # type: ignore
@@ -179,7 +192,9 @@ class LoadSpec:
     req_id: str
     tokens: list           # the prompt tokens of the chunks [0, last_chunk)
     first_chunk: int       # chunks before it are held by the engine already
-    blocks: list           # block ids of the chunks [first_chunk, last_chunk); -1: held already
+    blocks: list           # block ids of the chunks [first_chunk, last_chunk); -1: not written (held
+                           # already, or a window group's null block); one list per KV cache group
+                           # when there are several
     is_async: bool
 
 
@@ -188,7 +203,8 @@ class SaveSpec:
     req_id: str
     tokens: list           # prompt tokens of the chunks [0, last_chunk)
     first_chunk: int
-    blocks: list           # block ids of the chunks [first_chunk, last_chunk)
+    blocks: list           # block ids of the chunks [first_chunk, last_chunk) (per group as in LoadSpec;
+                           # -1: a window block vLLM freed, saved as zeros)
 
 
 @dataclass
@@ -203,16 +219,17 @@ class KvtierConnectorMetadata(_MetaBase):  # type: ignore[misc,valid-type]
 @dataclass
 class _ReqState:
     tokens: list
-    block_ids: list
+    block_ids: list        # one list of block ids per KV cache group
     saved_chunks: int      # chunks [0, saved_chunks) are in kvtier or being saved
     held: bool = False     # a save or an asynchronous load was handed to the workers
+    stopped: bool = False  # a chunk's window blocks were gone before its save: no more saves
 
 
 @dataclass
 class _Op:
     req_id: str
     handle: Any
-    blocks: np.ndarray     # [n_chunks, blocks_per_chunk], -1 for blocks held already
+    blocks: np.ndarray     # [n_chunks, groups x blocks_per_chunk], -1 for blocks not written
     is_load: bool
     is_async: bool = False
     landed: float = 0      # a synchronous load: bytes of every chunk known to be in place (inf: ended)
@@ -243,14 +260,20 @@ def check_options(extra: Mapping[str, Any]) -> None:
         raise ValueError(f"KvtierConnector: kv_cache_layout {layout!r} is not one of {KV_CACHE_LAYOUTS}")
 
 
-def layout_of(spec: ModelSpec, chunk_tokens: int, extra: Mapping[str, Any]) -> kvtier.Layout:
+def layout_of(spec: ModelSpec, chunk_tokens: int, extra: Mapping[str, Any],
+              groups: Optional[Sequence[CacheGroup]] = None) -> kvtier.Layout:
     """The chunk layout of one rank's cache: the classic K/V layout for NHD caches; the grouped
     head-major layout of one ``kv`` group for vLLM's CPU backend (``kv_cache_layout: cpu_attn``, HND),
     whose block holds each head's rows as one run; for MLA the grouped layout of one ``latent`` group
-    over every layer (docs/models.md). ``layout_spec`` in the configuration, when given, must name that
-    same layout (ValueError otherwise: a cache is never read as another)."""
+    over every layer; with vLLM's KV cache ``groups`` (sliding-window layers in groups of their own) a
+    kvtier group per vLLM group, ``kv`` or ``window`` (docs/models.md, ``_vllm_groups.kvtier_groups``).
+    ``layout_spec`` in the configuration, when given, must name that same layout (ValueError
+    otherwise: a cache is never read as another)."""
     layers = "0" if spec.layers == 1 else f"0-{spec.layers - 1}"
-    if spec.attention == "mla":
+    if groups:
+        _check_grouped(spec, extra)
+        layout = kvtier.Layout.from_spec(layout_spec(spec, chunk_tokens, groups))
+    elif spec.attention == "mla":
         layout = kvtier.Layout.from_spec(f"layers={spec.layers} tokens={chunk_tokens} "
                                          f"latent:layers={layers},dim={spec.head_dim},dtype={spec.dtype}")
     elif extra.get("kv_cache_layout", "auto") == "cpu_attn":
@@ -269,6 +292,24 @@ def layout_of(spec: ModelSpec, chunk_tokens: int, extra: Mapping[str, Any]) -> k
             raise ValueError(f"KvtierConnector: layout_spec {given.spec or text!r} is not the layout of "
                              f"this engine's cache, {layout.spec or _classic_spec(layout)!r}")
     return layout
+
+
+def _check_grouped(spec: ModelSpec, extra: Mapping[str, Any]) -> None:
+    """ValueError unless a model whose layers are in several KV cache groups can be served."""
+    if spec.attention != "mha":
+        raise ValueError("KvtierConnector: an MLA model in several KV cache groups is not served")
+    if extra.get("kv_cache_layout", "auto") != "cpu_attn":
+        raise ValueError(
+            "KvtierConnector: sliding-window KV cache groups are served for vLLM's CPU backend's HND cache "
+            "(kv_cache_layout 'cpu_attn', which the vLLM adapter sets on a CPU device) only: kvtier's window "
+            "group is head-major, which an NHD block (a row holds every head of a token) would copy as one "
+            "piece per token and head, and kvtier.gpu moves classic chunks only. Run vLLM with "
+            "--disable-hybrid-kv-cache-manager to serve the model in the classic layout (every layer's KV "
+            "of every token)")
+    if extra.get("async_load"):
+        raise ValueError("KvtierConnector: async_load with several KV cache groups is refused: vLLM's "
+                         "scheduler finishes an asynchronous load for one KV cache group only "
+                         "(_update_waiting_for_remote_kv, docs/connectors.md)")
 
 
 def _classic_spec(layout: kvtier.Layout) -> str:
@@ -303,7 +344,7 @@ class KvtierConnectorCore:
     ``tp_rank`` is the worker's rank (the scheduler looks up every rank's namespace)."""
 
     def __init__(self, role: str, spec: ModelSpec, extra: Mapping[str, Any], tp_rank: int = 0,
-                 store: Optional[kvtier.Store] = None) -> None:
+                 store: Optional[kvtier.Store] = None, groups: Optional[Sequence[CacheGroup]] = None) -> None:
         if role not in (SCHEDULER, WORKER):
             raise ValueError(f"KvtierConnector: role {role!r} is neither {SCHEDULER!r} nor {WORKER!r}")
         extra = dict(extra or {})
@@ -311,8 +352,11 @@ class KvtierConnectorCore:
         if spec.tp_size < 1 or not 0 <= tp_rank < spec.tp_size:
             raise ValueError(f"KvtierConnector: TP rank {tp_rank} of size {spec.tp_size}")
         self._core_role, self._spec, self._extra, self._tp_rank = role, spec, extra, tp_rank
+        # vLLM's KV cache groups when there are several or a sliding window (None: one full-attention group)
+        self._groups = list(groups) if groups and (len(groups) > 1 or groups[0].window) else None
+        self._windows = [g.window for g in self._groups] if self._groups else [0]
         self._chunk_tokens = chunk_tokens_of(extra, spec.block_size)
-        self._layout = layout_of(spec, self._chunk_tokens, extra)
+        self._layout = layout_of(spec, self._chunk_tokens, extra, self._groups)
         # An MLA latent is the same on every rank: one namespace for all of them, and only rank 0 saves.
         ranks = range(spec.tp_size) if role == SCHEDULER and spec.attention != "mla" else [tp_rank]
         self._saves = spec.attention != "mla" or tp_rank == 0
@@ -331,7 +375,7 @@ class KvtierConnectorCore:
         self._hits: dict[str, int] = {}          # req id -> chunks found by the last lookup
         self._pending_loads: list[LoadSpec] = []
         # worker state
-        self._cache: Optional[PagedCache] = None
+        self._cache: Optional[PagedCache | GroupedCache] = None
         self._gpu: Optional[GpuWorker] = None
         self._layer_index: dict[str, int] = {}
         self._ops: list[_Op] = []
@@ -340,7 +384,8 @@ class KvtierConnectorCore:
         self._held: set[str] = set()             # requests with saves or async loads, not yet reported
         self._finished_seen: set[str] = set()
         self._stats = {"lookups": 0, "hit_tokens": 0, "loads": 0, "loaded_chunks": 0, "load_errors": 0,
-                       "error_blocks": 0, "saves": 0, "saved_chunks": 0, "saves_failed": 0}
+                       "error_blocks": 0, "saves": 0, "saved_chunks": 0, "saves_failed": 0,
+                       "window_saves_skipped": 0}
         self._reported: dict[str, int] = {}
 
     # ---- properties ----------------------------------------------------------------------------
@@ -398,13 +443,13 @@ class KvtierConnectorCore:
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         rid = request.request_id
         tokens = _prompt_tokens(request)
-        block_ids = _group0(blocks.get_block_ids()) if blocks is not None else []
+        block_ids = self._group_lists(blocks.get_block_ids() if blocks is not None else None)
         hit = self._hits.pop(rid, 0)
         state = self._reqs.get(rid)
         if state is None:
-            state = self._reqs[rid] = _ReqState(list(tokens), list(block_ids), hit)
-        elif block_ids:
-            state.block_ids = list(block_ids)
+            state = self._reqs[rid] = _ReqState(list(tokens), block_ids, hit)
+        elif any(block_ids):
+            state.block_ids = block_ids
         state.saved_chunks = max(state.saved_chunks, hit)  # chunks found are in kvtier already
         if num_external_tokens <= 0:
             return
@@ -412,12 +457,43 @@ class KvtierConnectorCore:
         local = end_tokens - num_external_tokens        # tokens the engine holds already
         first = local // self._chunk_tokens
         bs = self._spec.block_size
-        table = []
-        for b in range(first * self._chunk_tokens // bs, end_tokens // bs):
-            table.append(-1 if b < local // bs else int(block_ids[b]))
+        tables = []
+        for ids, window in zip(block_ids, self._windows):
+            gone = skipped_blocks(window, end_tokens, bs)  # a window group's null blocks: never written
+            tables.append([-1 if b < local // bs or b < gone else int(ids[b])
+                           for b in range(first * self._chunk_tokens // bs, end_tokens // bs)])
         self._stats["hit_tokens"] += num_external_tokens
-        self._pending_loads.append(LoadSpec(rid, list(tokens[:end_tokens]), first, table,
+        self._pending_loads.append(LoadSpec(rid, list(tokens[:end_tokens]), first, self._per_group(tables),
                                             self._async_load))
+
+    def _group_lists(self, block_ids: Any) -> list:
+        """vLLM's block ids (a tuple of one list per KV cache group, or one plain list) as one list
+        per group; ValueError when the number of groups is not the configuration's."""
+        if block_ids is None:
+            return [[] for _ in self._windows]
+        if not isinstance(block_ids, tuple):
+            block_ids = (block_ids,)
+        if len(block_ids) != len(self._windows):
+            raise ValueError(f"KvtierConnector: {len(block_ids)} KV cache groups; the connector was "
+                             f"configured with {len(self._windows)}")
+        return [list(ids) for ids in block_ids]
+
+    def _per_group(self, tables: list) -> list:
+        """The block tables of a load or save as metadata: one flat list with one KV cache group (the
+        single-group form), else one list per group."""
+        return tables if self._groups else tables[0]
+
+    def _window_kv_lost(self, chunk: int, computed_tokens: int) -> bool:
+        """Whether vLLM, with ``computed_tokens`` computed, freed (or never held) a window block of
+        ``chunk`` that a prefix load ending at or after that chunk needs. The blocks a save finds
+        freed are saved as zeros: a chunk's blocks freed before the step that completes it hold only
+        tokens before the window of the shortest prefix ending with it (the window moved on from a
+        point inside the chunk), which every load of a prefix holding the chunk leaves to vLLM's null
+        block. A chunk saved later (vLLM's own prefix cache held it) may have lost more: not saved."""
+        bs, end = self._spec.block_size, (chunk + 1) * self._chunk_tokens
+        return any(skipped_blocks(w, computed_tokens, bs) > max(chunk * self._chunk_tokens // bs,
+                                                                 skipped_blocks(w, end, bs))
+                   for w in self._windows)
 
     def build_connector_meta(self, scheduler_output: Any) -> KvtierConnectorMetadata:
         meta = KvtierConnectorMetadata(loads=self._pending_loads,
@@ -430,7 +506,7 @@ class KvtierConnectorCore:
         for new in scheduler_output.scheduled_new_reqs:
             state = self._reqs.get(new.req_id)
             if state is not None:
-                state.block_ids = list(_group0(new.block_ids))
+                state.block_ids = self._group_lists(new.block_ids)
                 computed[new.req_id] = new.num_computed_tokens
         cached = scheduler_output.scheduled_cached_reqs
         resumed = set(getattr(cached, "resumed_req_ids", None) or ())
@@ -440,19 +516,26 @@ class KvtierConnectorCore:
                 continue
             new_ids = cached.new_block_ids[i]
             if new_ids is not None:
-                ids = list(_group0(new_ids))
-                state.block_ids = ids if rid in resumed else state.block_ids + ids
+                ids = self._group_lists(new_ids)
+                state.block_ids = ids if rid in resumed else [a + b for a, b in zip(state.block_ids, ids)]
             computed[rid] = cached.num_computed_tokens[i]
         for rid, done_before in computed.items():
             state = self._reqs[rid]
             done = done_before + scheduler_output.num_scheduled_tokens.get(rid, 0)
             full = min(done, len(state.tokens)) // self._chunk_tokens
-            if full <= state.saved_chunks:
+            if full <= state.saved_chunks or state.stopped:
+                continue
+            first = state.saved_chunks
+            if self._window_kv_lost(first, done_before):  # nothing after it is reachable either
+                state.stopped = True
+                self._stats["window_saves_skipped"] += 1
                 continue
             bs = self._spec.block_size
-            first = state.saved_chunks
-            blocks = state.block_ids[first * self._chunk_tokens // bs: full * self._chunk_tokens // bs]
-            meta.saves.append(SaveSpec(rid, state.tokens[:full * self._chunk_tokens], first, list(blocks)))
+            lo, hi = (c * self._chunk_tokens // bs for c in (first, full))
+            tables = [[-1 if b < skipped_blocks(w, done_before, bs) else int(ids[b]) for b in range(lo, hi)]
+                      for ids, w in zip(state.block_ids, self._windows)]  # -1: freed window blocks, zeros
+            meta.saves.append(SaveSpec(rid, state.tokens[:full * self._chunk_tokens], first,
+                                       self._per_group(tables)))
             state.saved_chunks, state.held = full, True
         return meta
 
@@ -463,9 +546,9 @@ class KvtierConnectorCore:
             return
         per_chunk = self._chunk_tokens // self._spec.block_size
         for state in self._reqs.values():
-            bad = [i for i, b in enumerate(state.block_ids) if b in invalid]
+            bad = [i for ids in state.block_ids for i, b in enumerate(ids) if b in invalid]
             if bad:
-                state.saved_chunks = min(state.saved_chunks, bad[0] // per_chunk)
+                state.saved_chunks = min(state.saved_chunks, min(bad) // per_chunk)
 
     def request_finished(self, request: Any, block_ids: Sequence[int]) -> tuple[bool, Optional[dict]]:
         rid = request.request_id
@@ -474,10 +557,18 @@ class KvtierConnectorCore:
         state = self._reqs.pop(rid, None)
         return (state is not None and state.held), None
 
+    def request_finished_all_groups(self, request: Any, block_ids: tuple) -> tuple[bool, Optional[dict]]:
+        """vLLM's SupportsHMA call at a request's end (one block id list per KV cache group):
+        request_finished's answer, for every group's blocks."""
+        return self.request_finished(request, list(block_ids[0]) if block_ids else [])
+
     # ---- worker side ---------------------------------------------------------------------------
 
     def register_kv_caches(self, kv_caches: Mapping[str, Any]) -> None:
         layout = self._extra.get("kv_cache_layout", "auto")
+        if self._groups:  # several KV cache groups: the CPU backend's HND cache (layout_of checked it)
+            self._host_cache(grouped_cache_of(kv_caches, self._spec, self._groups))
+            return
         if kv_caches and is_cuda(next(iter(kv_caches.values()))):
             if layout == "cpu_attn":
                 raise ValueError("KvtierConnector: kv_cache_layout 'cpu_attn' is vLLM's CPU backend's; "
@@ -489,9 +580,14 @@ class KvtierConnectorCore:
             self._gpu = GpuWorker(kv_caches, self._spec, layout, groups, self.namespace, self._store)
             self._layer_index = {name: i for i, name in enumerate(self._gpu.names)}
             return
-        self._cache = paged_cache_of(kv_caches, self._spec, layout)
-        self._layer_index = {name: i for i, name in enumerate(self._cache.layer_names)}
-        self._layer_end = [self._cache.layer_end(i, self._chunk_tokens) for i in range(len(self._layer_index))]
+        self._host_cache(paged_cache_of(kv_caches, self._spec, layout))
+
+    def _host_cache(self, cache: Any) -> None:
+        """Registers a cache in host memory: its layers' indices and, per layer, the bytes of a chunk that
+        must have landed before the layer is usable (wait_for_layer_load)."""
+        self._cache = cache
+        self._layer_index = {name: i for i, name in enumerate(cache.layer_names)}
+        self._layer_end = [cache.layer_end(i, self._chunk_tokens) for i in range(len(self._layer_index))]
 
     def _keys(self, tokens: Sequence[int]) -> list:
         return self.namespace.chunk_keys(tokens)
@@ -503,18 +599,31 @@ class KvtierConnectorCore:
             raise ValueError(f"KvtierConnector: {arr.size} blocks for {n_chunks} chunks of {per} blocks")
         return arr.reshape(n_chunks, per)
 
+    def _tables(self, blocks: Sequence[Any], n_chunks: int) -> np.ndarray:
+        """The block tables of a load or save, [groups, n_chunks, blocks_per_chunk]."""
+        per_group = blocks if self._groups else [blocks]
+        return np.stack([self._chunk_blocks(b, n_chunks) for b in per_group])
+
+    def _start_io(self, is_load: bool, keys: list, tables: np.ndarray) -> Any:
+        """Starts a host-path load or save of ``keys`` over the block tables; its Handle."""
+        self._require_cache()
+        if isinstance(self._cache, GroupedCache):
+            return (load_grouped if is_load else save_grouped)(self._store, self.namespace, keys,
+                                                               self._cache, tables)
+        return (load_async if is_load else save_async)(self._store, self.namespace, keys, self._cache,
+                                                       tables[0])
+
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         meta = self._metadata()
         for spec in meta.loads:
             keys = self._keys(spec.tokens)[spec.first_chunk:]
-            blocks = self._chunk_blocks(spec.blocks, len(keys))
+            tables = self._tables(spec.blocks, len(keys))
             if self._gpu is not None:
-                self._load_gpu(spec.req_id, keys, blocks)
+                self._load_gpu(spec.req_id, keys, tables[0])
                 continue
-            op = _Op(spec.req_id, None, blocks, True, spec.is_async)
+            op = _Op(spec.req_id, None, tables.transpose(1, 0, 2).reshape(len(keys), -1), True, spec.is_async)
             try:
-                self._require_cache()
-                op.handle = load_async(self._store, self.namespace, keys, self._cache, blocks)
+                op.handle = self._start_io(True, keys, tables)
             except (kvtier.KvtierError, ValueError, RuntimeError) as e:
                 logger.warning("KvtierConnector: load of %s not started (%s); its tokens are recomputed",
                                spec.req_id, e)
@@ -567,13 +676,13 @@ class KvtierConnectorCore:
             keys = self._keys(spec.tokens)[spec.first_chunk:]
             if not keys or not self._saves:  # MLA ranks other than 0: rank 0 saves the same latents
                 continue
+            tables = self._tables(spec.blocks, len(keys))
             if self._gpu is not None:
-                self._save_gpu(spec.req_id, keys, self._chunk_blocks(spec.blocks, len(keys)))
+                self._save_gpu(spec.req_id, keys, tables[0])
                 continue
-            op = _Op(spec.req_id, None, self._chunk_blocks(spec.blocks, len(keys)), False)
+            op = _Op(spec.req_id, None, tables.transpose(1, 0, 2).reshape(len(keys), -1), False)
             try:
-                self._require_cache()
-                op.handle = save_async(self._store, self.namespace, keys, self._cache, op.blocks)
+                op.handle = self._start_io(False, keys, tables)
             except (kvtier.KvtierError, ValueError, RuntimeError) as e:
                 self._stats["saves_failed"] += 1
                 logger.warning("KvtierConnector: save of %s not started (%s)", spec.req_id, e)
@@ -581,6 +690,8 @@ class KvtierConnectorCore:
             self._stats["saves"] += 1
             with self._lock:
                 self._ops.append(op)
+            if self._groups:  # vLLM frees window blocks as the window moves on, mid-request: the
+                self._finish(op)  # save has read them before the next step may write them again
 
     def handle_preemptions(self, kv_connector_metadata: KvtierConnectorMetadata) -> None:
         preempted = set(getattr(kv_connector_metadata, "preempted", ()) or ())
@@ -742,15 +853,6 @@ def _prompt_tokens(request: Any) -> list:
     return list(tokens)
 
 
-def _group0(block_ids: Any) -> list:
-    """The block ids of KV cache group 0 from vLLM's tuple-of-lists (or a plain list)."""
-    if isinstance(block_ids, tuple):
-        if len(block_ids) != 1:
-            raise ValueError(f"KvtierConnector: {len(block_ids)} KV cache groups; one is supported")
-        return list(block_ids[0])
-    return list(block_ids)
-
-
 # ---- the vLLM adapter ----------------------------------------------------------------------------
 
 
@@ -774,37 +876,49 @@ def spec_of_vllm_config(vllm_config: Any) -> ModelSpec:
                      tp_size=int(pc.tensor_parallel_size), attention="mla" if mla else "mha")
 
 
-# vLLM KV cache specs (vllm/v1/kv_cache_interface.py) the connector does not serve, and why.
-_REFUSED_SPECS = {
-    "MambaSpec": "a Mamba / linear-attention layer keeps a per-request state in its own KV cache group "
-                 "(MambaSpec); the connector saves and loads per-token KV only, so hybrid models are not "
-                 "served (a prefix hit needs the state as of that prefix's end)",
-    "SlidingWindowSpec": "sliding-window layers in their own KV cache group (vLLM's hybrid KV cache "
-                         "manager frees their blocks outside the window); not served: run with "
-                         "--disable-hybrid-kv-cache-manager, which keeps every token's KV of those layers",
-    "SlidingWindowMLASpec": "sliding-window MLA layers in their own KV cache group are not served",
-    "ChunkedLocalAttentionSpec": "chunked local attention layers in their own KV cache group are not served",
-}
-
-
-def check_kv_cache_config(kv_cache_config: Any, spec: ModelSpec) -> None:
-    """ValueError unless vLLM's KVCacheConfig is one KV cache group of full attention (MLA exactly
-    when the configuration is MLA). None (revisions that pass no KVCacheConfig) is not checked here;
-    register_kv_caches and the scheduler's block ids refuse other layouts there."""
-    groups = list(getattr(kv_cache_config, "kv_cache_groups", None) or ()) if kv_cache_config else []
-    for group in groups:
+def check_kv_cache_config(kv_cache_config: Any, spec: ModelSpec) -> Optional[list]:
+    """The KV cache groups of vLLM's KVCacheConfig as the connector serves them: None for one group of
+    full attention (the single-group path; also for None, revisions that pass no KVCacheConfig), else
+    one CacheGroup per group, each of full attention or of one sliding window (vLLM's hybrid KV cache
+    manager, SupportsHMA). ValueError for anything else (vllm/v1/kv_cache_interface.py's spec classes,
+    matched by name: Mamba states, sliding-window MLA, chunked local attention; an MLA spec exactly
+    when the configuration is MLA; another block size), naming the reason."""
+    out = []
+    for group in list(getattr(kv_cache_config, "kv_cache_groups", None) or ()) if kv_cache_config else []:
         top = getattr(group, "kv_cache_spec", None)
         inner = getattr(top, "kv_cache_specs", None)  # UniformTypeKVCacheSpecs: per-layer specs
-        for layer_spec in (inner.values() if isinstance(inner, Mapping) else [top]):
-            kinds = {c.__name__ for c in type(layer_spec).__mro__}
-            for kind, why in _REFUSED_SPECS.items():
-                if kind in kinds:
-                    raise ValueError(f"KvtierConnector: {why}")
-            if ("MLAAttentionSpec" in kinds) != (spec.attention == "mla"):
-                raise ValueError(f"KvtierConnector: KV cache spec {type(layer_spec).__name__} for a "
-                                 f"configuration whose attention is {spec.attention!r}")
-    if len(groups) > 1:
-        raise ValueError(f"KvtierConnector: {len(groups)} KV cache groups; one is supported")
+        windows = {_window_of(s, spec) for s in (inner.values() if isinstance(inner, Mapping) else [top])}
+        if len(windows) != 1:
+            raise ValueError(f"KvtierConnector: a KV cache group mixes sliding windows {sorted(windows)}")
+        size = getattr(top, "block_size", None)
+        if size is not None and int(size) != spec.block_size:
+            raise ValueError(f"KvtierConnector: a KV cache group of block size {size}, the cache config's "
+                             f"is {spec.block_size}")
+        out.append(CacheGroup(tuple(getattr(group, "layer_names", None) or ()), windows.pop()))
+    if len(out) <= 1 and not any(g.window for g in out):
+        return None
+    if spec.attention == "mla":
+        raise ValueError("KvtierConnector: an MLA model in several KV cache groups is not served")
+    return out
+
+
+def _window_of(layer_spec: Any, spec: ModelSpec) -> int:
+    """The sliding window of one layer's KV cache spec (0: full attention); ValueError for a spec
+    that is not served."""
+    kinds = [c.__name__ for c in type(layer_spec).__mro__]
+    for kind in kinds:
+        why = refusal(kind)
+        if why:
+            raise ValueError(f"KvtierConnector: {why}")
+    if ("MLAAttentionSpec" in kinds) != (spec.attention == "mla"):
+        raise ValueError(f"KvtierConnector: KV cache spec {type(layer_spec).__name__} for a "
+                         f"configuration whose attention is {spec.attention!r}")
+    if "SlidingWindowSpec" not in kinds:
+        return 0
+    window = int(getattr(layer_spec, "sliding_window", 0) or 0)
+    if window <= 0:
+        raise ValueError(f"KvtierConnector: a SlidingWindowSpec with sliding_window {window}")
+    return window
 
 
 def _role_name(role: Any) -> str:
@@ -827,7 +941,9 @@ def _worker_tp_rank(vllm_config: Any) -> int:
 
 class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-type]
     """vLLM's ``KVConnectorBase_V1`` over ``KvtierConnectorCore``; constructed by vLLM's factory as
-    ``KvtierConnector(vllm_config, role[, kv_cache_config])``."""
+    ``KvtierConnector(vllm_config, role[, kv_cache_config])``. It does not declare ``SupportsHMA``: vLLM
+    then turns its hybrid KV cache manager off and hands one KV cache group, which every backend (GPU
+    and CPU) is served in. A configuration of several groups is refused, naming the two ways out."""
 
     def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None) -> None:
         if HAVE_VLLM:  # pragma: no cover - needs vLLM
@@ -841,8 +957,12 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
         role_name = _role_name(role)
         tp_rank = _worker_tp_rank(vllm_config) if role_name == WORKER else 0
         spec = spec_of_vllm_config(vllm_config)
-        check_kv_cache_config(kv_cache_config, spec)
-        KvtierConnectorCore.__init__(self, role_name, spec, extra, tp_rank)
+        groups = check_kv_cache_config(kv_cache_config, spec)
+        if groups is not None and not isinstance(self, _HMA):
+            raise ValueError(f"KvtierConnector: {len(groups)} KV cache groups (vLLM's hybrid KV cache manager is "
+                             "on); KvtierConnector serves one: run with --disable-hybrid-kv-cache-manager, or, on "
+                             "vLLM's CPU backend, name KvtierHybridConnector (sliding-window groups served)")
+        KvtierConnectorCore.__init__(self, role_name, spec, extra, tp_rank, groups=groups)
         self._vllm_role = role
 
     @property
@@ -862,3 +982,11 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
     @classmethod
     def get_required_kvcache_layout(cls, vllm_config: Any) -> Optional[str]:
         return "NHD"
+
+
+class KvtierHybridConnector(KvtierConnector, _HMA):  # type: ignore[misc,valid-type]
+    """``KvtierConnector`` that declares vLLM's ``SupportsHMA`` (one block id list per KV cache group):
+    vLLM keeps its hybrid KV cache manager on, and full-attention and sliding-window groups are served
+    on vLLM's CPU backend (``cpu_attn``); several groups on CUDA, and Mamba groups, are refused. Named in
+    ``--kv-transfer-config`` as ``"kv_connector": "KvtierHybridConnector"``; opt-in, because with it a
+    sliding-window model on a GPU needs ``--disable-hybrid-kv-cache-manager``."""

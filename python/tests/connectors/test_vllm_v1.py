@@ -497,6 +497,10 @@ class KVConnectorRole(enum.Enum):
     WORKER = 1
 class KVConnectorMetadata(abc.ABC):
     pass
+class SupportsHMA(abc.ABC):
+    @abc.abstractmethod
+    def request_finished_all_groups(self, request, block_ids):
+        raise NotImplementedError
 class KVConnectorBase_V1(abc.ABC):
     def __init__(self, vllm_config, role, kv_cache_config):
         self._connector_metadata = None
@@ -521,8 +525,9 @@ class KVConnectorStats:
 
 
 def test_adapter_is_a_kv_connector_base_v1_subclass_when_vllm_is_importable(tmp_path, file_tier):
-    """With a stand-in of vLLM's base module on sys.path (abstract methods as in base.py), the module
-    subclasses it, every abstract method is implemented, and the factory's call constructs it."""
+    """With a stand-in of vLLM's base module on sys.path (abstract methods as in base.py, SupportsHMA
+    among them), the module subclasses it, every abstract method is implemented, and the factory's
+    call constructs it."""
     import subprocess
     url, _ = file_tier
     pkg = tmp_path / "vllm" / "distributed" / "kv_transfer" / "kv_connector" / "v1"
@@ -535,10 +540,12 @@ def test_adapter_is_a_kv_connector_base_v1_subclass_when_vllm_is_importable(tmp_
     script = f'''
 import sys, types
 sys.path[:0] = [{str(tmp_path)!r}, {str(pathlib.Path(__file__).resolve().parents[2])!r}]
-from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1, KVConnectorRole
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1, KVConnectorRole, SupportsHMA
 from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorStats
 from kvtier.connectors import vllm_v1
 assert vllm_v1.HAVE_VLLM and issubclass(vllm_v1.KvtierConnector, KVConnectorBase_V1)
+assert not issubclass(vllm_v1.KvtierConnector, SupportsHMA)  # vLLM turns its hybrid KV cache manager off
+assert issubclass(vllm_v1.KvtierHybridConnector, SupportsHMA)  # opt-in: vLLM keeps it on
 assert issubclass(vllm_v1.KvtierConnectorStats, KVConnectorStats)
 class MC:
     model, revision, dtype, use_mla = "m", None, "torch.float16", False

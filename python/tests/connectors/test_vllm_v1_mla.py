@@ -3,7 +3,7 @@ backends give one tensor per layer, [num_blocks, block_size, kv_lora_rank + qk_r
 (vllm/v1/attention/backends/mla/common.py, get_kv_cache_shape); kvtier stores a chunk of them in the
 grouped layout of one ``latent`` group (docs/models.md), layer-major, so a chunk's bytes of a layer are,
 block by block, whole block regions. Also the refusals of the layouts the connector does not serve
-(CUDA MLA caches, hybrid state, sliding-window groups; docs/connectors.md)."""
+(CUDA MLA caches, hybrid state, MLA in several KV cache groups; docs/connectors.md)."""
 
 from __future__ import annotations
 
@@ -213,15 +213,17 @@ def _kv_cache_config(*spec_names):
         types.SimpleNamespace(layer_names=[f"l{i}"], kv_cache_spec=classes[n]()) for i, n in enumerate(spec_names)])
 
 
-def test_hybrid_state_and_window_groups_are_refused_with_the_reason():
+def test_hybrid_state_groups_and_unserved_specs_are_refused_with_the_reason():
     mha = ModelSpec(model="m", layers=2, kv_heads=2, head_dim=8, kv_dtype="float32", block_size=BS)
     vllm_v1.check_kv_cache_config(_kv_cache_config("FullAttentionSpec"), mha)
     vllm_v1.check_kv_cache_config(_kv_cache_config("MLAAttentionSpec"), mla_spec())
     vllm_v1.check_kv_cache_config(None, mha)
+    # several full-attention or sliding-window groups are served (test_vllm_v1_hma.py), MLA in several is not
+    assert len(vllm_v1.check_kv_cache_config(_kv_cache_config("FullAttentionSpec", "FullAttentionSpec"), mha)) == 2
     for names, spec, match in (
             (("FullAttentionSpec", "MambaSpec"), mha, "hybrid models are not served"),
-            (("FullAttentionSpec", "SlidingWindowSpec"), mha, "disable-hybrid-kv-cache-manager"),
-            (("FullAttentionSpec", "FullAttentionSpec"), mha, "2 KV cache groups"),
+            (("FullAttentionSpec", "SlidingWindowSpec"), mha, "sliding_window 0"),
+            (("MLAAttentionSpec", "MLAAttentionSpec"), mla_spec(), "MLA model in several KV cache groups"),
             (("FullAttentionSpec",), mla_spec(), "attention is 'mla'"),
             (("MLAAttentionSpec",), mha, "attention is 'mha'")):
         with pytest.raises(ValueError, match=match):
