@@ -32,6 +32,21 @@ Status Table(const char* fn, const uint32_t* table, size_t n) {
   return Status::OK();
 }
 
+// The C arrays of a piece list as kvtier::DevicePieces (`storage` holds the converted pieces).
+kvtier::Result<kvtier::DevicePieces> Pieces(const char* fn, const kvtier_buf* pieces, size_t n_pieces,
+                                            const size_t* per_chunk, size_t n_keys, const uint32_t* groups,
+                                            std::vector<kvtier::DevicePiece>& storage) {
+  if (pieces == nullptr && n_pieces > 0) return NullArgument(fn, "pieces");
+  if (per_chunk == nullptr && n_keys > 0) return NullArgument(fn, "pieces_per_chunk");
+  storage.resize(n_pieces);
+  for (size_t i = 0; i < n_pieces; ++i) storage[i] = {pieces[i].data, pieces[i].size};
+  kvtier::DevicePieces out;
+  out.pieces = storage;
+  out.pieces_per_chunk = std::span(per_chunk, n_keys);
+  if (groups != nullptr) out.groups = std::span(groups, n_pieces);
+  return out;
+}
+
 }  // namespace
 
 extern "C" {
@@ -61,6 +76,25 @@ kvtier_status kvtier_gpu_open(const kvtier_ns* ns, const kvtier_gpu_cache* cache
     if (layer_groups > 0) opt.layer_groups = layer_groups;
     if (host_threads > 0) opt.host_threads = host_threads;
     auto t = kvtier::GpuTransfer::Open(ns->ns.layout(), c, opt);
+    if (!t.ok()) return t.status();
+    auto h = std::make_unique<kvtier_gpu>();
+    h->transfer = std::move(*t);
+    *out = h.release();
+    return Status::OK();
+  });
+}
+
+kvtier_status kvtier_gpu_open_pieces(const kvtier_ns* ns, int32_t device, uint64_t staging_bytes,
+                                     uint32_t layer_groups, uint32_t host_threads, kvtier_gpu** out) {
+  if (out != nullptr) *out = nullptr;
+  return Guard("kvtier_gpu_open_pieces", [&]() -> Status {
+    if (ns == nullptr) return NullArgument("kvtier_gpu_open_pieces", "ns");
+    if (out == nullptr) return NullArgument("kvtier_gpu_open_pieces", "out");
+    kvtier::GpuTransferOptions opt;
+    if (staging_bytes > 0) opt.staging_bytes = staging_bytes;
+    if (layer_groups > 0) opt.layer_groups = layer_groups;
+    if (host_threads > 0) opt.host_threads = host_threads;
+    auto t = kvtier::GpuTransfer::OpenPieces(ns->ns.layout(), device, opt);
     if (!t.ok()) return t.status();
     auto h = std::make_unique<kvtier_gpu>();
     h->transfer = std::move(*t);
@@ -150,6 +184,49 @@ kvtier_status kvtier_gpu_save(kvtier_gpu* gpu, kvtier_store* store, const kvtier
     auto k = kvtier::capi::CopyKeys(fn, keys, n_keys);
     if (!k.ok()) return k.status();
     return gpu->transfer->Save(*store->store, ns->ns, *k, std::span(block_table, n_blocks), after_stream);
+  });
+}
+
+kvtier_status kvtier_gpu_load_pieces(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
+                                     const kvtier_key* keys, size_t n_keys, const kvtier_buf* pieces,
+                                     size_t n_pieces, const size_t* pieces_per_chunk, const uint32_t* piece_groups,
+                                     void* after_stream, size_t* loaded) {
+  if (loaded != nullptr) *loaded = 0;
+  return Guard("kvtier_gpu_load_pieces", [&]() -> Status {
+    constexpr const char* fn = "kvtier_gpu_load_pieces";
+    if (gpu == nullptr) return NullArgument(fn, "gpu");
+    if (store == nullptr) return NullArgument(fn, "store");
+    if (ns == nullptr) return NullArgument(fn, "ns");
+    if (loaded == nullptr) return NullArgument(fn, "loaded");
+    std::vector<kvtier::DevicePiece> storage;
+    auto places = Pieces(fn, pieces, n_pieces, pieces_per_chunk, n_keys, piece_groups, storage);
+    if (!places.ok()) return places.status();
+    auto k = kvtier::capi::CopyKeys(fn, keys, n_keys);
+    if (!k.ok()) return k.status();
+    gpu->last.reset();
+    auto load = gpu->transfer->LoadPieces(*store->store, ns->ns, *k, *places, after_stream);
+    if (!load.ok()) return load.status();
+    gpu->last = std::move(*load);
+    *loaded = gpu->last->chunks();
+    return Status::OK();
+  });
+}
+
+kvtier_status kvtier_gpu_save_pieces(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
+                                     const kvtier_key* keys, size_t n_keys, const kvtier_buf* pieces,
+                                     size_t n_pieces, const size_t* pieces_per_chunk, const uint32_t* piece_groups,
+                                     void* after_stream) {
+  return Guard("kvtier_gpu_save_pieces", [&]() -> Status {
+    constexpr const char* fn = "kvtier_gpu_save_pieces";
+    if (gpu == nullptr) return NullArgument(fn, "gpu");
+    if (store == nullptr) return NullArgument(fn, "store");
+    if (ns == nullptr) return NullArgument(fn, "ns");
+    std::vector<kvtier::DevicePiece> storage;
+    auto places = Pieces(fn, pieces, n_pieces, pieces_per_chunk, n_keys, piece_groups, storage);
+    if (!places.ok()) return places.status();
+    auto k = kvtier::capi::CopyKeys(fn, keys, n_keys);
+    if (!k.ok()) return k.status();
+    return gpu->transfer->SavePieces(*store->store, ns->ns, *k, *places, after_stream);
   });
 }
 
