@@ -321,6 +321,8 @@ struct PieceDeviceCase {
   uint32_t groups;
 };
 
+void PrintTo(const PieceDeviceCase& c, std::ostream* os) { *os << c.name; }
+
 class GpuPieces : public ::testing::TestWithParam<PieceDeviceCase> {};
 
 TEST_P(GpuPieces, SavedFromSomeBlocksLoadedIntoOthersByteExact) {

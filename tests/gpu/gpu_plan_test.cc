@@ -308,6 +308,8 @@ struct PieceCase {
   bool merges;      // whether consecutive blocks make one piece (MLA blocks back to back)
 };
 
+void PrintTo(const PieceCase& c, std::ostream* os) { *os << c.name; }
+
 class PieceScatterTest : public ::testing::TestWithParam<PieceCase> {};
 
 // An MLA latent cache (padded blocks) and a head-major K/V cache described as the host path describes
