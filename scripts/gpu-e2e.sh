@@ -76,13 +76,25 @@ log "GPU: ${gpu:-none found by nvidia-smi}"
 SCRATCH=$(mktemp -d /tmp/kvtier-gpu-e2e.XXXXXX)
 
 # 1. Device tests: round trips for block_tokens 16..256 and fp8, more batches than slots, partial last
-#    batches, layer groups, file:// round trips, a load after the engine's stream, graph capture refused;
+#    batches, layer groups, file:// round trips, a load after the engine's stream, graph capture refused,
+#    caller-described pieces for an MLA latent cache and a head-major K/V cache (GpuPieces);
 #    pinned memory; then the CPU-side ones.
 step gpu_device_test 100 gpu_device_test.log \
   "$CARRY/bin/gpu_device_test" --gtest_output="json:$RESULTS/gpu_device_test.json"
 log "gpu_device_test: $(grep -cE '^\[       OK \]' "$RESULTS/gpu_device_test.log") ok, $(grep -cE '^\[  SKIPPED \]' "$RESULTS/gpu_device_test.log") skipped lines, $(grep -cE '^\[  FAILED  \]' "$RESULTS/gpu_device_test.log") failed lines"
 step gpu_pinned_test 40 gpu_pinned_test.log "$CARRY/bin/gpu_pinned_test" --gtest_output="json:$RESULTS/gpu_pinned_test.json"
 for t in gpu_api_test gpu_plan_test; do step "$t" 30 "$t.log" "$CARRY/bin/$t"; done
+# 1b. The connector's CUDA path for every layout it serves, small caches through the driver's engine
+#     (python/tests/connectors/test_vllm_v1_gpu.py): FlashAttention by the block-table plan, FlashInfer,
+#     MLA and head-major (cpu_attn) by pieces; reload equals the reference rows. Needs pytest there.
+if python3 -c 'import pytest' 2>/dev/null; then
+  step gpu_layouts_connector 45 layouts.log env -C python KVTIER_LIBRARY="$CARRY/libkvtier.so" \
+    PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider -rs \
+    tests/connectors/test_vllm_v1_gpu.py -k reload_equals_recompute
+  log "gpu_layouts_connector: $(tail -1 "$RESULTS/layouts.log")"
+else
+  log "gpu_layouts_connector: SKIPPED, no pytest on this machine (GpuPieces in gpu_device_test covers MLA and head-major)"
+fi
 
 # 2. Throughput next to its references (pinned H2D, file:// into host memory), llama-3.1-8b chunks.
 if [ "$QUICK" = 1 ]; then bench_args=(--gib 1 --reps 2); else bench_args=(--gib 2 --reps 3); fi

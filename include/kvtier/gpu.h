@@ -1,5 +1,8 @@
 // GPU path: verified KV chunks straight into an engine's paged KV cache in GPU memory, and back.
 //
+// Any other cache layout (MLA latents, FlashInfer's interleaved blocks, head-major blocks, a grouped
+// namespace) goes by caller-described places instead: OpenPieces, LoadPieces, SavePieces (DevicePieces).
+//
 // The engine keeps its KV in vLLM's layout: per layer one K and one V tensor, each
 // [num_blocks][block_tokens][kv_heads][head_dim] of the layout's dtype, contiguous in GPU memory. A
 // request owns a block table: token t of the request lives in block block_table[t / block_tokens] at
@@ -109,6 +112,25 @@ struct PagedKvCache {
   std::vector<void*> v;
 };
 
+// Caller-described places of a request's chunks, for any cache layout the caller can describe (an MLA
+// latent cache, FlashInfer's interleaved K/V blocks, head-major blocks, ...): chunk i's bytes, in chunk
+// byte order, are the pieces [s_i, s_i + pieces_per_chunk[i]) of `pieces` (s_i: the sum of the counts
+// before it), so a piece's offset in its chunk is the sum of the sizes before it in that chunk. A load
+// copies the chunk's bytes into them, a save gathers them into the chunk. `groups`, when not empty, holds
+// per piece the layer group it belongs to (< the transfer's layer_groups, non-decreasing within a chunk):
+// a load's group g has landed once every piece of groups <= g has (a piece spanning two groups goes in the
+// first: its event then fires later, never earlier). Empty: every piece is group 0, so any layer group's
+// wait waits for the whole load. The addresses are device addresses (host addresses in tests of the plan).
+struct DevicePiece {
+  void* address = nullptr;
+  uint64_t bytes = 0;
+};
+struct DevicePieces {
+  std::span<const DevicePiece> pieces;       // every chunk's pieces, chunk 0's first
+  std::span<const size_t> pieces_per_chunk;  // one entry per key
+  std::span<const uint32_t> groups;          // empty, or one entry per piece
+};
+
 struct GpuTransferOptions {
   // Bytes of one staging buffer, rounded down to whole chunks and at least one chunk: the batch size of
   // loads and saves. There are host_threads + 1 pinned host buffers and one device buffer of this size.
@@ -154,6 +176,11 @@ class GpuTransfer {
   // InvalidArgument for a bad cache, layout or options; NoSpace when memory cannot be had.
   static Result<std::unique_ptr<GpuTransfer>> Open(const Layout& layout, const PagedKvCache& cache,
                                                    const GpuTransferOptions& options = {});
+  // A transfer without a cache of its own, for LoadPieces and SavePieces only (Load and Save with a
+  // block table answer InvalidArgument): any layout, the classic one included. Staging on `device`.
+  // NotSupported without a GPU; InvalidArgument for a bad layout or options; NoSpace as Open.
+  static Result<std::unique_ptr<GpuTransfer>> OpenPieces(const Layout& layout, int device,
+                                                         const GpuTransferOptions& options = {});
   // Waits for every transfer in flight, then frees the staging buffers.
   virtual ~GpuTransfer() = default;
 
@@ -179,6 +206,19 @@ class GpuTransfer {
   // error (then nothing this call queued is still in flight).
   virtual Status Save(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
                       std::span<const uint32_t> block_table, void* after_stream = nullptr) = 0;
+
+  // Load and Save with caller-described places (DevicePieces) instead of the cache's block table: the
+  // same staging, bulk copies and run kernel, the same guarantees and errors, on a transfer from Open or
+  // OpenPieces. InvalidArgument, before anything is queued, unless `places` has one count per key, as
+  // many pieces as the counts add up to, no piece of zero bytes or a null address, each chunk's sizes
+  // adding up to the layout's chunk bytes, and groups empty or one per piece, each below layer_groups
+  // and non-decreasing within its chunk. The first call with more pieces per chunk than any before
+  // waits for the transfer's earlier GPU work (its run buffers grow).
+  virtual Result<std::unique_ptr<GpuLoad>> LoadPieces(Store& store, const Namespace& ns,
+                                                      std::span<const ChunkKey> keys, const DevicePieces& places,
+                                                      void* after_stream = nullptr) = 0;
+  virtual Status SavePieces(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                            const DevicePieces& places, void* after_stream = nullptr) = 0;
 
   virtual const Layout& layout() const = 0;
   virtual uint32_t batch_chunks() const = 0;  // chunks per staging buffer

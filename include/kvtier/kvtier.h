@@ -299,6 +299,29 @@ KVTIER_API kvtier_status kvtier_gpu_save(kvtier_gpu* gpu, kvtier_store* store, c
                                          const kvtier_key* keys, size_t n_keys, const uint32_t* block_table,
                                          size_t n_blocks, void* after_stream);
 
+/* Caller-described places (kvtier::DevicePieces in kvtier/gpu.h), for any cache layout the caller can
+ * describe (MLA latents, FlashInfer's interleaved K/V blocks, head-major blocks, ...). A handle for them
+ * alone, with no block-table cache (kvtier_gpu_load/_save on it are INVALID_ARGUMENT): the options are
+ * kvtier_gpu_open's. */
+KVTIER_API kvtier_status kvtier_gpu_open_pieces(const kvtier_ns* ns, int32_t device, uint64_t staging_bytes,
+                                                uint32_t layer_groups, uint32_t host_threads, kvtier_gpu** out);
+/* Chunk i's bytes, in chunk byte order, are the `pieces_per_chunk[i]` consecutive entries of `pieces`
+ * (device addresses) after those of the chunks before it; `n_pieces` entries in all. `piece_groups`: NULL
+ * (every piece in layer group 0: any group's wait waits for the whole load) or one layer group per piece,
+ * below the handle's layer_groups and non-decreasing within a chunk (a piece spanning two groups goes in
+ * the first). INVALID_ARGUMENT, before anything is queued, when the counts do not add up to n_pieces, a
+ * piece has 0 bytes or a NULL address, a chunk's sizes do not add up to the chunk size, or a group is out
+ * of range or decreases. Otherwise as kvtier_gpu_load_after (wait with kvtier_gpu_wait / _wait_layers /
+ * _stream_wait_layers) and kvtier_gpu_save. */
+KVTIER_API kvtier_status kvtier_gpu_load_pieces(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
+                                                const kvtier_key* keys, size_t n_keys, const kvtier_buf* pieces,
+                                                size_t n_pieces, const size_t* pieces_per_chunk,
+                                                const uint32_t* piece_groups, void* after_stream, size_t* loaded);
+KVTIER_API kvtier_status kvtier_gpu_save_pieces(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
+                                                const kvtier_key* keys, size_t n_keys, const kvtier_buf* pieces,
+                                                size_t n_pieces, const size_t* pieces_per_chunk,
+                                                const uint32_t* piece_groups, void* after_stream);
+
 /* This process's page-locking of the host memory the store's tiers lend chunks from (a shm:// pool's
  * whole mapping; kvtier::PinStoreHostMemory): with it held, kvtier_gpu loads copy chunks of that pool
  * straight to the GPU, without a staging copy. Each region is registered once per process however many

@@ -13,6 +13,15 @@
 
 Tensors are passed as device addresses (e.g. torch's data_ptr()): each layer's K and V is one contiguous
 [num_blocks][block_tokens][kv_heads][head_dim] tensor of the namespace's dtype. No torch import here.
+
+Any other layout (an MLA latent cache, FlashInfer's interleaved blocks, head-major blocks, any grouped
+namespace) goes by caller-described places: per chunk, the (device address, size) pieces its bytes go to,
+in chunk byte order -- the list kvtier.connectors._host_paged.PagedCache.pieces() builds -- and, for
+layer-wise waits, each piece's layer group:
+
+        with kvtier.gpu.Transfer(ns, None, device=0, layer_groups=4) as gpu:
+            loaded = gpu.load_pieces(store, ns, keys, pieces, pieces_per_chunk, groups, after_stream=stream)
+            gpu.save_pieces(store, ns, keys, pieces, pieces_per_chunk, after_stream=stream)
 """
 from __future__ import annotations
 
@@ -20,6 +29,8 @@ import ctypes
 from ctypes import POINTER, Structure, c_int, c_int32, c_size_t, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
+
+import numpy as np
 
 from . import _lib
 from ._lib import KvtierError, Status, check
@@ -45,6 +56,11 @@ _SIGNATURES = {
     "kvtier_gpu_stream_wait_layers": (c_int, [_GPU, c_uint32, c_void_p]),
     "kvtier_gpu_save": (c_int, [_GPU, c_void_p, c_void_p, POINTER(_lib.KvKey), c_size_t, POINTER(c_uint32),
                                 c_size_t, c_void_p]),
+    "kvtier_gpu_open_pieces": (c_int, [c_void_p, c_int32, c_uint64, c_uint32, c_uint32, POINTER(_GPU)]),
+    "kvtier_gpu_load_pieces": (c_int, [_GPU, c_void_p, c_void_p, POINTER(_lib.KvKey), c_size_t, POINTER(_lib.KvBuf),
+                                       c_size_t, POINTER(c_size_t), POINTER(c_uint32), c_void_p, POINTER(c_size_t)]),
+    "kvtier_gpu_save_pieces": (c_int, [_GPU, c_void_p, c_void_p, POINTER(_lib.KvKey), c_size_t, POINTER(_lib.KvBuf),
+                                       c_size_t, POINTER(c_size_t), POINTER(c_uint32), c_void_p]),
     "kvtier_store_pin_host_memory": (c_int, [c_void_p, c_int, POINTER(c_void_p), POINTER(c_size_t)]),
     "kvtier_host_pins_free": (None, [c_void_p]),
 }
@@ -95,15 +111,38 @@ def _table(block_table: Sequence[int]) -> tuple[Any, int]:
     return arr, n
 
 
+def _pieces(pieces: Any, per_chunk: Any, groups: Any, n_keys: int) -> tuple:
+    """ctypes views of a piece list: pieces uint64 [n, 2] of (address, size), counts per chunk, groups
+    (None: every piece in group 0), and the arrays they point into."""
+    p = np.ascontiguousarray(pieces, dtype=np.uint64).reshape(-1, 2)
+    c = np.ascontiguousarray(per_chunk, dtype=np.uint64)  # size_t on the 64-bit platforms kvtier runs on
+    if c.shape != (n_keys,):
+        raise KvtierError(Status.INVALID_ARGUMENT, f"{c.size} piece counts for {n_keys} keys")
+    g = None if groups is None else np.ascontiguousarray(groups, dtype=np.uint32)
+    if g is not None and g.shape != (len(p),):
+        raise KvtierError(Status.INVALID_ARGUMENT, f"{g.size} layer groups for {len(p)} pieces")
+    return (p.ctypes.data_as(POINTER(_lib.KvBuf)), len(p), c.ctypes.data_as(POINTER(c_size_t)),
+            None if g is None else g.ctypes.data_as(POINTER(c_uint32)), (p, c, g))
+
+
 class Transfer(_Handle):
-    """A kvtier_gpu: staging buffers and a stream bound to one PagedCache and the namespace's layout.
+    """A kvtier_gpu: staging buffers and a stream bound to one PagedCache and the namespace's layout, or,
+    with ``cache`` None, to no cache (``device`` then names the GPU): for ``load_pieces`` and
+    ``save_pieces`` only.
 
     One thread at a time. close() (or the context manager) waits for transfers in flight.
     """
 
-    def __init__(self, ns: Namespace, cache: PagedCache, *, staging_bytes: int = 0, layer_groups: int = 1,
-                 host_threads: int = 0) -> None:
+    def __init__(self, ns: Namespace, cache: Optional[PagedCache], *, staging_bytes: int = 0,
+                 layer_groups: int = 1, host_threads: int = 0, device: int = 0) -> None:
         lib = _gpu_lib()
+        self.layer_groups = max(layer_groups, 1)
+        if cache is None:
+            handle = c_void_p()
+            check(lib.kvtier_gpu_open_pieces(ns.handle, device, staging_bytes, layer_groups, host_threads,
+                                             ctypes.byref(handle)))
+            self._handle: Optional[int] = handle.value
+            return
         if len(cache.k) != len(cache.v):
             raise KvtierError(Status.INVALID_ARGUMENT, "PagedCache: k and v differ in length")
         layers = len(cache.k)
@@ -114,8 +153,7 @@ class Transfer(_Handle):
         handle = c_void_p()
         check(lib.kvtier_gpu_open(ns.handle, ctypes.byref(c), staging_bytes, layer_groups, host_threads,
                                   ctypes.byref(handle)))
-        self._handle: Optional[int] = handle.value
-        self.layer_groups = max(layer_groups, 1)
+        self._handle = handle.value
 
     @property
     def handle(self) -> int:
@@ -135,6 +173,29 @@ class Transfer(_Handle):
         check(_gpu_lib().kvtier_gpu_load_after(self.handle, store.handle, ns.handle, arr, n, table, nb,
                                                after_stream, ctypes.byref(loaded)))
         return loaded.value
+
+    def load_pieces(self, store: Store, ns: Namespace, keys: Sequence[bytes], pieces: Any, pieces_per_chunk: Any,
+                    groups: Any = None, after_stream: Optional[int] = None) -> int:
+        """As ``load``, into caller-described places: chunk i's bytes go, in chunk byte order, to its
+        ``pieces_per_chunk[i]`` rows of ``pieces`` (uint64 [n, 2]: device address, size); ``groups``: None
+        or each piece's layer group (non-decreasing within a chunk). INVALID_ARGUMENT for a list that does
+        not describe the chunks (include/kvtier/gpu.h, DevicePieces)."""
+        arr, n = _key_array(keys)
+        bufs, n_pieces, counts, ids, keep = _pieces(pieces, pieces_per_chunk, groups, n)
+        loaded = c_size_t(0)
+        check(_gpu_lib().kvtier_gpu_load_pieces(self.handle, store.handle, ns.handle, arr, n, bufs, n_pieces,
+                                                counts, ids, after_stream, ctypes.byref(loaded)))
+        del keep
+        return loaded.value
+
+    def save_pieces(self, store: Store, ns: Namespace, keys: Sequence[bytes], pieces: Any, pieces_per_chunk: Any,
+                    groups: Any = None, after_stream: Optional[int] = None) -> None:
+        """As ``save``, from caller-described places (see ``load_pieces``)."""
+        arr, n = _key_array(keys)
+        bufs, n_pieces, counts, ids, keep = _pieces(pieces, pieces_per_chunk, groups, n)
+        check(_gpu_lib().kvtier_gpu_save_pieces(self.handle, store.handle, ns.handle, arr, n, bufs, n_pieces,
+                                                counts, ids, after_stream))
+        del keep
 
     def wait_layers(self, group: int) -> None:
         """Blocks until layer group `group` of the last load has landed."""

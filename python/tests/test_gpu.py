@@ -83,3 +83,32 @@ def test_pinning_a_store_without_gpu_is_not_supported_and_holds_nothing(tmp_path
         with pytest.raises(kvtier.KvtierError) as e:
             gpu.HostPins(store)
         assert e.value.status == kvtier.Status.NOT_SUPPORTED
+
+
+def test_pieces_transfer_checks_its_options_then_needs_a_gpu():
+    """kvtier_gpu_open_pieces: any layout (a grouped MLA one here); layer_groups beyond the layers is
+    INVALID_ARGUMENT with or without a GPU; without one, a good open is NOT_SUPPORTED."""
+    mla = kvtier.Layout.from_spec("layers=3 tokens=16 latent:layers=0-2,dim=40,dtype=bf16")
+    ns = kvtier.Namespace("m", mla)
+    with pytest.raises(kvtier.KvtierError) as e:
+        gpu.Transfer(ns, None, layer_groups=4)
+    assert e.value.status == kvtier.Status.INVALID_ARGUMENT
+    if gpu.available(0):
+        gpu.Transfer(ns, None, layer_groups=3).close()
+        return
+    with pytest.raises(kvtier.KvtierError) as e:
+        gpu.Transfer(ns, None, layer_groups=3)
+    assert e.value.status == kvtier.Status.NOT_SUPPORTED
+
+
+def test_piece_bindings_check_their_arguments():
+    """kvtier_gpu_load_pieces(gpu, store, ns, keys, n, pieces, n_pieces, per_chunk, groups, after_stream,
+    loaded) and kvtier_gpu_save_pieces: a null gpu is INVALID_ARGUMENT and *loaded is reset first."""
+    import ctypes
+    lib = gpu._gpu_lib()
+    loaded = ctypes.c_size_t(5)
+    assert lib.kvtier_gpu_load_pieces(None, None, None, None, 0, None, 0, None, None, 0x1234,
+                                      ctypes.byref(loaded)) == kvtier.Status.INVALID_ARGUMENT
+    assert loaded.value == 0
+    assert lib.kvtier_gpu_save_pieces(None, None, None, None, 0, None, 0, None, None, None) == \
+        kvtier.Status.INVALID_ARGUMENT

@@ -32,6 +32,55 @@ Status Table(const char* fn, const uint32_t* table, size_t n) {
   return Status::OK();
 }
 
+// The handles every load and save takes.
+Status Handles(const char* fn, const kvtier_gpu* gpu, const kvtier_store* store, const kvtier_ns* ns) {
+  if (gpu == nullptr) return NullArgument(fn, "gpu");
+  if (store == nullptr) return NullArgument(fn, "store");
+  if (ns == nullptr) return NullArgument(fn, "ns");
+  return Status::OK();
+}
+
+// Keeps a started load for the wait calls and reports its verified prefix.
+Status Keep(kvtier_gpu* gpu, kvtier::Result<std::unique_ptr<kvtier::GpuLoad>> load, size_t* loaded) {
+  if (!load.ok()) return load.status();
+  gpu->last = std::move(*load);
+  *loaded = gpu->last->chunks();
+  return Status::OK();
+}
+
+// kvtier_gpu_open's options: 0 keeps GpuTransferOptions' default.
+kvtier::GpuTransferOptions Options(uint64_t staging_bytes, uint32_t layer_groups, uint32_t host_threads) {
+  kvtier::GpuTransferOptions opt;
+  if (staging_bytes > 0) opt.staging_bytes = staging_bytes;
+  if (layer_groups > 0) opt.layer_groups = layer_groups;
+  if (host_threads > 0) opt.host_threads = host_threads;
+  return opt;
+}
+
+// Gives an opened transfer to the caller as a new handle.
+Status Hand(kvtier::Result<std::unique_ptr<kvtier::GpuTransfer>> t, kvtier_gpu** out) {
+  if (!t.ok()) return t.status();
+  auto h = std::make_unique<kvtier_gpu>();
+  h->transfer = std::move(*t);
+  *out = h.release();
+  return Status::OK();
+}
+
+// The C arrays of a piece list as kvtier::DevicePieces (`storage` holds the converted pieces).
+kvtier::Result<kvtier::DevicePieces> Pieces(const char* fn, const kvtier_buf* pieces, size_t n_pieces,
+                                            const size_t* per_chunk, size_t n_keys, const uint32_t* groups,
+                                            std::vector<kvtier::DevicePiece>& storage) {
+  if (pieces == nullptr && n_pieces > 0) return NullArgument(fn, "pieces");
+  if (per_chunk == nullptr && n_keys > 0) return NullArgument(fn, "pieces_per_chunk");
+  storage.resize(n_pieces);
+  for (size_t i = 0; i < n_pieces; ++i) storage[i] = {pieces[i].data, pieces[i].size};
+  kvtier::DevicePieces out;
+  out.pieces = storage;
+  out.pieces_per_chunk = std::span(per_chunk, n_keys);
+  if (groups != nullptr) out.groups = std::span(groups, n_pieces);
+  return out;
+}
+
 }  // namespace
 
 extern "C" {
@@ -56,16 +105,20 @@ kvtier_status kvtier_gpu_open(const kvtier_ns* ns, const kvtier_gpu_cache* cache
     c.block_tokens = cache->block_tokens;
     c.k.assign(cache->k, cache->k + cache->layers);
     c.v.assign(cache->v, cache->v + cache->layers);
-    kvtier::GpuTransferOptions opt;
-    if (staging_bytes > 0) opt.staging_bytes = staging_bytes;
-    if (layer_groups > 0) opt.layer_groups = layer_groups;
-    if (host_threads > 0) opt.host_threads = host_threads;
-    auto t = kvtier::GpuTransfer::Open(ns->ns.layout(), c, opt);
-    if (!t.ok()) return t.status();
-    auto h = std::make_unique<kvtier_gpu>();
-    h->transfer = std::move(*t);
-    *out = h.release();
-    return Status::OK();
+    return Hand(kvtier::GpuTransfer::Open(ns->ns.layout(), c, Options(staging_bytes, layer_groups, host_threads)),
+                out);
+  });
+}
+
+kvtier_status kvtier_gpu_open_pieces(const kvtier_ns* ns, int32_t device, uint64_t staging_bytes,
+                                     uint32_t layer_groups, uint32_t host_threads, kvtier_gpu** out) {
+  if (out != nullptr) *out = nullptr;
+  return Guard("kvtier_gpu_open_pieces", [&]() -> Status {
+    if (ns == nullptr) return NullArgument("kvtier_gpu_open_pieces", "ns");
+    if (out == nullptr) return NullArgument("kvtier_gpu_open_pieces", "out");
+    return Hand(kvtier::GpuTransfer::OpenPieces(ns->ns.layout(), device,
+                                                Options(staging_bytes, layer_groups, host_threads)),
+                out);
   });
 }
 
@@ -102,19 +155,14 @@ kvtier_status kvtier_gpu_load_after(kvtier_gpu* gpu, kvtier_store* store, const 
   if (loaded != nullptr) *loaded = 0;
   return Guard("kvtier_gpu_load_after", [&]() -> Status {
     constexpr const char* fn = "kvtier_gpu_load_after";
-    if (gpu == nullptr) return NullArgument(fn, "gpu");
-    if (store == nullptr) return NullArgument(fn, "store");
-    if (ns == nullptr) return NullArgument(fn, "ns");
+    KVTIER_RETURN_IF_ERROR(Handles(fn, gpu, store, ns));
     if (loaded == nullptr) return NullArgument(fn, "loaded");
     KVTIER_RETURN_IF_ERROR(Table(fn, block_table, n_blocks));
     auto k = kvtier::capi::CopyKeys(fn, keys, n_keys);
     if (!k.ok()) return k.status();
     gpu->last.reset();
-    auto load = gpu->transfer->Load(*store->store, ns->ns, *k, std::span(block_table, n_blocks), after_stream);
-    if (!load.ok()) return load.status();
-    gpu->last = std::move(*load);
-    *loaded = gpu->last->chunks();
-    return Status::OK();
+    return Keep(gpu, gpu->transfer->Load(*store->store, ns->ns, *k, std::span(block_table, n_blocks), after_stream),
+                loaded);
   });
 }
 
@@ -143,13 +191,46 @@ kvtier_status kvtier_gpu_save(kvtier_gpu* gpu, kvtier_store* store, const kvtier
                               size_t n_keys, const uint32_t* block_table, size_t n_blocks, void* after_stream) {
   return Guard("kvtier_gpu_save", [&]() -> Status {
     constexpr const char* fn = "kvtier_gpu_save";
-    if (gpu == nullptr) return NullArgument(fn, "gpu");
-    if (store == nullptr) return NullArgument(fn, "store");
-    if (ns == nullptr) return NullArgument(fn, "ns");
+    KVTIER_RETURN_IF_ERROR(Handles(fn, gpu, store, ns));
     KVTIER_RETURN_IF_ERROR(Table(fn, block_table, n_blocks));
     auto k = kvtier::capi::CopyKeys(fn, keys, n_keys);
     if (!k.ok()) return k.status();
     return gpu->transfer->Save(*store->store, ns->ns, *k, std::span(block_table, n_blocks), after_stream);
+  });
+}
+
+kvtier_status kvtier_gpu_load_pieces(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
+                                     const kvtier_key* keys, size_t n_keys, const kvtier_buf* pieces,
+                                     size_t n_pieces, const size_t* pieces_per_chunk, const uint32_t* piece_groups,
+                                     void* after_stream, size_t* loaded) {
+  if (loaded != nullptr) *loaded = 0;
+  return Guard("kvtier_gpu_load_pieces", [&]() -> Status {
+    constexpr const char* fn = "kvtier_gpu_load_pieces";
+    KVTIER_RETURN_IF_ERROR(Handles(fn, gpu, store, ns));
+    if (loaded == nullptr) return NullArgument(fn, "loaded");
+    std::vector<kvtier::DevicePiece> storage;
+    auto places = Pieces(fn, pieces, n_pieces, pieces_per_chunk, n_keys, piece_groups, storage);
+    if (!places.ok()) return places.status();
+    auto k = kvtier::capi::CopyKeys(fn, keys, n_keys);
+    if (!k.ok()) return k.status();
+    gpu->last.reset();
+    return Keep(gpu, gpu->transfer->LoadPieces(*store->store, ns->ns, *k, *places, after_stream), loaded);
+  });
+}
+
+kvtier_status kvtier_gpu_save_pieces(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
+                                     const kvtier_key* keys, size_t n_keys, const kvtier_buf* pieces,
+                                     size_t n_pieces, const size_t* pieces_per_chunk, const uint32_t* piece_groups,
+                                     void* after_stream) {
+  return Guard("kvtier_gpu_save_pieces", [&]() -> Status {
+    constexpr const char* fn = "kvtier_gpu_save_pieces";
+    KVTIER_RETURN_IF_ERROR(Handles(fn, gpu, store, ns));
+    std::vector<kvtier::DevicePiece> storage;
+    auto places = Pieces(fn, pieces, n_pieces, pieces_per_chunk, n_keys, piece_groups, storage);
+    if (!places.ok()) return places.status();
+    auto k = kvtier::capi::CopyKeys(fn, keys, n_keys);
+    if (!k.ok()) return k.status();
+    return gpu->transfer->SavePieces(*store->store, ns->ns, *k, *places, after_stream);
   });
 }
 

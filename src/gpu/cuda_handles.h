@@ -49,7 +49,10 @@ class PinnedBuffer {
   ~PinnedBuffer() { RegisteredHostFree(ptr_, bytes_); }
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  // Frees what it held before.
   Status Allocate(int device, size_t bytes) {
+    RegisteredHostFree(ptr_, bytes_);
+    bytes_ = 0;
     ptr_ = RegisteredHostAlloc(device, bytes, 4096);
     if (ptr_ == nullptr) return Status::NoSpace("GPU staging: cannot map and page-lock " + std::to_string(bytes) + " bytes");
     bytes_ = bytes;
@@ -70,7 +73,10 @@ class DeviceBuffer {
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  // Frees what it held before.
   Status Allocate(size_t bytes) {
+    if (ptr_ != nullptr) (void)cudaFree(ptr_);
+    ptr_ = nullptr;
     KVTIER_CUDA_RETURN(cudaMalloc(&ptr_, bytes), "cudaMalloc");
     return Status::OK();
   }

@@ -31,6 +31,12 @@ Result<std::unique_ptr<GpuTransfer>> GpuTransfer::Open(const Layout& layout, con
   return NoCudaStatus();
 }
 
+Result<std::unique_ptr<GpuTransfer>> GpuTransfer::OpenPieces(const Layout& layout, int /*device*/,
+                                                             const GpuTransferOptions& options) {
+  KVTIER_RETURN_IF_ERROR(internal::ValidateOptions(layout, options));  // same answers as with CUDA
+  return NoCudaStatus();
+}
+
 }  // namespace kvtier
 
 namespace kvtier::internal {

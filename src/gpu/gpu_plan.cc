@@ -28,6 +28,11 @@ Status ValidateCache(const Layout& layout, const PagedKvCache& cache) {
 
 Status ValidateOpen(const Layout& layout, const PagedKvCache& cache, const GpuTransferOptions& options) {
   KVTIER_RETURN_IF_ERROR(ValidateCache(layout, cache));
+  return ValidateOptions(layout, options);
+}
+
+Status ValidateOptions(const Layout& layout, const GpuTransferOptions& options) {
+  KVTIER_RETURN_IF_ERROR(layout.Validate());
   if (options.layer_groups == 0 || options.layer_groups > layout.layers) {
     return Status::InvalidArgument("GpuTransferOptions: layer_groups " + std::to_string(options.layer_groups) +
                                    " is outside [1, " + std::to_string(layout.layers) + "]");
@@ -95,6 +100,96 @@ void ToDeviceRuns(std::span<const CopyRun> runs, const ChunkGeometry& geometry, 
       out.push_back({block_addr, chunk_addr, bytes});
     }
   }
+}
+
+namespace {
+
+Status BadPieces(const std::string& what) { return Status::InvalidArgument("GPU pieces: " + what); }
+
+// One chunk's pieces [begin, end): sizes, addresses and groups.
+Status CheckChunkPieces(const DevicePieces& p, size_t chunk, size_t begin, size_t end, uint64_t chunk_bytes,
+                        uint32_t groups) {
+  const std::string of = " of chunk " + std::to_string(chunk);
+  uint64_t sum = 0;
+  for (size_t i = begin; i < end; ++i) {
+    const DevicePiece& piece = p.pieces[i];
+    const std::string which = "piece " + std::to_string(i - begin) + of;
+    if (piece.bytes == 0) return BadPieces(which + " has 0 bytes");
+    if (piece.address == nullptr) return BadPieces(which + " has a null address");
+    if (piece.bytes > chunk_bytes - sum) {
+      return BadPieces("the pieces" + of + " add up to more than " + std::to_string(chunk_bytes) +
+                       " bytes (the layout's chunk)");
+    }
+    sum += piece.bytes;
+    if (p.groups.empty()) continue;
+    if (p.groups[i] >= groups) {
+      return BadPieces(which + " is in layer group " + std::to_string(p.groups[i]) + " of " +
+                       std::to_string(groups));
+    }
+    if (i > begin && p.groups[i] < p.groups[i - 1]) {
+      return BadPieces(which + " is in layer group " + std::to_string(p.groups[i]) + ", after group " +
+                       std::to_string(p.groups[i - 1]) + " (groups must not decrease within a chunk)");
+    }
+  }
+  if (sum != chunk_bytes) {
+    return BadPieces("the pieces" + of + " add up to " + std::to_string(sum) + " bytes, not " +
+                     std::to_string(chunk_bytes) + " (the layout's chunk)");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ValidatePieces(const DevicePieces& places, size_t chunks, uint64_t chunk_bytes, uint32_t groups,
+                      std::vector<size_t>& starts) {
+  if (places.pieces_per_chunk.size() != chunks) {
+    return BadPieces(std::to_string(places.pieces_per_chunk.size()) + " piece counts for " +
+                     std::to_string(chunks) + " chunks");
+  }
+  starts.assign(1, 0);
+  for (size_t c = 0; c < chunks; ++c) {
+    const size_t n = places.pieces_per_chunk[c];
+    if (n > places.pieces.size() - starts.back()) {
+      return BadPieces("the counts add up to more than the " + std::to_string(places.pieces.size()) +
+                       " pieces given");
+    }
+    starts.push_back(starts.back() + n);
+  }
+  if (starts.back() != places.pieces.size()) {
+    return BadPieces("the counts add up to " + std::to_string(starts.back()) + " pieces, " +
+                     std::to_string(places.pieces.size()) + " given");
+  }
+  if (!places.groups.empty() && places.groups.size() != places.pieces.size()) {
+    return BadPieces(std::to_string(places.groups.size()) + " layer groups for " +
+                     std::to_string(places.pieces.size()) + " pieces");
+  }
+  for (size_t c = 0; c < chunks; ++c) {
+    KVTIER_RETURN_IF_ERROR(CheckChunkPieces(places, c, starts[c], starts[c + 1], chunk_bytes, groups));
+  }
+  return Status::OK();
+}
+
+size_t MaxPiecesPerChunk(std::span<const size_t> starts) {
+  size_t most = 0;
+  for (size_t c = 0; c + 1 < starts.size(); ++c) most = std::max(most, starts[c + 1] - starts[c]);
+  return most;
+}
+
+ByteRange PieceRuns(std::span<const DevicePiece> pieces, std::span<const uint32_t> groups, uint32_t group,
+                    uint64_t staging, RunDirection direction, std::vector<DeviceRun>& out) {
+  uint64_t offset = 0, lo = 0, hi = 0;
+  for (size_t i = 0; i < pieces.size(); offset += pieces[i].bytes, ++i) {
+    if ((groups.empty() ? 0 : groups[i]) != group) continue;
+    if (hi == lo) lo = offset;
+    hi = offset + pieces[i].bytes;
+    const uint64_t chunk_addr = staging + offset, place = reinterpret_cast<uint64_t>(pieces[i].address);
+    if (direction == RunDirection::kToBlocks) {
+      out.push_back({chunk_addr, place, pieces[i].bytes});
+    } else {
+      out.push_back({place, chunk_addr, pieces[i].bytes});
+    }
+  }
+  return {lo, hi - lo};
 }
 
 LayerRange LayerGroup(uint32_t layers, uint32_t groups, uint32_t group) {

@@ -74,6 +74,28 @@ void ToDeviceRuns(std::span<const CopyRun> runs, const ChunkGeometry& geometry, 
                   uint64_t staging, std::span<const uint64_t> k, std::span<const uint64_t> v,
                   RunDirection direction, std::vector<DeviceRun>& out);
 
+// ---- caller-described places (DevicePieces, include/kvtier/gpu.h) ----
+
+// ValidateOpen without a cache: the layout and options.layer_groups / host_threads (GpuTransfer::OpenPieces).
+Status ValidateOptions(const Layout& layout, const GpuTransferOptions& options);
+
+// InvalidArgument unless `places` describes `chunks` chunks of `chunk_bytes` each as gpu.h says: one count
+// per chunk, the pieces the counts add up to, no empty piece or null address, each chunk's sizes adding
+// up to chunk_bytes, groups empty or one per piece, each < `groups` and non-decreasing within a chunk.
+// On success, `starts` gets chunks + 1 entries: the first piece of each chunk, then the end.
+Status ValidatePieces(const DevicePieces& places, size_t chunks, uint64_t chunk_bytes, uint32_t groups,
+                      std::vector<size_t>& starts);
+
+// Most pieces any chunk of `places` has. REQUIRES: ValidatePieces passed (starts from it).
+size_t MaxPiecesPerChunk(std::span<const size_t> starts);
+
+// Appends the DeviceRuns between the chunk staged at `staging` (its first byte) and the pieces of one
+// chunk that belong to layer group `group` (`groups` empty: every piece is group 0), one run per piece at
+// its offset in the chunk, in chunk order; returns the byte range of the chunk those pieces cover ({0, 0}
+// when none). REQUIRES: the pieces and groups of one chunk that passed ValidatePieces.
+ByteRange PieceRuns(std::span<const DevicePiece> pieces, std::span<const uint32_t> groups, uint32_t group,
+                    uint64_t staging, RunDirection direction, std::vector<DeviceRun>& out);
+
 // Layer group `group` of `groups` over `layers`: [first, last) with last - first >= 1.
 // REQUIRES: 1 <= groups <= layers, group < groups.
 struct LayerRange {

@@ -135,6 +135,9 @@ struct Slot {
   std::vector<std::vector<std::span<const std::byte>>> src;
   std::vector<BorrowedChunk> lent;
   std::vector<size_t> group_end;  // end of each layer group's runs in runs_host (calling thread only)
+  // Per layer group g and chunk c of the batch, [g * chunks + c]: the bytes of the chunk group g's runs
+  // read (calling thread only).
+  std::vector<ByteRange> ranges;
   Event done;
   // Set on the calling thread once the slot's last GPU work is queued; cleared by whoever waits (a host
   // reader thread or the calling thread), always ordered after the set by the thread pool's queue, and
@@ -142,24 +145,36 @@ struct Slot {
   std::atomic<bool> busy{false};
 };
 
+// Where a request's chunks go: the transfer's cache through a block table, or caller-described pieces.
+struct Places {
+  std::span<const uint32_t> table;
+  const DevicePieces* pieces = nullptr;
+  std::vector<size_t> starts;  // pieces: the first piece of each chunk, then the end (ValidatePieces)
+};
+
+// Runs planned per chunk for caller-described pieces before any request asks for more (they grow).
+constexpr uint64_t kInitialPieceRuns = 64;
+
 class CudaTransfer final : public GpuTransfer {
  public:
-  CudaTransfer(const Layout& layout, const PagedKvCache& cache, uint32_t batch, uint32_t groups,
+  // `cache` nullptr: a transfer for caller-described pieces only (OpenPieces).
+  CudaTransfer(const Layout& layout, const PagedKvCache* cache, int device, uint32_t batch, uint32_t groups,
                uint32_t host_threads)
       : layout_(layout),
         geometry_(layout),
-        paged_{cache.num_blocks, cache.block_tokens},
-        device_(cache.device),
+        paged_{cache ? cache->num_blocks : 0, cache ? cache->block_tokens : 0},
+        device_(device),
         batch_(batch),
         groups_(groups),
         // Per chunk and (layer, K/V): at most tokens/block_tokens + 1 runs (a chunk may start mid-block).
-        max_runs_(uint64_t{batch} * geometry_.pieces() * (layout.tokens_per_chunk / cache.block_tokens + 2)),
+        max_runs_(uint64_t{batch} * (cache ? geometry_.pieces() * (layout.tokens_per_chunk / cache->block_tokens + 2)
+                                           : kInitialPieceRuns)),
         slot_count_(host_threads + 1),
         slots_(new Slot[slot_count_]),
         readers_(host_threads) {
-    for (uint32_t l = 0; l < layout.layers; ++l) {
-      k_.push_back(reinterpret_cast<uint64_t>(cache.k[l]));
-      v_.push_back(reinterpret_cast<uint64_t>(cache.v[l]));
+    for (uint32_t l = 0; cache != nullptr && l < layout.layers; ++l) {
+      k_.push_back(reinterpret_cast<uint64_t>(cache->k[l]));
+      v_.push_back(reinterpret_cast<uint64_t>(cache->v[l]));
     }
   }
 
@@ -190,15 +205,61 @@ class CudaTransfer final : public GpuTransfer {
                                         std::span<const uint32_t> block_table, void* after_stream) override;
   Status Save(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
               std::span<const uint32_t> block_table, void* after_stream) override;
+  Result<std::unique_ptr<GpuLoad>> LoadPieces(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                                              const DevicePieces& places, void* after_stream) override;
+  Status SavePieces(Store& store, const Namespace& ns, std::span<const ChunkKey> keys, const DevicePieces& places,
+                    void* after_stream) override;
 
  private:
-  Status CheckRequest(const Namespace& ns, size_t chunks, std::span<const uint32_t> table) const {
+  Status CheckLayout(const Namespace& ns) const {
     if (!(ns.layout() == layout_)) {
       return Status::InvalidArgument("namespace layout " + ns.layout().ToString() +
                                      " is not the transfer's " + layout_.ToString());
     }
-    return CheckBlockTable(layout_, paged_, chunks, table);
+    return Status::OK();
   }
+
+  Result<Places> TablePlaces(const Namespace& ns, size_t chunks, std::span<const uint32_t> table) const {
+    KVTIER_RETURN_IF_ERROR(CheckLayout(ns));
+    if (k_.empty()) {
+      return Status::InvalidArgument("GpuTransfer: opened for pieces (OpenPieces): it has no cache for a block "
+                                     "table; use LoadPieces / SavePieces");
+    }
+    KVTIER_RETURN_IF_ERROR(CheckBlockTable(layout_, paged_, chunks, table));
+    Places p;
+    p.table = table;
+    return p;
+  }
+
+  Result<Places> PiecePlaces(const Namespace& ns, size_t chunks, const DevicePieces& places) const {
+    KVTIER_RETURN_IF_ERROR(CheckLayout(ns));
+    Places p;
+    p.pieces = &places;
+    KVTIER_RETURN_IF_ERROR(ValidatePieces(places, chunks, layout_.BytesPerChunk(), groups_, p.starts));
+    return p;
+  }
+
+  // Grows the run buffers to hold a batch of chunks of `per_chunk` pieces each; first waits until
+  // nothing this transfer queued is in flight (the buffers are in use until then). REQUIRES: the
+  // device is current.
+  Status EnsureRunCapacity(size_t per_chunk) {
+    const uint64_t need = uint64_t{batch_} * per_chunk;
+    if (need <= max_runs_) return Status::OK();
+    KVTIER_CUDA_RETURN(cudaStreamSynchronize(stream_.get()), "GPU transfer");
+    max_runs_ = 0;  // until every buffer has its new size
+    for (uint32_t i = 0; i < slot_count_; ++i) {
+      slots_[i].busy.store(false, std::memory_order_release);
+      KVTIER_RETURN_IF_ERROR(slots_[i].runs_host.Allocate(device_, need * sizeof(DeviceRun)));
+    }
+    KVTIER_RETURN_IF_ERROR(runs_dev_.Allocate(need * sizeof(DeviceRun)));
+    max_runs_ = need;
+    return Status::OK();
+  }
+
+  Result<std::unique_ptr<GpuLoad>> LoadAt(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                                          const Places& places, void* after_stream);
+  Status SaveAt(Store& store, const Namespace& ns, std::span<const ChunkKey> keys, const Places& places,
+                void* after_stream);
 
   // The transfer's stream waits for the work queued on the engine's `after_stream` so far.
   Status WaitForStream(void* after_stream, const char* fn) {
@@ -231,19 +292,35 @@ class CudaTransfer final : public GpuTransfer {
     return Status::OK();
   }
 
+  // Appends the runs of layer group `g` (of `groups`) of request chunk `chunk`, staged at `staging`, and
+  // returns the bytes of the chunk they cover.
+  ByteRange PlanChunkGroup(const Places& places, uint64_t chunk, uint32_t g, uint32_t groups, uint64_t staging,
+                           RunDirection dir) {
+    if (places.pieces != nullptr) {
+      const size_t b = places.starts[chunk], e = places.starts[chunk + 1];
+      const std::span<const uint32_t> ids = groups == 1 ? std::span<const uint32_t>() : places.pieces->groups;
+      return PieceRuns(places.pieces->pieces.subspan(b, e - b), ids.empty() ? ids : ids.subspan(b, e - b), g,
+                       staging, dir, runs_);
+    }
+    const LayerRange r = LayerGroup(layout_.layers, groups, g);
+    plan_.clear();
+    PlanChunkRuns(geometry_, paged_, places.table, chunk, r.begin, r.end, plan_);
+    ToDeviceRuns(plan_, geometry_, paged_, staging, k_, v_, dir, runs_);
+    return {geometry_.LayersOffset(r.begin), geometry_.LayersBytes(r.begin, r.end)};
+  }
+
   // Plans the runs of chunks [first, first + count) of the request staged in `s` into s.runs_host,
-  // group by group; s.group_end[g] is the end of group g's runs. REQUIRES: the GPU has left `s`.
-  Status PlanBatch(Slot& s, std::span<const uint32_t> table, uint64_t first, uint32_t count,
-                   RunDirection dir, uint32_t groups) {
+  // group by group; s.group_end[g] is the end of group g's runs, s.ranges the bytes each group of each
+  // chunk reads. REQUIRES: the GPU has left `s`.
+  Status PlanBatch(Slot& s, const Places& places, uint64_t first, uint32_t count, RunDirection dir,
+                   uint32_t groups) {
     runs_.clear();
     s.group_end.clear();
+    s.ranges.clear();
     for (uint32_t g = 0; g < groups; ++g) {
-      const LayerRange r = LayerGroup(layout_.layers, groups, g);
       for (uint32_t c = 0; c < count; ++c) {
-        plan_.clear();
-        PlanChunkRuns(geometry_, paged_, table, first + c, r.begin, r.end, plan_);
         const uint64_t staging = reinterpret_cast<uint64_t>(dev_.data()) + c * layout_.BytesPerChunk();
-        ToDeviceRuns(plan_, geometry_, paged_, staging, k_, v_, dir, runs_);
+        s.ranges.push_back(PlanChunkGroup(places, first + c, g, groups, staging, dir));
       }
       s.group_end.push_back(runs_.size());
     }
@@ -276,18 +353,17 @@ class CudaTransfer final : public GpuTransfer {
   Status QueueLoadGroup(const Slot& s, uint32_t g, uint32_t count);
   // Loads with one layer group: batches queued as they are read (host reads overlap the GPU).
   Result<size_t> LoadPipelined(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
-                               std::span<const uint32_t> table, CudaLoad& load);
+                               const Places& places, CudaLoad& load);
   // Layer-wise loads: waves of up to slot_count_ batches are read, then queued group-major; group g's
   // event is recorded after group g of every wave.
   Result<size_t> LoadWaves(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
-                           std::span<const uint32_t> table, CudaLoad& load);
+                           const Places& places, CudaLoad& load);
   // On a reader thread: waits until the GPU has left the slot, then borrows the leading chunks that can
   // be copied in place and reads and verifies the rest into it.
   Result<size_t> ReadBatch(Store& store, const Namespace& ns, std::span<const ChunkKey> keys, Slot& s);
   // Queues the gather and the GPU->host copies of a batch to save.
-  Status EnqueueSave(Slot& s, std::span<const uint32_t> table, uint64_t first, uint32_t count);
-  Status SaveBatches(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
-                     std::span<const uint32_t> table);
+  Status EnqueueSave(Slot& s, const Places& places, uint64_t first, uint32_t count);
+  Status SaveBatches(Store& store, const Namespace& ns, std::span<const ChunkKey> keys, const Places& places);
   Status SaveStaged(Store& store, const Namespace& ns, std::span<const ChunkKey> keys, Slot& s);
 
   DeviceScope exit_scope_;  // first: destroyed last
@@ -297,7 +373,7 @@ class CudaTransfer final : public GpuTransfer {
   const int device_;
   const uint32_t batch_;
   const uint32_t groups_;
-  const uint64_t max_runs_;
+  uint64_t max_runs_;  // runs one batch may have: the size of every run buffer
   const uint32_t slot_count_;
   std::vector<uint64_t> k_, v_;
   std::vector<CopyRun> plan_;      // scratch of the calling thread
@@ -312,9 +388,8 @@ class CudaTransfer final : public GpuTransfer {
 
 Status CudaTransfer::QueueLoadGroup(const Slot& s, uint32_t g, uint32_t count) {
   const uint64_t chunk = layout_.BytesPerChunk();
-  const LayerRange r = LayerGroup(layout_.layers, groups_, g);
-  const uint64_t off = geometry_.LayersOffset(r.begin), bytes = geometry_.LayersBytes(r.begin, r.end);
   for (uint32_t c = 0; c < count; ++c) {  // one bulk copy per chunk (and layer group), per run of a lent one
+    const uint64_t off = s.ranges[uint64_t{g} * count + c].offset, bytes = s.ranges[uint64_t{g} * count + c].bytes;
     uint64_t at = 0;  // offset of the run in the chunk
     for (const auto& run : s.src[c]) {
       const uint64_t lo = std::max(at, off), hi = std::min(at + run.size(), off + bytes);
@@ -355,7 +430,7 @@ Result<size_t> CudaTransfer::ReadBatch(Store& store, const Namespace& ns, std::s
 }
 
 Result<size_t> CudaTransfer::LoadPipelined(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
-                                           std::span<const uint32_t> table, CudaLoad& load) {
+                                           const Places& places, CudaLoad& load) {
   auto read = [&](size_t, uint32_t slot, size_t first, uint32_t count) {
     return ReadBatch(store, ns, keys.subspan(first, count), slots_[slot]);
   };
@@ -363,7 +438,7 @@ Result<size_t> CudaTransfer::LoadPipelined(Store& store, const Namespace& ns, st
   auto consume = [&](size_t, uint32_t slot, size_t first, uint32_t, uint32_t loaded) -> Status {
     Slot& s = slots_[slot];
     load.Keep(s.lent);
-    KVTIER_RETURN_IF_ERROR(PlanBatch(s, table, first, loaded, RunDirection::kToBlocks, groups_));
+    KVTIER_RETURN_IF_ERROR(PlanBatch(s, places, first, loaded, RunDirection::kToBlocks, groups_));
     for (uint32_t g = 0; g < groups_; ++g) KVTIER_RETURN_IF_ERROR(QueueLoadGroup(s, g, loaded));
     return MarkQueued(s);
   };
@@ -371,7 +446,7 @@ Result<size_t> CudaTransfer::LoadPipelined(Store& store, const Namespace& ns, st
 }
 
 Result<size_t> CudaTransfer::LoadWaves(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
-                                       std::span<const uint32_t> table, CudaLoad& load) {
+                                       const Places& places, CudaLoad& load) {
   const size_t wave = size_t{batch_} * slot_count_;
   size_t total = 0;
   for (size_t w0 = 0; w0 < keys.size(); w0 += wave) {
@@ -384,7 +459,7 @@ Result<size_t> CudaTransfer::LoadWaves(Store& store, const Namespace& ns, std::s
     // never lets a read refill a slot the GPU has not copied yet.
     auto consume = [&](size_t, uint32_t slot, size_t first, uint32_t, uint32_t loaded) -> Status {
       load.Keep(slots_[slot].lent);
-      KVTIER_RETURN_IF_ERROR(PlanBatch(slots_[slot], table, w0 + first, loaded, RunDirection::kToBlocks, groups_));
+      KVTIER_RETURN_IF_ERROR(PlanBatch(slots_[slot], places, w0 + first, loaded, RunDirection::kToBlocks, groups_));
       staged.emplace_back(slot, loaded);
       return Status::OK();
     };
@@ -404,18 +479,32 @@ Result<size_t> CudaTransfer::LoadWaves(Store& store, const Namespace& ns, std::s
 Result<std::unique_ptr<GpuLoad>> CudaTransfer::Load(Store& store, const Namespace& ns,
                                                     std::span<const ChunkKey> keys,
                                                     std::span<const uint32_t> block_table, void* after_stream) {
-  KVTIER_RETURN_IF_ERROR(CheckRequest(ns, keys.size(), block_table));
+  KVTIER_ASSIGN_OR_RETURN(const Places places, TablePlaces(ns, keys.size(), block_table));
+  return LoadAt(store, ns, keys, places, after_stream);
+}
+
+Result<std::unique_ptr<GpuLoad>> CudaTransfer::LoadPieces(Store& store, const Namespace& ns,
+                                                          std::span<const ChunkKey> keys, const DevicePieces& places,
+                                                          void* after_stream) {
+  KVTIER_ASSIGN_OR_RETURN(const Places p, PiecePlaces(ns, keys.size(), places));
+  return LoadAt(store, ns, keys, p, after_stream);
+}
+
+Result<std::unique_ptr<GpuLoad>> CudaTransfer::LoadAt(Store& store, const Namespace& ns,
+                                                      std::span<const ChunkKey> keys, const Places& places,
+                                                      void* after_stream) {
   DeviceScope scope;
   KVTIER_RETURN_IF_ERROR(scope.Enter(device_));
   if (after_stream != nullptr) {  // refused before anything is created or queued
     KVTIER_RETURN_IF_ERROR(CheckNotCapturing(static_cast<cudaStream_t>(after_stream), "GpuTransfer::Load"));
   }
+  if (places.pieces != nullptr) KVTIER_RETURN_IF_ERROR(EnsureRunCapacity(MaxPiecesPerChunk(places.starts)));
   std::vector<Event> events(groups_);
   for (Event& e : events) KVTIER_RETURN_IF_ERROR(e.Create());
   auto load = std::make_unique<CudaLoad>(device_, std::move(events));
   KVTIER_RETURN_IF_ERROR(WaitForStream(after_stream, "GpuTransfer::Load"));
-  Result<size_t> loaded = groups_ > 1 ? LoadWaves(store, ns, keys, block_table, *load)
-                                      : LoadPipelined(store, ns, keys, block_table, *load);
+  Result<size_t> loaded = groups_ > 1 ? LoadWaves(store, ns, keys, places, *load)
+                                      : LoadPipelined(store, ns, keys, places, *load);
   if (!loaded.ok()) return Drain(loaded.status());
   // Batches read past a miss were never queued: what they borrowed goes back now.
   for (uint32_t i = 0; i < slot_count_; ++i) slots_[i].lent.clear();
@@ -430,8 +519,8 @@ Result<std::unique_ptr<GpuLoad>> CudaTransfer::Load(Store& store, const Namespac
   return std::unique_ptr<GpuLoad>(std::move(load));
 }
 
-Status CudaTransfer::EnqueueSave(Slot& s, std::span<const uint32_t> table, uint64_t first, uint32_t count) {
-  KVTIER_RETURN_IF_ERROR(PlanBatch(s, table, first, count, RunDirection::kFromBlocks, 1));
+Status CudaTransfer::EnqueueSave(Slot& s, const Places& places, uint64_t first, uint32_t count) {
+  KVTIER_RETURN_IF_ERROR(PlanBatch(s, places, first, count, RunDirection::kFromBlocks, 1));
   KVTIER_RETURN_IF_ERROR(UploadAndLaunch(s, 0, s.group_end[0]));
   const uint64_t chunk = layout_.BytesPerChunk();
   for (uint32_t c = 0; c < count; ++c) {  // one bulk copy per chunk
@@ -455,14 +544,14 @@ Status CudaTransfer::SaveStaged(Store& store, const Namespace& ns, std::span<con
 }
 
 Status CudaTransfer::SaveBatches(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
-                                 std::span<const uint32_t> block_table) {
+                                 const Places& places) {
   Slot* prev = nullptr;
   std::span<const ChunkKey> prev_keys;
   for (size_t start = 0, b = 0; start < keys.size(); ++b) {
     Slot& s = slots_[b % 2];
     KVTIER_RETURN_IF_ERROR(WaitSlot(s));
     const uint32_t m = static_cast<uint32_t>(std::min<size_t>(batch_, keys.size() - start));
-    KVTIER_RETURN_IF_ERROR(EnqueueSave(s, block_table, start, m));
+    KVTIER_RETURN_IF_ERROR(EnqueueSave(s, places, start, m));
     // The host saves the previous batch while the GPU gathers this one.
     if (prev != nullptr) KVTIER_RETURN_IF_ERROR(SaveStaged(store, ns, prev_keys, *prev));
     prev = &s;
@@ -475,11 +564,23 @@ Status CudaTransfer::SaveBatches(Store& store, const Namespace& ns, std::span<co
 
 Status CudaTransfer::Save(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
                           std::span<const uint32_t> block_table, void* after_stream) {
-  KVTIER_RETURN_IF_ERROR(CheckRequest(ns, keys.size(), block_table));
+  KVTIER_ASSIGN_OR_RETURN(const Places places, TablePlaces(ns, keys.size(), block_table));
+  return SaveAt(store, ns, keys, places, after_stream);
+}
+
+Status CudaTransfer::SavePieces(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                                const DevicePieces& places, void* after_stream) {
+  KVTIER_ASSIGN_OR_RETURN(const Places p, PiecePlaces(ns, keys.size(), places));
+  return SaveAt(store, ns, keys, p, after_stream);
+}
+
+Status CudaTransfer::SaveAt(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
+                            const Places& places, void* after_stream) {
   DeviceScope scope;
   KVTIER_RETURN_IF_ERROR(scope.Enter(device_));
+  if (places.pieces != nullptr) KVTIER_RETURN_IF_ERROR(EnsureRunCapacity(MaxPiecesPerChunk(places.starts)));
   KVTIER_RETURN_IF_ERROR(WaitForStream(after_stream, "GpuTransfer::Save"));
-  if (Status st = SaveBatches(store, ns, keys, block_table); !st.ok()) return Drain(st);
+  if (Status st = SaveBatches(store, ns, keys, places); !st.ok()) return Drain(st);
   return Status::OK();
 }
 
@@ -491,7 +592,18 @@ Result<std::unique_ptr<GpuTransfer>> GpuTransfer::Open(const Layout& layout, con
   KVTIER_RETURN_IF_ERROR(internal::ValidateOpen(layout, cache, options));
   KVTIER_RETURN_IF_ERROR(internal::CheckDevice(cache.device));
   const uint64_t batch = std::clamp<uint64_t>(options.staging_bytes / layout.BytesPerChunk(), 1, 1u << 16);
-  auto t = std::make_unique<internal::CudaTransfer>(layout, cache, static_cast<uint32_t>(batch),
+  auto t = std::make_unique<internal::CudaTransfer>(layout, &cache, cache.device, static_cast<uint32_t>(batch),
+                                                    options.layer_groups, options.host_threads);
+  KVTIER_RETURN_IF_ERROR(t->Init());
+  return std::unique_ptr<GpuTransfer>(std::move(t));
+}
+
+Result<std::unique_ptr<GpuTransfer>> GpuTransfer::OpenPieces(const Layout& layout, int device,
+                                                             const GpuTransferOptions& options) {
+  KVTIER_RETURN_IF_ERROR(internal::ValidateOptions(layout, options));
+  KVTIER_RETURN_IF_ERROR(internal::CheckDevice(device));
+  const uint64_t batch = std::clamp<uint64_t>(options.staging_bytes / layout.BytesPerChunk(), 1, 1u << 16);
+  auto t = std::make_unique<internal::CudaTransfer>(layout, nullptr, device, static_cast<uint32_t>(batch),
                                                     options.layer_groups, options.host_threads);
   KVTIER_RETURN_IF_ERROR(t->Init());
   return std::unique_ptr<GpuTransfer>(std::move(t));

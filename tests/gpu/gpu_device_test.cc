@@ -15,6 +15,7 @@
 #include "gpu/device_memory.h"
 #include "kvtier/gpu.h"
 #include "kvtier/store.h"
+#include "region_pieces.h"
 #include "support/temp_dir.h"
 
 namespace kvtier {
@@ -306,6 +307,126 @@ TEST(GpuDeviceTest, LayerGroupZeroIsCompleteWhenItsWaitReturns) {
   }
   EXPECT_EQ(load->WaitLayerGroup(layout.layers).code(), Code::kInvalidArgument);
 }
+
+// Caller-described places (OpenPieces, SavePieces, LoadPieces) for layouts the block-table plan does not
+// address: an MLA latent cache and a head-major K/V cache in device memory, described as the host path
+// describes them (tests/gpu/region_pieces.h, checked against kvtier's chunk order in gpu_plan_test).
+// Saved from blocks in order (merged pieces), loaded into shuffled blocks: every byte round-trips.
+struct PieceDeviceCase {
+  const char* name;
+  const char* spec;
+  bool head_major;
+  uint32_t heads;
+  uint64_t row;  // one latent, or one head's row, in bytes
+  uint32_t groups;
+};
+
+void PrintTo(const PieceDeviceCase& c, std::ostream* os) { *os << c.name; }
+
+class GpuPieces : public ::testing::TestWithParam<PieceDeviceCase> {};
+
+TEST_P(GpuPieces, SavedFromSomeBlocksLoadedIntoOthersByteExact) {
+  SKIP_WITHOUT_GPU();
+  const PieceDeviceCase c = GetParam();
+  const Layout layout = ParseLayoutSpec(c.spec).value();
+  const uint32_t n = 3, tpc = layout.tokens_per_chunk, bt = 16, per = tpc / bt, nb = 2 * n * per + 5;
+  const uint64_t chunk = layout.BytesPerChunk();
+  const gpu_test::CacheShape shape{c.head_major, layout.layers, c.heads, bt, nb, 0, c.row};
+  struct Tensors {
+    std::vector<void*> p;
+    ~Tensors() {
+      for (void* x : p) internal::DeviceFree(0, x);
+    }
+  } dev;
+  std::vector<std::vector<std::byte>> host(layout.layers, std::vector<std::byte>(shape.tensor()));
+  std::vector<uint64_t> dev_addr, host_addr;
+  for (uint32_t l = 0; l < layout.layers; ++l) {
+    auto p = internal::DeviceAlloc(0, shape.tensor());
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    dev.p.push_back(*p);
+    dev_addr.push_back(reinterpret_cast<uint64_t>(*p));
+    host_addr.push_back(reinterpret_cast<uint64_t>(host[l].data()));
+  }
+  const gpu_test::Regions on_dev = gpu_test::MakeRegions(shape, dev_addr), on_host = gpu_test::MakeRegions(shape, host_addr);
+  // Per chunk the pieces over `table` and, layer-major, each piece's layer group (gpu.h's grouping).
+  std::vector<DevicePiece> pieces;
+  std::vector<size_t> counts;
+  std::vector<uint32_t> groups;
+  auto describe = [&](const std::vector<uint32_t>& table) {
+    pieces.clear();
+    counts.clear();
+    groups.clear();
+    for (uint32_t ch = 0; ch < n; ++ch) {
+      std::vector<uint32_t> layers;
+      auto p = gpu_test::ChunkPieces(on_dev, std::span(table).subspan(ch * per, per), true, &layers);
+      pieces.insert(pieces.end(), p.begin(), p.end());
+      counts.push_back(p.size());
+      for (uint32_t l : layers) {
+        uint32_t g = 0;
+        while (uint64_t{g + 1} * layout.layers / c.groups <= l) ++g;
+        groups.push_back(g);
+      }
+    }
+    if (c.groups == 1) groups.clear();
+    return DevicePieces{pieces, counts, groups};
+  };
+  std::vector<uint32_t> table_a(n * per);
+  std::iota(table_a.begin(), table_a.end(), 2u);  // consecutive: merged pieces
+  const auto table_b = ShuffledTable(nb, n * per, 5);
+  std::vector<std::byte> original = RandomBytes(n * chunk, 21);
+  for (uint32_t ch = 0; ch < n; ++ch) {
+    gpu_test::ReferenceCopy(on_host, table_a, ch, tpc, bt, c.row, original.data() + ch * chunk, true);
+  }
+  for (uint32_t l = 0; l < layout.layers; ++l) {
+    ASSERT_TRUE(CopyToDevice(0, dev.p[l], host[l].data(), shape.tensor()).ok());
+  }
+  StoreOptions so;
+  so.tiers = {"mem://?capacity=256MiB"};
+  auto store = Store::Open(so).value();
+  auto ns = Namespace::Make("test/gpu-pieces", layout, "t").value();
+  const auto keys = Keys(ns, n, 31);
+  GpuTransferOptions opt;
+  opt.staging_bytes = 2 * chunk;  // batches of 2 chunks: a partial last batch
+  opt.host_threads = 2;
+  opt.layer_groups = c.groups;
+  auto t = GpuTransfer::OpenPieces(layout, 0, opt).value();
+  ASSERT_TRUE(t->SavePieces(*store, ns, keys, describe(table_a)).ok());
+  std::vector<std::byte> stored(n * chunk);
+  std::vector<std::span<std::byte>> spans;
+  std::vector<ScatterList> dsts;
+  for (uint32_t i = 0; i < n; ++i) spans.emplace_back(stored.data() + i * chunk, chunk);
+  for (uint32_t i = 0; i < n; ++i) dsts.emplace_back(&spans[i], 1);
+  ASSERT_EQ(store->Load(ns, keys, dsts).value(), n);
+  EXPECT_TRUE(stored == original) << "the gather from pieces saved other bytes";
+
+  for (void* p : dev.p) ASSERT_TRUE(internal::DeviceMemset(0, p, 0x5a, shape.tensor()).ok());
+  auto load = t->LoadPieces(*store, ns, keys, describe(table_b));
+  ASSERT_TRUE(load.ok()) << load.status().ToString();
+  EXPECT_EQ((*load)->chunks(), n);
+  ASSERT_TRUE((*load)->Wait().ok());
+  for (uint32_t l = 0; l < layout.layers; ++l) {
+    ASSERT_TRUE(CopyToHost(0, host[l].data(), dev.p[l], shape.tensor()).ok());
+  }
+  std::vector<std::byte> back(n * chunk);
+  for (uint32_t ch = 0; ch < n; ++ch) {
+    gpu_test::ReferenceCopy(on_host, table_b, ch, tpc, bt, c.row, back.data() + ch * chunk, false);
+  }
+  EXPECT_TRUE(back == original) << "bytes differ after pieces -> store -> pieces";
+
+  // A transfer for pieces has no block table; a bad piece list is refused before anything is queued.
+  EXPECT_EQ(t->Load(*store, ns, keys, table_b).status().code(), Code::kInvalidArgument);
+  DevicePieces bad = describe(table_b);
+  pieces[0].bytes -= 1;
+  EXPECT_EQ(t->LoadPieces(*store, ns, keys, bad).status().code(), Code::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, GpuPieces,
+    ::testing::Values(PieceDeviceCase{"mla", "layers=4 tokens=256 latent:layers=0-3,dim=576,dtype=bf16", false, 1,
+                                      1152, 2},
+                      PieceDeviceCase{"head_major", "layers=2 tokens=64 kv:layers=0-1,heads=4,dim=64,dtype=bf16", true,
+                                      4, 128, 1}),
+    [](const ::testing::TestParamInfo<PieceDeviceCase>& info) { return info.param.name; });
 
 TEST(GpuDeviceTest, RequestChecks) {
   SKIP_WITHOUT_GPU();

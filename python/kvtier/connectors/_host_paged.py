@@ -97,6 +97,18 @@ class PagedCache:
         order. Regions that follow each other in memory (consecutive block ids) are one piece. An
         entry of ``blocks`` that is -1 goes to ``scratch`` instead (a block the engine already holds:
         those bytes are read and dropped)."""
+        out, per_chunk, _ = self._pieces(blocks, scratch)
+        return out, per_chunk
+
+    def pieces_and_layers(self, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``pieces(blocks)`` and, per piece, the layer (in chunk order) of the first region it holds
+        (a piece that runs on into the next layer's region counts as the first: kvtier.gpu's layer-wise
+        waits then wait for it with that layer, never before it lands)."""
+        out, per_chunk, first = self._pieces(blocks, None)
+        per_region = max(np.asarray(blocks).shape[1], 1)
+        return out, per_chunk, self.region_layer[(first % (self.regions * per_region)) // per_region]
+
+    def _pieces(self, blocks: np.ndarray, scratch: Optional[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         blocks = np.asarray(blocks, dtype=np.int64)
         if blocks.ndim != 2:
             raise ValueError("blocks must be [n_chunks, blocks_per_chunk]")
@@ -120,7 +132,7 @@ class PagedCache:
         out = np.empty((first.size, 2), dtype=np.uint64)
         out[:, 0] = flat.ravel()[first]
         out[:, 1] = np.diff(np.append(first, flat.size)).astype(np.uint64) * region
-        return out, starts.sum(axis=1).astype(np.uint64)
+        return out, starts.sum(axis=1).astype(np.uint64), first
 
 
 class _Keep:

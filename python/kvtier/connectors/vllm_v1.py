@@ -37,15 +37,17 @@ Worker side (one per TP rank):
   ``[num_blocks, block_size, kv_heads, head_dim]``, or, on the CPU, vLLM's CPU backend's HND layout
   ``[2, num_blocks, kv_heads, block_size, head_dim]`` (``kv_cache_layout: cpu_attn``, which the
   adapter sets on a CPU device: its chunks are in the grouped head-major order, another namespace);
-  for an MLA model (``use_mla``) the MLA backends' ``[num_blocks, block_size, latent_dim]`` in CPU
-  memory, stored in the grouped layout of one ``latent`` group (chunks shared by every TP rank and
-  degree: only rank 0 saves, every rank loads); with vLLM's hybrid KV cache manager (``KvtierHybridConnector``
-  declares ``SupportsHMA``; ``KvtierConnector`` does not and serves one group), full-attention and sliding-window layers in KV cache groups of their own,
-  each with its own block ids, on the CPU backend (``cpu_attn``): chunks of a ``kv`` and a ``window``
-  group (``_vllm_groups``), the null blocks before a request's window never written, window blocks
-  vLLM freed before a save saved as zeros (no load of a prefix holding the chunk uses them). Anything
-  else (another stride order, a cross-layer cache, MLA on CUDA, window groups on NHD or CUDA caches, a
-  hybrid model's Mamba states: ``check_kv_cache_config``) is refused with ValueError.
+  for an MLA model (``use_mla``) the MLA backends' ``[num_blocks, block_size, latent_dim]``,
+  stored in the grouped layout of one ``latent`` group (chunks shared by every TP rank and
+  degree: only rank 0 saves, every rank loads). The same shapes on CPU and CUDA (one description,
+  ``_host_paged.PagedCache``). With vLLM's hybrid KV cache manager (``KvtierHybridConnector``
+  declares ``SupportsHMA``; ``KvtierConnector`` does not and serves one group), full-attention and
+  sliding-window layers in KV cache groups of their own, each with its own block ids, on the CPU
+  backend (``cpu_attn``): chunks of a ``kv`` and a ``window`` group (``_vllm_groups``), the null
+  blocks before a request's window never written, window blocks vLLM freed before a save saved as
+  zeros (no load of a prefix holding the chunk uses them). Anything else (another stride order, a
+  cross-layer cache, window groups on NHD or CUDA caches, a hybrid model's Mamba states:
+  ``check_kv_cache_config``) is refused with ValueError.
 - ``start_load_kv`` starts one kvtier load per request over its block table (kvtier copies verified
   chunk bytes straight into the blocks); ``wait_for_layer_load(layer)`` waits, for each synchronous
   load, only until that layer's bytes of every chunk are verified and in the blocks
@@ -69,7 +71,8 @@ Worker side (one per TP rank):
   ``shutdown`` waits for every operation in flight, then closes the store.
 
 CPU tensors (vLLM's CPU backend) go through kvtier's host paged path (``_host_paged``); CUDA tensors
-(FlashAttention layout, or (K, V) pairs) through kvtier.gpu (``_gpu_paged``): a load is read and
+through kvtier.gpu (``_gpu_paged``: FlashAttention caches and (K, V) pairs by its block-table plan,
+FlashInfer, MLA and cpu_attn caches by the host path's piece lists with device addresses): a load is read and
 verified on the host before ``start_load_kv`` returns and lands on the GPU layer group by layer group
 (``layer_groups``, default min(layers, 8)), ``wait_for_layer_load`` makes the engine's current stream
 wait for that layer's group without blocking the host, and a save gathers the blocks on the GPU and is
@@ -567,12 +570,13 @@ class KvtierConnectorCore:
     def register_kv_caches(self, kv_caches: Mapping[str, Any]) -> None:
         layout = self._extra.get("kv_cache_layout", "auto")
         if self._groups:  # several KV cache groups: the CPU backend's HND cache (layout_of checked it)
+            if kv_caches and is_cuda(next(iter(kv_caches.values()))):
+                raise ValueError("KvtierConnector: several KV cache groups are served on vLLM's CPU backend "
+                                 "only; these KV caches are CUDA tensors (run with "
+                                 "--disable-hybrid-kv-cache-manager)")
             self._host_cache(grouped_cache_of(kv_caches, self._spec, self._groups))
             return
         if kv_caches and is_cuda(next(iter(kv_caches.values()))):
-            if layout == "cpu_attn":
-                raise ValueError("KvtierConnector: kv_cache_layout 'cpu_attn' is vLLM's CPU backend's; "
-                                 "these KV caches are CUDA tensors")
             if self._async_load:
                 raise ValueError("KvtierConnector: async_load is not supported for CUDA KV caches "
                                  "(kvtier.gpu reads and verifies a load before start_load_kv returns)")

@@ -15,10 +15,12 @@ torch = pytest.importorskip("torch", reason="python3-torch is not installed (scr
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from connector_helpers import file_tier, requires_library  # noqa: E402,F401
-from vllm_v1_driver import FlashAttnCache, MiniEngine  # noqa: E402
+from vllm_v1_driver import FlashAttnCache, LatentCache, MiniEngine  # noqa: E402
 
 import kvtier.gpu  # noqa: E402
-from kvtier.connectors._gpu_paged import gpu_cache_of, layer_group, load_plan  # noqa: E402
+from kvtier.connectors._gpu_paged import (device_paged_cache, gpu_cache_of, is_classic, layer_group,  # noqa: E402
+                                          layer_major, load_plan, piece_plan)
+from kvtier.connectors._vllm_kv_caches import paged_cache_of  # noqa: E402
 from kvtier.connectors.vllm_v1 import KvtierConnectorCore, ModelSpec  # noqa: E402
 
 pytestmark = requires_library
@@ -63,7 +65,7 @@ def test_flash_attention_layers_give_one_k_and_one_v_address_per_layer():
     assert gpu_cache_of(pairs, SPEC)[0] == cache
 
 
-def test_layouts_kvtier_gpu_cannot_address_are_refused():
+def test_layouts_the_block_table_plan_cannot_address_are_refused_by_it():
     flashinfer = {k: FakeCuda(v) for k, v in caches((BLOCKS, 2, BS, HEADS, DIM)).items()}
     with pytest.raises(ValueError, match="FlashInfer"):
         gpu_cache_of(flashinfer, SPEC)
@@ -76,6 +78,95 @@ def test_layouts_kvtier_gpu_cannot_address_are_refused():
     wrong = {k: FakeCuda(v.float()) for k, v in caches((2, BLOCKS, BS, HEADS, DIM)).items()}
     with pytest.raises(ValueError, match="dtype"):
         gpu_cache_of(wrong, SPEC)
+
+
+LATENT = 40
+MLA_SPEC = ModelSpec(model="test/mla-gpu", revision="r1", layers=LAYERS, kv_heads=1, head_dim=LATENT,
+                     kv_dtype="bfloat16", block_size=BS, attention="mla")
+# (name, spec, kv_cache_layout, per-layer CPU tensor): the layouts that go by pieces on CUDA.
+PIECE_LAYOUTS = [
+    ("mla", MLA_SPEC, "auto", lambda: torch.randn(BLOCKS, BS, LATENT).to(torch.bfloat16)),
+    ("mla_padded", MLA_SPEC, "auto", lambda: torch.randn(BLOCKS, BS + 2, LATENT).to(torch.bfloat16)[:, :BS]),
+    ("flashinfer", SPEC, "auto", lambda: torch.randn(BLOCKS, 2, BS, HEADS, DIM).to(torch.bfloat16)),
+    ("hnd", SPEC, "cpu_attn", lambda: torch.randn(2, BLOCKS, HEADS, BS, DIM).to(torch.bfloat16)),
+]
+
+
+def _blocks(n_chunks: int, seed: int) -> np.ndarray:
+    """A block table of ``n_chunks`` chunks: shuffled blocks, with a run of consecutive ones (pieces that
+    span several blocks)."""
+    per = CHUNK // BS
+    ids = np.random.default_rng(seed).permutation(BLOCKS)[:n_chunks * per]
+    ids[:per] = [10 + i for i in range(per)]
+    return ids.reshape(n_chunks, per)
+
+
+@pytest.mark.parametrize("name,spec,layout,make", PIECE_LAYOUTS, ids=[p[0] for p in PIECE_LAYOUTS])
+@pytest.mark.parametrize("groups", [1, 2, 3])
+def test_gpu_piece_list_is_the_host_paths_list(name, spec, layout, make, groups):
+    """One description, two executors: for an MLA, FlashInfer or head-major cache on CUDA, the pieces
+    kvtier.gpu gets are exactly the host path's pieces for the same tensors and blocks, and each piece's
+    layer group is gpu.h's group of the layer of its first region (non-decreasing within a chunk)."""
+    cpu = {f"model.layers.{i}.attn": make() for i in range(LAYERS)}
+    host = paged_cache_of(cpu, spec, layout)
+    dev, device = device_paged_cache({k: FakeCuda(v, 1) for k, v in cpu.items()}, spec, layout)
+    assert device == 1 and dev.layer_names == host.layer_names
+    assert not is_classic(dev, spec, layout)
+    blocks = _blocks(3, groups)
+    want_pieces, want_counts = host.pieces(blocks)
+    used = groups if layer_major(dev) else 1   # what GpuWorker opens its transfer with
+    assert layer_major(dev) == (name != "hnd")
+    pieces, counts, ids = piece_plan(dev, blocks, LAYERS, used)
+    assert np.array_equal(pieces, want_pieces) and np.array_equal(counts, want_counts)
+    assert int(pieces[:, 1].sum()) == 3 * kvtier_chunk_bytes(spec)
+    if used == 1:
+        assert ids is None
+        return
+    starts = np.concatenate([[0], np.cumsum(counts.astype(np.int64))])
+    region = host.region_bytes
+    for c in range(3):
+        chunk_ids = ids[starts[c]:starts[c + 1]]
+        assert np.all(np.diff(chunk_ids.astype(np.int64)) >= 0)
+        offsets = np.concatenate([[0], np.cumsum(pieces[starts[c]:starts[c + 1], 1].astype(np.int64))])[:-1]
+        for off, g in zip(offsets, chunk_ids):   # the piece's first region, from its chunk offset
+            first_region = int(off) // (region * blocks.shape[1])
+            assert g == layer_group(int(host.region_layer[first_region]), LAYERS, used)
+
+
+def kvtier_chunk_bytes(spec: ModelSpec) -> int:
+    return CHUNK * LAYERS * (spec.head_dim * 2 if spec.attention == "mla" else 2 * HEADS * DIM * 2)
+
+
+def test_flash_attention_on_cuda_keeps_the_block_table_plan():
+    cpu = caches((2, BLOCKS, BS, HEADS, DIM))
+    dev, _ = device_paged_cache({k: FakeCuda(v) for k, v in cpu.items()}, SPEC)
+    assert is_classic(dev, SPEC, "auto") and layer_major(dev)
+    assert np.array_equal(dev.pieces(_blocks(2, 0))[0], paged_cache_of(cpu, SPEC).pieces(_blocks(2, 0))[0])
+
+
+def test_cuda_descriptions_keep_the_host_paths_refusals():
+    """Unknown shapes, a dtype other than the configuration's, a cache that auto would have to guess,
+    and tensors on two devices (or a CPU one among CUDA ones) are refused before any transfer."""
+    def fake(shape, dtype=torch.bfloat16, index=0):
+        return {f"model.layers.{i}.attn": FakeCuda(torch.zeros(shape, dtype=dtype), index) for i in range(LAYERS)}
+    with pytest.raises(ValueError, match="unknown KV cache shape"):
+        device_paged_cache(fake((BLOCKS, BS, HEADS, DIM, 1, 1)), SPEC)
+    with pytest.raises(ValueError, match="dtype"):
+        device_paged_cache(fake((2, BLOCKS, BS, HEADS, DIM), torch.float32), SPEC)
+    with pytest.raises(ValueError, match="cpu_attn"):     # vLLM's CPU backend's shape: never read as NHD
+        device_paged_cache(fake((2, BLOCKS, HEADS, BS, DIM)), SPEC)
+    same = ModelSpec(model="m", layers=LAYERS, kv_heads=BS, head_dim=DIM, kv_dtype="bfloat16", block_size=BS)
+    with pytest.raises(ValueError, match="kv_cache_layout"):  # kv_heads == block_size: auto never guesses
+        device_paged_cache(fake((2, BLOCKS, BS, BS, DIM)), same)
+    with pytest.raises(ValueError, match="MLA latent cache"):
+        device_paged_cache(fake((BLOCKS, BS, LATENT)), SPEC)
+    mixed = fake((2, BLOCKS, BS, HEADS, DIM))
+    mixed["model.layers.1.attn"] = FakeCuda(torch.zeros(2, BLOCKS, BS, HEADS, DIM, dtype=torch.bfloat16), 1)
+    with pytest.raises(ValueError, match="devices"):
+        device_paged_cache(mixed, SPEC)
+    mixed["model.layers.1.attn"] = torch.zeros(2, BLOCKS, BS, HEADS, DIM, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="a cpu tensor"):
+        device_paged_cache(mixed, SPEC)
 
 
 @pytest.mark.parametrize("layers,groups", [(32, 8), (3, 2), (5, 5), (7, 3), (1, 1)])
@@ -111,28 +202,39 @@ def _gpu_reason():
     return kvtier.gpu.why_not()
 
 
-def test_cuda_caches_reload_equals_recompute(file_tier):
+@pytest.mark.parametrize("layout", ["flash_attn", "flashinfer", "mla", "cpu_attn"])
+def test_cuda_caches_reload_equals_recompute(file_tier, layout):
+    """Through the connector on a GPU: FlashAttention by the block-table plan, FlashInfer, MLA (padded
+    blocks) and head-major (cpu_attn) caches by pieces; the second engine's blocks are handed out in
+    reverse, so the chunks land in other blocks than they were saved from."""
     reason = _gpu_reason()
     if reason:
         print(f"skipped: {reason}")
         pytest.skip(reason)
     url = file_tier[0]
 
-    spec = ModelSpec(model="test/llama-gpu", revision="r1", layers=LAYERS, kv_heads=HEADS, head_dim=DIM,
-                     kv_dtype="float32", block_size=BS)   # the driver's reference rows are fp32
+    mla = layout == "mla"
+    spec = ModelSpec(model=f"test/gpu-{layout}", revision="r1", layers=LAYERS, kv_heads=1 if mla else HEADS,
+                     head_dim=LATENT if mla else DIM, kv_dtype="float32", block_size=BS,
+                     attention="mla" if mla else "mha")   # the driver's reference rows are fp32
 
-    def engine():
-        cfg = {"tiers": url, "chunk_tokens": CHUNK, "layer_groups": 2}
+    def engine(reverse=False):
+        cfg = {"tiers": url, "chunk_tokens": CHUNK, "layer_groups": 2, "kv_cache_layout": "auto" if mla else layout}
         sched, worker = KvtierConnectorCore("scheduler", spec, cfg), KvtierConnectorCore("worker", spec, cfg)
-        cache = FlashAttnCache(LAYERS, BLOCKS, BS, HEADS, DIM, device="cuda")
-        return MiniEngine(sched, worker, cache, BLOCKS)
+        cache = LatentCache(LAYERS, BLOCKS, BS, LATENT, pad=8, device="cuda") if mla else \
+            FlashAttnCache(LAYERS, BLOCKS, BS, HEADS, DIM, device="cuda", flashinfer=layout == "flashinfer",
+                           cpu_attn=layout == "cpu_attn")
+        eng = MiniEngine(sched, worker, cache, BLOCKS)
+        if reverse:
+            eng.free.reverse()
+        return eng
 
     tokens = [(7919 + i * 31) % 32000 for i in range(3 * CHUNK + 5)]
     first = engine()
     first.add("a", tokens)
     first.run()
     first.worker.shutdown()
-    second = engine()
+    second = engine(reverse=True)
     second.add("b", tokens)
     second.run()
     assert second.kv_ok["b"] and not second.load_error_blocks

@@ -368,4 +368,7 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
     worker = KvtierConnectorCore("worker", SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=GROUPS)
     with pytest.raises(ValueError, match="not the layers of the KV cache groups"):
         worker.register_kv_caches({n: torch.zeros(2, 8, HEADS, BS, DIM) for n in NAMES[:3]})
+    cuda = types.SimpleNamespace(device=types.SimpleNamespace(type="cuda", index=0))  # what is_cuda reads
+    with pytest.raises(ValueError, match="CUDA tensors"):  # never a host copy into device addresses
+        worker.register_kv_caches({n: cuda for n in NAMES})
     worker.shutdown()

@@ -138,10 +138,10 @@ class LatentCache:
     parts = (0,)  # one latent per token and layer
 
     def __init__(self, layers: int, num_blocks: int, block_size: int, latent_dim: int,
-                 dtype: torch.dtype = torch.float32, pad: int = 0) -> None:
+                 dtype: torch.dtype = torch.float32, pad: int = 0, device: str = "cpu") -> None:
         self.block_size, self.kv_heads, self.head_dim = block_size, 1, latent_dim
         page = block_size * latent_dim + pad
-        self.raw = {f"model.layers.{i}.self_attn.attn": torch.zeros(num_blocks * page, dtype=dtype)
+        self.raw = {f"model.layers.{i}.self_attn.attn": torch.zeros(num_blocks * page, dtype=dtype, device=device)
                     for i in range(layers)}
         self.tensors = {n: t.as_strided((num_blocks, block_size, latent_dim), (page, latent_dim, 1))
                         for n, t in self.raw.items()}
