@@ -108,7 +108,8 @@ KVTIER_COMMAND(
           ->check(WholeNumber(1, 1u << 20));
       cmd.add_option("--total", a->total, "bytes written and read back per pass")->capture_default_str();
       cmd.add_option("--inflight", a->inflight,
-                     "comma-separated bytes in flight to sweep (default: 1,2,4,8,16 chunks)");
+                     "comma-separated bytes in flight to sweep (default: 1,2,4,8,16 chunks; object tiers: whole objects, "
+                     "the 4 KiB chunk header included)");
       cmd.add_option("--json", a->json, "write the results (schema kvtier.bench.datapath/1) here");
       cmd.add_option("--gpu", a->gpu, "GPU profile for the recompute estimate: " + internal::GpuProfileNames())
           ->capture_default_str();

@@ -24,6 +24,7 @@
 #include "tiers/object/object_tier.h"
 #include "tiers/rados/rados_reference.h"
 #include "tiers/redis/plain_reference.h"
+#include "tiers/redis/redis_client.h"
 #include "tiers/s3/s3_reference.h"
 
 namespace kvtier::internal {
@@ -32,12 +33,18 @@ namespace fs = std::filesystem;
 namespace {
 
 bool IsDirectoryScheme(const std::string& scheme) { return scheme == "file" || scheme == "fs"; }
+// Object tiers (redis://, rados://, s3://, ...): every scheme but the directory and memory ones.
+bool IsObjectScheme(const std::string& scheme) {
+  return !IsDirectoryScheme(scheme) && scheme != "mem" && scheme != "shm";
+}
 
-std::vector<uint64_t> DefaultInflight(uint64_t chunk_bytes, uint64_t chunks) {
+// 1, 2, 4, 8, 16 units of `unit_bytes` (a chunk; for object tiers a whole object, header included, so
+// that the tier's bound admits exactly that many objects at once), no more than there are chunks.
+std::vector<uint64_t> DefaultInflight(uint64_t unit_bytes, uint64_t chunks) {
   std::vector<uint64_t> out;
   for (uint64_t n = 1; n <= 16; n *= 2) {
     if (n > 1 && n > chunks) break;
-    out.push_back(n * chunk_bytes);
+    out.push_back(n * unit_bytes);
   }
   return out;
 }
@@ -206,16 +213,19 @@ std::optional<T> MedianOf(const std::vector<std::optional<T>>& runs, Rate rate) 
   return present[(present.size() - 1) / 2];
 }
 
-// The run with the median bandwidth, for kvtier and for fio independently; errors of every run count.
+// The run with the median bandwidth, for kvtier, its writes, fio and the references independently;
+// errors of every run count.
 SweepPoint MedianPoint(std::vector<SweepPoint> runs) {
   uint64_t errors = 0;
   std::vector<std::optional<FioResult>> fio, fio_write;
-  std::vector<std::optional<PhaseResult>> write;
+  std::vector<std::optional<PhaseResult>> write, reference, write_reference;
   for (const SweepPoint& p : runs) {
     errors += p.kvtier.errors;
     fio.push_back(p.fio);
     fio_write.push_back(p.fio_write);
     write.push_back(p.write);
+    reference.push_back(p.reference);
+    write_reference.push_back(p.write_reference);
   }
   const auto fio_rate = [](const FioResult& f) { return f.bytes_per_second; };
   std::sort(runs.begin(), runs.end(), [](const SweepPoint& a, const SweepPoint& b) {
@@ -225,7 +235,10 @@ SweepPoint MedianPoint(std::vector<SweepPoint> runs) {
   out.kvtier.errors = errors;
   out.fio = MedianOf(fio, fio_rate);
   out.fio_write = MedianOf(fio_write, fio_rate);
-  out.write = MedianOf(write, [](const PhaseResult& p) { return p.BytesPerSecond(); });
+  const auto rate = [](const PhaseResult& p) { return p.BytesPerSecond(); };
+  out.write = MedianOf(write, rate);
+  out.reference = MedianOf(reference, rate);
+  out.write_reference = MedianOf(write_reference, rate);
   return out;
 }
 
@@ -343,8 +356,8 @@ Status RunMemory(const DatapathConfig& c, const DatapathPlan& plan, Tier& tier, 
 }
 
 constexpr const char* kPlainHiredisReference =
-    "plain hiredis GETs (one connection and one GET in flight per stream, streams = values in flight, "
-    "spread over the masters; redis/plain_reference.h)";
+    "raw hiredis, pipelined SETs then GETs of values of the same size, with kvtier's values in flight and "
+    "connections per master at each bound, a sliding window per connection (redis/plain_reference.h)";
 constexpr const char* kPlainRadosReference =
     "plain librados reads (rados_aio_read of whole objects, a window of inflight= bytes at a time; "
     "rados/rados_reference.h)";
@@ -354,22 +367,52 @@ constexpr const char* kPlainCurlReference =
 constexpr const char* kRawClientReference =
     "the backend's object client without kvtier's framing, verification or copy (object/object_reference.h)";
 
-// redis:// is measured against plain hiredis, rados:// against plain librados, s3:// against raw
-// libcurl GETs; other object tiers against their client without framing.
-Result<object::RawReadResult> RawReference(const TierUrl& url, object::ObjectTier& tier, const DatapathPlan& plan) {
-  const uint64_t value_bytes = internal::kChunkHeaderSize + plan.chunk_bytes;
-  const uint64_t streams = std::max<uint64_t>(1, tier.options().inflight_bytes / value_bytes);
-  if (url.scheme == "rados") return rados::PlainRadosReadReference(url, value_bytes, plan.chunks, streams);
-  if (url.scheme == "s3") return s3::PlainCurlGetReference(url, value_bytes, plan.chunks, streams);
-  if (url.scheme != "redis") return object::RawReadReference(tier, plan.chunk_bytes, plan.chunks);
-  KVTIER_ASSIGN_OR_RETURN(redis::PlainGetResult p,
-                          redis::PlainHiredisGetReference(url, value_bytes, plan.chunks, streams));
-  return object::RawReadResult{p.values, p.bytes, p.errors, p.seconds};
+PhaseResult PhaseOf(uint64_t values, uint64_t bytes, uint64_t errors, double seconds) {
+  PhaseResult p;
+  p.chunks = values;
+  p.bytes = bytes;
+  p.errors = errors;
+  p.seconds = seconds;
+  return p;
 }
 
-// Object tiers (object/object_tier.h): per bound on bytes in flight, the tier reopened with
-// inflight=, a read pass and a latency pass, then the raw client reference at the same object size and
-// bound (object/object_reference.h).
+// The references of one point: redis:// against raw pipelined hiredis (writes and reads, shaped as the
+// tier's own traffic at this bound), rados:// against plain librados, s3:// against raw libcurl GETs;
+// other object tiers against their client without framing (reads only).
+Status RawReferences(const TierUrl& url, object::ObjectTier& tier, const DatapathPlan& plan, SweepPoint* point) {
+  const uint64_t value_bytes = internal::kChunkHeaderSize + plan.chunk_bytes;
+  const uint64_t bound = tier.options().inflight_bytes;
+  const uint64_t streams = std::max<uint64_t>(1, bound / value_bytes);
+  object::RawReadResult raw;
+  if (url.scheme == "redis") {
+    KVTIER_ASSIGN_OR_RETURN(redis::RedisOptions o, redis::ParseRedisOptions(url));
+    KVTIER_ASSIGN_OR_RETURN(
+        redis::PlainReferenceResult p,
+        redis::PlainHiredisReference(url, value_bytes, plan.chunks,
+                                     redis::WriteShapeOf(bound, value_bytes, static_cast<uint64_t>(o.conns_per_node)),
+                                     redis::ReadShapeOf(bound, value_bytes)));
+    point->write_reference = PhaseOf(p.write.values, p.write.bytes, p.write.errors, p.write.seconds);
+    raw = object::RawReadResult{p.read.values, p.read.bytes, p.read.errors, p.read.seconds};
+  } else if (url.scheme == "rados") {
+    KVTIER_ASSIGN_OR_RETURN(raw, rados::PlainRadosReadReference(url, value_bytes, plan.chunks, streams));
+  } else if (url.scheme == "s3") {
+    KVTIER_ASSIGN_OR_RETURN(raw, s3::PlainCurlGetReference(url, value_bytes, plan.chunks, streams));
+  } else {
+    KVTIER_ASSIGN_OR_RETURN(raw, object::RawReadReference(tier, plan.chunk_bytes, plan.chunks));
+  }
+  point->reference = PhaseOf(raw.objects, raw.bytes, raw.errors, raw.seconds);
+  return Status::OK();
+}
+
+// Removes the bench's chunks from an object store (a store outlives the bench, unlike mem://).
+void RemoveObjectChunks(Tier& tier, const ReadArea& area) {
+  for (uint64_t i = 0; i < area.chunks(); ++i) (void)tier.Remove(area.id(i));
+}
+
+// Object tiers (object/object_tier.h): per bound on bytes in flight, the tier reopened with inflight=,
+// its chunks removed and written again from depth = bound / chunk threads (the write row), a read pass
+// and a latency pass, then the backend's raw client at the same object size and bound
+// (RawReferences).
 Result<SweepPoint> MeasureObjectPoint(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
                                       uint64_t inflight, ReadArea* area) {
   bool swept = false;
@@ -378,21 +421,20 @@ Result<SweepPoint> MeasureObjectPoint(const DatapathConfig& c, const DatapathPla
   if (object_tier == nullptr) return Status::Internal("an object tier reopened as another kind");
   SweepPoint point;
   point.inflight_bytes = object_tier->options().inflight_bytes;
-  point.kvtier = ReadPass(*tier, area);
   const uint32_t depth = IodepthFor(point.inflight_bytes, plan.chunk_bytes);
+  RemoveObjectChunks(*tier, *area);  // each write row starts on a store without the bench's chunks
+  KVTIER_ASSIGN_OR_RETURN(point.write, WritePass(*tier, *area, depth));
+  point.kvtier = ReadPass(*tier, area);
   LatencyPass(*tier, area, depth, std::max<uint64_t>(16, 4ull * depth), &point.kvtier);
-  KVTIER_ASSIGN_OR_RETURN(object::RawReadResult raw, RawReference(url, *object_tier, plan));
-  PhaseResult ref;
-  ref.chunks = raw.objects;
-  ref.bytes = raw.bytes;
-  ref.errors = raw.errors;
-  ref.seconds = raw.seconds;
-  point.reference = ref;
+  KVTIER_RETURN_IF_ERROR(RawReferences(url, *object_tier, plan, &point));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> hit_tier, OpenTierForPass(url, inflight, &swept));
   KVTIER_ASSIGN_OR_RETURN(point.hit, HitPass(std::move(hit_tier), area, plan.hit_chunks));
   Progress(c, "  read, " + FormatBytes(point.inflight_bytes) + " in flight: " +
                   GbpsText(point.kvtier.BytesPerSecond()) + ", " + std::to_string(point.kvtier.errors) +
-                  " errors; raw client GETs " + GbpsText(ref.BytesPerSecond()));
+                  " errors; raw client GETs " + GbpsText(point.reference->BytesPerSecond()));
+  Progress(c, "  write: " + GbpsText(point.write->BytesPerSecond()) +
+                  (point.write_reference ? "; raw client SETs " + GbpsText(point.write_reference->BytesPerSecond())
+                                         : std::string()));
   Progress(c, "  " + HitText(*point.hit));
   return point;
 }
@@ -418,11 +460,6 @@ Status RunObjectSweep(const DatapathConfig& c, const DatapathPlan& plan, const T
     r->sweep.push_back(MedianPoint(std::move(runs)));
   }
   return Status::OK();
-}
-
-// Removes the bench's chunks from an object store (a store outlives the bench, unlike mem://).
-void RemoveObjectChunks(Tier& tier, const ReadArea& area) {
-  for (uint64_t i = 0; i < area.chunks(); ++i) (void)tier.Remove(area.id(i));
 }
 
 // shm:// is shared between processes, so it is measured as it is used: a child process (fork) writes
@@ -475,7 +512,8 @@ Result<DatapathPlan> PlanDatapath(const DatapathConfig& c) {
   DatapathPlan p;
   p.chunk_bytes = c.model.layout.BytesPerChunk();
   p.chunks = std::max<uint64_t>(1, c.total_bytes / p.chunk_bytes);
-  p.inflight = c.inflight.empty() ? DefaultInflight(p.chunk_bytes, p.chunks) : c.inflight;
+  const uint64_t unit = IsObjectScheme(url.scheme) ? internal::kChunkHeaderSize + p.chunk_bytes : p.chunk_bytes;
+  p.inflight = c.inflight.empty() ? DefaultInflight(unit, p.chunks) : c.inflight;
   p.hit_chunks = std::clamp<uint64_t>(c.context_tokens / c.model.layout.tokens_per_chunk, 1, p.chunks);
   for (uint64_t b : p.inflight) {
     if (b == 0) return Status::InvalidArgument("--inflight sizes must be positive");

@@ -16,11 +16,14 @@
 //   serial   one chunk file at a time with a buffered pread after dropping the page cache.
 //   memcpy   (mem:// only) a plain memcpy of the same bytes, on one thread and on one per core.
 //   reference (object tiers: redis://, rados://, s3://, ...) instead of fio: for each bound on bytes in
-//            flight, the backend's raw client GETs of objects of the same size with the same bound,
-//            written by the reference itself without kvtier's header (object/object_reference.h;
-//            redis:// instead: plain hiredis GETs, one connection per value in flight, redis/plain_reference.h);
-//            JSON `ratio_to_reference`. The bench's chunks are removed from the store at the end
-//            unless keep_files.
+//            flight (by default 1, 2, 4, 8, 16 whole objects, header included), the tier's chunks are
+//            removed and written again from depth = bound / chunk threads (the point's write row), and
+//            the backend's raw client GETs objects of the same size with the same bound, written by the
+//            reference itself without kvtier's header (object/object_reference.h; redis:// instead: raw
+//            hiredis, pipelined SETs then GETs with kvtier's values in flight and connections per
+//            master, redis/plain_reference.h, which is also the write reference); JSON
+//            `ratio_to_reference`, `ratio_write_to_reference`. The bench's chunks are removed from the
+//            store at the end unless keep_files.
 //   encrypted (directory targets) the plain chunks are removed, the same chunks are written again with
 //            a fresh random key_file= (AES-256-GCM) and read cold at the largest bytes in flight: one
 //            row next to the plain figures at that point.

@@ -99,6 +99,8 @@ nlohmann::json SummaryJson(const DatapathResult& r) {
           {"reference_gbps", best->reference ? nlohmann::json(Gbps(best->reference->BytesPerSecond())) : nullptr},
           {"ratio_to_reference", best->reference ? nlohmann::json(best->RatioToReference()) : nullptr},
           {"min_ratio_to_fio", MinRatio(r, [](const SweepPoint& p) { return p.fio ? p.RatioToFio() : -1; })},
+          {"min_ratio_to_reference",
+           MinRatio(r, [](const SweepPoint& p) { return p.reference ? p.RatioToReference() : -1; })},
           {"min_ratio_write_to_fio",
            MinRatio(r, [](const SweepPoint& p) { return p.write && p.fio_write ? p.RatioWriteToFio() : -1; })},
           {"min_ratio_write_to_reference",
@@ -277,7 +279,9 @@ std::string FormatSummary(const DatapathResult& r) {
         out += line;
       }
       if (p.write_reference) {
-        std::snprintf(line, sizeof(line), "; memcpy of the same bytes: %.2f GB/s; kvtier = %.0f%%",
+        const bool memory = r.target.scheme == "mem" || r.target.scheme == "shm";
+        std::snprintf(line, sizeof(line), "; %s: %.2f GB/s; kvtier = %.0f%%",
+                      memory ? "memcpy of the same bytes" : "raw client writes, same objects and bound",
                       Gbps(p.write_reference->BytesPerSecond()), 100 * p.RatioWriteToReference());
         out += line;
       }

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/threads.h"
 #include "tiers/redis/redis_client.h"
 
 namespace kvtier::redis {
@@ -46,6 +47,9 @@ Result<Ctx> Connect(const NodeAddr& node, const RedisOptions& o) {
                              : Command(c.get(), "AUTH %s %s", o.user.c_str(), o.password.c_str());
     if (!r || r->type == REDIS_REPLY_ERROR) return Status::InvalidArgument("reference: AUTH refused by " + node.ToString());
   }
+  // Keep the reader's buffer between replies: by default hiredis frees it once empty and grows a new
+  // one (in steps of 1 MB past 1 MB) for every large value.
+  if (c->reader != nullptr) c->reader->maxbuf = 0;
   return c;
 }
 
@@ -103,96 +107,163 @@ void Fill(std::vector<char>& b, uint64_t i) {
   std::memcpy(b.data(), &i, std::min(sizeof(i), b.size()));
 }
 
-struct Plan {
-  std::vector<Master> masters;
-  uint64_t streams;
-  const Master& Of(uint64_t i) const { return masters[(i % streams) % masters.size()]; }
-};
+bool Flush(redisContext* c) {
+  int done = 0;
+  while (!done) {
+    if (redisBufferWrite(c, &done) != REDIS_OK) return false;
+  }
+  return true;
+}
 
-Status PutAll(const Plan& p, const RedisOptions& o, uint64_t value_bytes, uint64_t count) {
+Reply NextReply(redisContext* c) {
+  void* r = nullptr;
+  if (redisGetReply(c, &r) != REDIS_OK) return nullptr;
+  return Reply(static_cast<redisReply*>(r));
+}
+
+// One connection's share of a phase: pipelined SETs (`write`) or GETs of plan.values.
+void RunConnection(const std::vector<Master>& masters, const PipelinePlan& plan, redisContext* c, bool write,
+                   uint64_t value_bytes, PlainRunResult* out) {
+  const Master& m = masters[plan.master];
+  std::vector<char> value(write ? value_bytes : 0);
+  if (write) Fill(value, 0);
+  PipelineSteps steps;
+  steps.send = [&](uint64_t k) {
+    const uint64_t i = plan.values[k];
+    const std::string key = Key(m, i);
+    if (!write) return redisAppendCommand(c, "GET %b", key.data(), key.size()) == REDIS_OK;
+    std::memcpy(value.data(), &i, std::min(sizeof(i), value.size()));  // the tag; hiredis copies it now
+    const char* argv[] = {"SET", key.data(), value.data()};
+    const size_t len[] = {3, key.size(), value.size()};
+    return redisAppendCommandArgv(c, 3, argv, len) == REDIS_OK;
+  };
+  steps.flush = [&] { return Flush(c); };
+  steps.receive = [&](uint64_t k) {
+    const uint64_t i = plan.values[k];
+    Reply r = NextReply(c);
+    if (!r) return false;
+    bool ok = false;
+    if (write) {
+      ok = r->type == REDIS_REPLY_STATUS;
+    } else if (r->type == REDIS_REPLY_STRING && static_cast<uint64_t>(r->len) == value_bytes) {
+      uint64_t tag = ~i;
+      if (value_bytes >= sizeof(tag)) std::memcpy(&tag, r->str, sizeof(tag));
+      ok = value_bytes < sizeof(tag) || tag == i;
+    }
+    out->values += ok ? 1 : 0;
+    out->bytes += ok ? value_bytes : 0;
+    out->errors += ok ? 0 : 1;
+    return true;
+  };
+  const uint64_t answered = RunPipeline(plan.values.size(), plan.depth, steps);
+  out->errors += plan.values.size() - answered;  // the connection failed: the rest is lost
+}
+
+// One timed phase: a connection per plan (opened before the clock starts), a thread per connection.
+Result<PlainRunResult> RunPhase(const std::vector<Master>& masters, const RedisOptions& o, uint64_t value_bytes,
+                                uint64_t count, PipelineShape shape, bool write) {
+  const std::vector<PipelinePlan> plans = PlanPipelines(masters.size(), count, shape);
   std::vector<Ctx> conns;
-  for (const Master& m : p.masters) {
-    KVTIER_ASSIGN_OR_RETURN(Ctx c, Connect(m.addr, o));
+  for (const PipelinePlan& p : plans) {
+    KVTIER_ASSIGN_OR_RETURN(Ctx c, Connect(masters[p.master].addr, o));
     conns.push_back(std::move(c));
   }
-  std::vector<char> value(value_bytes);
-  for (uint64_t i = 0; i < count; ++i) {
-    Fill(value, i);
-    const std::string key = Key(p.Of(i), i);
-    Reply r = Command(conns[(i % p.streams) % conns.size()].get(), "SET %b %b", key.data(), key.size(),
-                      value.data(), value.size());
-    if (!r || r->type == REDIS_REPLY_ERROR) {
-      return Status::IOError("reference: SET " + key + ": " + (r ? std::string(r->str, r->len) : "no reply"));
-    }
+  std::vector<PlainRunResult> part(plans.size());
+  std::vector<std::thread> threads;
+  bool refused = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t k = 0; k < plans.size() && !refused; ++k) {
+    refused = !internal::TryStartThread(&threads, [&, k] {
+      RunConnection(masters, plans[k], conns[k].get(), write, value_bytes, &part[k]);
+    });
   }
-  return Status::OK();
+  for (auto& t : threads) t.join();
+  if (refused) return Status::IOError("reference: the OS refused a connection thread", true);
+  PlainRunResult total;
+  total.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const auto& r : part) {
+    total.values += r.values;
+    total.bytes += r.bytes;
+    total.errors += r.errors;
+  }
+  return total;
 }
 
-void DeleteAll(const Plan& p, const RedisOptions& o, uint64_t count) {
-  std::vector<Ctx> conns;
-  for (const Master& m : p.masters) {
-    auto c = Connect(m.addr, o);
-    if (!c.ok()) return;
-    conns.push_back(std::move(*c));
-  }
-  for (uint64_t i = 0; i < count; ++i) {
-    const std::string key = Key(p.Of(i), i);
-    (void)Command(conns[(i % p.streams) % conns.size()].get(), "DEL %b", key.data(), key.size());
-  }
-}
-
-// Stream k: values k, k + streams, ... on its own connection, one GET at a time.
-void ReadStream(const Plan& p, redisContext* c, uint64_t k, uint64_t value_bytes, uint64_t count,
-                PlainGetResult* out) {
-  for (uint64_t i = k; i < count; i += p.streams) {
-    const std::string key = Key(p.Of(i), i);
-    Reply r = Command(c, "GET %b", key.data(), key.size());
-    uint64_t tag = ~i;
-    if (r && r->type == REDIS_REPLY_STRING && r->len >= 8) std::memcpy(&tag, r->str, sizeof(tag));
-    const bool ok = r && r->type == REDIS_REPLY_STRING && static_cast<uint64_t>(r->len) == value_bytes &&
-                    (value_bytes < 8 || tag == i);
-    if (ok) {
-      ++out->values;
-      out->bytes += value_bytes;
-    } else {
-      ++out->errors;
+void DeleteAll(const std::vector<Master>& masters, const RedisOptions& o, uint64_t count) {
+  for (uint64_t m = 0; m < masters.size(); ++m) {
+    auto c = Connect(masters[m].addr, o);
+    if (!c.ok()) continue;
+    uint64_t sent = 0;
+    for (uint64_t i = m; i < count; i += masters.size(), ++sent) {
+      const std::string key = Key(masters[m], i);
+      (void)redisAppendCommand(c->get(), "DEL %b", key.data(), key.size());
     }
+    while (sent > 0 && NextReply(c->get()) != nullptr) --sent;  // pipelined; stops at a failure
   }
 }
 
 }  // namespace
 
-Result<PlainGetResult> PlainHiredisGetReference(const TierUrl& url, uint64_t value_bytes, uint64_t count,
-                                                uint64_t streams) {
+PipelineShape ReadShapeOf(uint64_t inflight_bytes, uint64_t value_bytes) {
+  value_bytes = std::max<uint64_t>(value_bytes, 1);
+  const uint64_t half = inflight_bytes / 2;
+  if (value_bytes <= half) return {2 * (half / value_bytes), 2};
+  return {std::max<uint64_t>(1, inflight_bytes / value_bytes), 1};
+}
+
+PipelineShape WriteShapeOf(uint64_t inflight_bytes, uint64_t value_bytes, uint64_t conns_per_node) {
+  value_bytes = std::max<uint64_t>(value_bytes, 1);
+  return {std::max<uint64_t>(1, inflight_bytes / value_bytes), std::max<uint64_t>(1, conns_per_node)};
+}
+
+std::vector<PipelinePlan> PlanPipelines(uint64_t masters, uint64_t count, PipelineShape shape) {
+  masters = std::max<uint64_t>(masters, 1);
+  const uint64_t in_flight = std::max<uint64_t>(shape.in_flight, 1);
+  const uint64_t conns =
+      std::max(masters, std::min(in_flight, masters * std::max<uint64_t>(shape.conns_per_master, 1)));
+  std::vector<PipelinePlan> plans(conns);
+  for (uint64_t k = 0; k < conns; ++k) {
+    plans[k].master = k % masters;
+    plans[k].depth = std::max<uint64_t>(1, in_flight / conns + (k < in_flight % conns ? 1 : 0));
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t m = i % masters;
+    const uint64_t of_master = conns / masters + (m < conns % masters ? 1 : 0);  // connections k = m + j * masters
+    plans[m + (i / masters) % of_master * masters].values.push_back(i);
+  }
+  return plans;
+}
+
+uint64_t RunPipeline(uint64_t n, uint64_t depth, const PipelineSteps& steps) {
+  depth = std::max<uint64_t>(depth, 1);
+  uint64_t sent = 0;
+  uint64_t answered = 0;
+  while (answered < n) {
+    for (; sent < n && sent - answered < depth; ++sent) {
+      if (!steps.send(sent)) return answered;
+    }
+    if (!steps.flush() || !steps.receive(answered)) return answered;
+    ++answered;
+  }
+  return answered;
+}
+
+Result<PlainReferenceResult> PlainHiredisReference(const TierUrl& url, uint64_t value_bytes, uint64_t count,
+                                                   PipelineShape write, PipelineShape read) {
   KVTIER_ASSIGN_OR_RETURN(RedisOptions o, ParseRedisOptions(url));
-  Plan p{{}, std::clamp<uint64_t>(streams, 1, std::max<uint64_t>(count, 1))};
-  KVTIER_ASSIGN_OR_RETURN(p.masters, FindMasters(o));
-  Status put = PutAll(p, o, value_bytes, count);
-  PlainGetResult total;
-  std::vector<Ctx> conns;
-  for (uint64_t k = 0; put.ok() && k < p.streams; ++k) {
-    auto c = Connect(p.masters[k % p.masters.size()].addr, o);
-    if (!c.ok()) put = c.status();
-    if (c.ok()) conns.push_back(std::move(*c));
-  }
-  if (put.ok()) {
-    std::vector<PlainGetResult> part(p.streams);
-    std::vector<std::thread> threads;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (uint64_t k = 0; k < p.streams; ++k) {
-      threads.emplace_back(ReadStream, std::cref(p), conns[k].get(), k, value_bytes, count, &part[k]);
-    }
-    for (auto& t : threads) t.join();
-    total.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    for (const auto& r : part) {
-      total.values += r.values;
-      total.bytes += r.bytes;
-      total.errors += r.errors;
-    }
-  }
-  DeleteAll(p, o, count);
-  KVTIER_RETURN_IF_ERROR(put);
-  return total;
+  KVTIER_ASSIGN_OR_RETURN(std::vector<Master> masters, FindMasters(o));
+  // Fewer values in flight than masters: the values live on as many masters as are in flight.
+  const uint64_t used = std::min<uint64_t>({masters.size(), std::max<uint64_t>(write.in_flight, 1),
+                                            std::max<uint64_t>(read.in_flight, 1)});
+  masters.resize(used);
+  PlainReferenceResult out;
+  auto w = RunPhase(masters, o, value_bytes, count, write, /*write=*/true);
+  if (w.ok()) out.write = *w;
+  auto r = w.ok() ? RunPhase(masters, o, value_bytes, count, read, /*write=*/false) : w;
+  if (r.ok()) out.read = *r;
+  DeleteAll(masters, o, count);
+  KVTIER_RETURN_IF_ERROR(r.status());
+  return out;
 }
 
 }  // namespace kvtier::redis

@@ -136,6 +136,9 @@ TEST(DatapathTest, ObjectTierRunsWithTheRawClientReference) {
     EXPECT_EQ(p.reference->chunks, r->write.chunks);
     EXPECT_EQ(p.reference->bytes, r->write.chunks * (r->chunk_bytes + 4096));  // same objects as kvtier's
     EXPECT_GT(p.RatioToReference(), 0);
+    ASSERT_TRUE(p.write.has_value()) << "every point has its write row";
+    EXPECT_EQ(p.write->chunks, r->write.chunks);
+    EXPECT_FALSE(p.write_reference.has_value()) << "a generic object client has no write reference";
   }
   EXPECT_EQ(r->sweep[0].inflight_bytes, 192ull << 10);
   const nlohmann::json j = ToJson(*r);
@@ -194,6 +197,11 @@ TEST(DatapathTest, PlanSweepsWholeChunksAndCountsChunkFileSpace) {
   EXPECT_GE(p->need_bytes, 2 * p->chunks * StoredChunkBytes(p->chunk_bytes));
   EXPECT_LT(p->need_bytes, 3 * p->chunks * p->chunk_bytes);
   EXPECT_EQ(p->tier_dir.rfind("/var/kv/kvtier-bench.", 0), 0u);
+  c.target = "redis://127.0.0.1:1";  // an object tier: the bounds hold whole objects (header included)
+  p = PlanDatapath(c);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->inflight.front(), p->chunk_bytes + 4096);
+  EXPECT_EQ(p->inflight.back(), 16 * (p->chunk_bytes + 4096));
   c.target = "not a url";
   EXPECT_EQ(PlanDatapath(c).status().code(), Code::kInvalidArgument);
 }

@@ -105,7 +105,7 @@ TEST(ResultsJsonTest, KeySetIsStable) {
       "sweep.[].hit.bytes_read", "sweep.[].hit.skipped_bytes", "sweep.[].hit.minimum_bytes",
       "sweep.[].hit.naive_bytes", "sweep.[].hit.ratio_to_minimum", "sweep.[].hit.ratio_to_naive",
       "sweep.[].hit.seconds", "sweep.[].hit.errors",
-      "summary.min_ratio_write_to_reference",
+      "summary.min_ratio_write_to_reference", "summary.min_ratio_to_reference",
       "serial_pread", "serial_pread.chunks", "serial_pread.bytes", "serial_pread.seconds",
       "serial_pread.gbps", "serial_pread.errors", "serial_pread.p50_us", "serial_pread.p99_us",
       "memcpy", "memcpy_parallel", "verify_copy", "encrypted",

@@ -157,14 +157,18 @@ TEST_P(RedisTopology, DeleteExistsList) {
   EXPECT_EQ(n, 5) << "List stops when fn returns false";
 }
 
-TEST_P(RedisTopology, PlainHiredisReferenceReadsItsValuesAndRemovesThem) {
+TEST_P(RedisTopology, PlainHiredisReferenceWritesAndReadsItsValuesAndRemovesThem) {
   auto url = TierUrl::Parse(redis_->url());
   ASSERT_TRUE(url.ok());
-  auto r = PlainHiredisGetReference(*url, 100'000, 23, 4);
+  // Pipelined: 5 SETs in flight over 2 connections per master, 4 GETs over 1 per master.
+  auto r = PlainHiredisReference(*url, 100'000, 23, PipelineShape{5, 2}, PipelineShape{4, 1});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->values, 23u);
-  EXPECT_EQ(r->bytes, 23u * 100'000);
-  EXPECT_EQ(r->errors, 0u);
+  EXPECT_EQ(r->write.values, 23u);
+  EXPECT_EQ(r->write.bytes, 23u * 100'000);
+  EXPECT_EQ(r->write.errors, 0u);
+  EXPECT_EQ(r->read.values, 23u);
+  EXPECT_EQ(r->read.bytes, 23u * 100'000);
+  EXPECT_EQ(r->read.errors, 0u);
   for (int port : redis_->ports()) {
     auto keys = redis_->Command(port, {"DBSIZE"});
     ASSERT_TRUE(keys.ok());

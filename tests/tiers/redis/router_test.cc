@@ -1,7 +1,8 @@
 // The pure Redis Cluster routing layer: CRC16, key slots with hash tags, CLUSTER SLOTS replies,
-// MOVED/ASK parsing, error classification and the redis:// options.
+// MOVED/ASK parsing, error classification and the redis:// options; the bench reference's pipelining.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,9 +10,11 @@
 #include <hiredis/hiredis.h>
 
 #include <string>
+#include <vector>
 
 #include "tiers/redis/bounded_reader.h"
 #include "tiers/redis/conn.h"
+#include "tiers/redis/plain_reference.h"
 #include "tiers/redis/redis_client.h"
 #include "tiers/redis/router.h"
 
@@ -190,6 +193,76 @@ TEST(BoundedReader, AnArrayAnnouncingTooManyElementsIsAnErrorNotAnAllocation) {
   EXPECT_EQ(node.elements[0].elements[0].integer, 7);
   EXPECT_EQ(node.elements[0].elements[1].str, "id");
   EXPECT_TRUE(node.elements[1].elements.empty());
+}
+
+
+// The bench's raw hiredis reference (plain_reference.h) without a server: kvtier's shapes, the spread of
+// values over connections, and the sliding window that keeps `depth` commands unanswered.
+TEST(PlainReference, ShapesFollowKvtiersWindowsAndBudget) {
+  const uint64_t v = 1000;
+  EXPECT_EQ(ReadShapeOf(16 * v, v).in_flight, 16u);  // two windows of 8
+  EXPECT_EQ(ReadShapeOf(16 * v, v).conns_per_master, 2u);
+  EXPECT_EQ(ReadShapeOf(3 * v, v).in_flight, 2u);  // two windows of floor(1.5) = 1
+  EXPECT_EQ(ReadShapeOf(v, v).in_flight, 1u);      // one window of the whole bound
+  EXPECT_EQ(ReadShapeOf(v, v).conns_per_master, 1u);
+  EXPECT_EQ(ReadShapeOf(10, v).in_flight, 1u);  // a bound below one value still moves one
+  EXPECT_EQ(WriteShapeOf(4 * v + 999, v, 4).in_flight, 4u);
+  EXPECT_EQ(WriteShapeOf(4 * v, v, 4).conns_per_master, 4u);
+  EXPECT_EQ(WriteShapeOf(10, v, 4).in_flight, 1u);
+}
+
+TEST(PlainReference, PlansSpreadEveryValueOnItsMastersConnections) {
+  const auto plans = PlanPipelines(3, 100, PipelineShape{16, 2});
+  ASSERT_EQ(plans.size(), 6u);  // min(16, 3 masters x 2)
+  uint64_t depth = 0;
+  std::vector<int> seen(100, 0);
+  for (size_t k = 0; k < plans.size(); ++k) {
+    EXPECT_EQ(plans[k].master, k % 3);
+    depth += plans[k].depth;
+    for (uint64_t i : plans[k].values) {
+      EXPECT_EQ(i % 3, plans[k].master) << "value " << i << " is on master i % 3";
+      ++seen[i];
+    }
+    EXPECT_GE(plans[k].values.size(), 16u);
+  }
+  EXPECT_EQ(depth, 16u) << "the depths add up to the values in flight";
+  for (int n : seen) EXPECT_EQ(n, 1);
+  const auto one = PlanPipelines(1, 5, PipelineShape{1, 4});
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].depth, 1u);
+  EXPECT_EQ(one[0].values.size(), 5u);
+}
+
+TEST(PlainReference, PipelineKeepsDepthCommandsUnanswered) {
+  uint64_t sent = 0, answered = 0, most = 0, unflushed = 0;
+  std::vector<uint64_t> order;
+  PipelineSteps steps;
+  steps.send = [&](uint64_t k) {
+    EXPECT_EQ(k, sent);
+    ++sent;
+    ++unflushed;
+    most = std::max(most, sent - answered);
+    return true;
+  };
+  steps.flush = [&] {
+    unflushed = 0;
+    return true;
+  };
+  steps.receive = [&](uint64_t k) {
+    EXPECT_EQ(unflushed, 0u) << "a reply is read only after what was queued is written";
+    order.push_back(k);
+    ++answered;
+    return true;
+  };
+  EXPECT_EQ(RunPipeline(10, 3, steps), 10u);
+  EXPECT_EQ(most, 3u);
+  EXPECT_EQ(sent, 10u);
+  ASSERT_EQ(order.size(), 10u);
+  for (uint64_t k = 0; k < 10; ++k) EXPECT_EQ(order[k], k);
+  steps.receive = [&](uint64_t k) { return k < 4; };  // the connection fails at reply 4
+  sent = answered = 0;
+  EXPECT_EQ(RunPipeline(10, 3, steps), 4u);
+  EXPECT_LE(sent, 7u);
 }
 
 }  // namespace
