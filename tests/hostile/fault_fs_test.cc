@@ -138,9 +138,9 @@ TEST_P(FaultFsTest, ShortDirectPayloadWriteIsResumed) {
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
-// Encrypted O_DIRECT chunks: 9.5 MiB of 1 MiB pieces are two seal windows (8 MiB, written while the rest
-// is sealed, then 1.5 MiB) and the header. Each of the three writes failing publishes nothing and leaves
-// no temporary; a short first window is resumed and the chunk authenticates.
+// Encrypted O_DIRECT chunks: 9.5 MiB of 1 MiB pieces are three seal windows (4 MiB, written while the next
+// is sealed, 4 MiB, then 1.5 MiB) and the header. The first, second and header writes failing publish
+// nothing and leave no temporary; a short first window is resumed and the chunk authenticates.
 TEST_P(FaultFsTest, EncryptedWindowWritesFailCleanlyOrResume) {
   if (kind() != Kind::kFile) GTEST_SKIP() << "the same chunk writer is below fs://";
   const std::string key_file = base_.path() + "/key";
@@ -161,7 +161,7 @@ TEST_P(FaultFsTest, EncryptedWindowWritesFailCleanlyOrResume) {
   if (probe < 0) GTEST_SKIP() << "this filesystem refuses O_DIRECT";
   ::close(probe);
   ::unlink((root_ + "/probe").c_str());
-  for (int64_t offset : {kPayloadAt, kPayloadAt + (8 << 20), int64_t{0}}) {
+  for (int64_t offset : {kPayloadAt, kPayloadAt + (4 << 20), int64_t{0}}) {
     const size_t rule = faults_->Add({.op = FsOp::kWrite, .error = EIO, .offset = offset});
     EXPECT_FALSE(internal::WriteChunkFileAtomic(*faults_, "e.kvc", id, src, o).ok()) << offset;
     EXPECT_EQ(faults_->Fired(rule), 1u) << offset;
