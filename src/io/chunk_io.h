@@ -44,6 +44,10 @@ struct WriteOptions {
   // last partial block is copied, into an aligned block with its padding. Otherwise, or where the
   // filesystem refuses O_DIRECT, the write goes through the page cache.
   bool direct = false;
+  // O_DIRECT writes run asynchronously through the writing thread's io_uring (io/async_writes.h), so
+  // the device writes while the thread hashes or seals the rest of the chunk; false (or a kernel that
+  // refuses io_uring): each write completes before the thread goes on. Buffered writes are synchronous.
+  bool io_uring = true;
   // When set, the payload is encrypted and authenticated (AES-256-GCM, per-namespace key) as a v2
   // encrypted chunk; otherwise it is written as a plain v2 chunk with per-piece xxh3-64 sums.
   std::shared_ptr<const ChunkCipher> cipher = nullptr;

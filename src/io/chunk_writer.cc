@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "io/async_writes.h"
 #include "io/chunk_encode.h"
 #include "io/chunk_io.h"
 #include "io/fd.h"
@@ -39,16 +40,6 @@ Status WriteAll(FileSystem& fs, int fd, std::vector<iovec> iov, const std::strin
       if (iov[first].iov_len == 0) ++first;
     }
     while (first < iov.size() && iov[first].iov_len == 0) ++first;
-  }
-  return Status::OK();
-}
-
-// Writes `len` bytes at `offset`, resuming after short writes.
-Status PwriteAll(FileSystem& fs, int fd, const std::byte* data, size_t len, uint64_t offset, const std::string& path) {
-  for (size_t done = 0; done < len;) {
-    KVTIER_ASSIGN_OR_RETURN(uint64_t n, fs.WriteAt(fd, data + done, len - done, offset + done));
-    if (n == 0) return Status::IOError("write " + path + " made no progress");
-    done += static_cast<size_t>(n);
   }
   return Status::OK();
 }
@@ -78,48 +69,63 @@ bool SetDirect(int fd, bool on) {
   return fcntl(fd, F_SETFL, on ? (flags | O_DIRECT) : (flags & ~O_DIRECT)) == 0;
 }
 
-// A plain v2 chunk written with O_DIRECT straight from the caller's pages: header and the payload's
-// last partial block (zero padded) go through one aligned 8 KiB buffer, everything else is written
-// where it lies. REQUIRES: DirectWritable(payload), `fd` at offset 0. InvalidArgument when the
-// filesystem refuses the direct write (the caller then writes through the page cache).
-Status WriteDirectBody(FileSystem& fs, int fd, const std::string& path, const ChunkHeader& header, GatherList payload) {
+// A plain v2 chunk written with O_DIRECT straight from the caller's pages. The payload's whole blocks and
+// its last partial block (copied, zero padded, into one aligned 8 KiB buffer that also holds the header)
+// are submitted first (io/async_writes.h); the per-piece checksums are computed while they are in
+// flight, then the header block, which carries them, is written at offset 0. Hashing pages the device is
+// reading relies on the payload not changing during the Put. Tier::Put (include/kvtier/tier.h) does not
+// say so in words; kvtier's callers hold to it: the Store's worker writes from its own aligned copy
+// (docs/architecture.md "Save"), the benches from buffers no one writes. Bytes changed anyway make a
+// chunk that fails its checksum when read, as when the sums were computed before the write.
+// REQUIRES: DirectWritable(payload).
+// InvalidArgument when the filesystem refuses the direct write (the caller then writes through the page
+// cache); every write has finished when this returns.
+Status WriteDirectBody(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload,
+                       bool use_ring) {
   AlignedBuffer edge = AlignedBuffer::Allocate(kChunkHeaderSize + kChunkAlign);
   if (edge.data() == nullptr) return Status::InvalidArgument("no aligned buffer for a direct write");
   std::memset(edge.data(), 0, edge.size());
-  EncodeChunkHeader(header, std::span<std::byte, kChunkHeaderSize>(edge.data(), kChunkHeaderSize));
   std::byte* tail = edge.data() + kChunkHeaderSize;
-  std::vector<iovec> iov;
-  iov.reserve(payload.size() + 2);
-  iov.push_back({edge.data(), kChunkHeaderSize});
-  size_t tail_bytes = 0;
-  for (const auto& p : payload) {
-    if (p.empty()) continue;
-    const size_t whole = p.size() / kChunkAlign * kChunkAlign;  // only the last piece has a remainder
-    if (whole > 0) iov.push_back({const_cast<std::byte*>(p.data()), whole});
-    if (whole < p.size()) {
-      tail_bytes = p.size() - whole;
-      std::memcpy(tail, p.data() + whole, tail_bytes);
-    }
-  }
-  if (tail_bytes > 0) iov.push_back({tail, kChunkAlign});
   if (!SetDirect(fd, true)) return Status::InvalidArgument("O_DIRECT refused on " + path);
-  Status s = WriteAll(fs, fd, std::move(iov), path);
+  Status s;
+  {
+    AsyncWrites writes(fs, fd, path, use_ring);
+    uint64_t offset = kChunkHeaderSize;
+    for (const auto& p : payload) {
+      if (p.empty() || !s.ok()) continue;
+      const size_t whole = p.size() / kChunkAlign * kChunkAlign;  // only the last piece has a remainder
+      if (whole > 0) s = writes.Write(p.data(), whole, offset);
+      offset += whole;
+      if (whole < p.size()) {
+        std::memcpy(tail, p.data() + whole, p.size() - whole);
+        s = writes.Write(tail, kChunkAlign, offset);
+      }
+    }
+    if (s.ok()) {
+      const std::span<std::byte, kChunkHeaderSize> head(edge.data(), kChunkHeaderSize);
+      EncodeChunkHeader(PlainChunkHeader(id, payload), head);
+      s = writes.Write(edge.data(), kChunkHeaderSize, 0);
+    }
+    const Status landed = writes.WaitAll();
+    if (s.ok()) s = landed;
+  }
   (void)SetDirect(fd, false);
   return s;
 }
 
-// A plain v2 chunk: per-piece xxh3-64 sums (the one pass over the payload), then header + payload +
-// padding in one writev, with O_DIRECT from the caller's pages when `direct` and they allow.
+// A plain v2 chunk: with O_DIRECT from the caller's pages when `direct` and they allow; otherwise
+// per-piece xxh3-64 sums (the one pass over the payload), then header + payload + padding in one writev
+// through the page cache.
 Status WritePlainBody(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload,
-                      bool direct) {
-  const ChunkHeader header = PlainChunkHeader(id, payload);
-  if (direct && DirectWritable(payload)) {
-    Status s = WriteDirectBody(fs, fd, path, header, payload);
+                      const WriteOptions& options) {
+  if (options.direct && DirectWritable(payload)) {
+    Status s = WriteDirectBody(fs, fd, path, id, payload, options.io_uring);
     if (s.code() != Code::kInvalidArgument) return s;
     // Refused (EINVAL: a filesystem without O_DIRECT, or a block size above 4 KiB): start over
     // through the page cache, from the top of the file.
     if (lseek(fd, 0, SEEK_SET) != 0) return Status::FromErrno(errno, "lseek " + path);
   }
+  const ChunkHeader header = PlainChunkHeader(id, payload);
   std::array<std::byte, kChunkHeaderSize> head;
   EncodeChunkHeader(header, head);
   std::vector<iovec> iov;
@@ -143,22 +149,28 @@ uint64_t LargestPiece(const ChunkId& id, uint64_t n) {
   return largest;
 }
 
-// Bytes of sealed pieces an encrypted direct write gathers before writing its whole blocks with O_DIRECT.
-constexpr uint64_t kSealWindowBytes = 8ull << 20;
+// Bytes of sealed pieces an encrypted direct write gathers in one window before writing its whole blocks
+// with O_DIRECT, and the windows it fills in turn: one is written while the next is sealed into. Two
+// windows of 4 MiB keep the 8 MiB a thread held before they overlapped: on a VM whose kernel zeroes
+// fresh pages slowly, every MiB more per writing thread cost more than the overlap gained.
+constexpr uint64_t kSealWindowBytes = 4ull << 20;
+constexpr int kSealWindows = 2;
+static_assert(kSealWindows <= AsyncWrites::kGroups);
+constexpr uint64_t kKeptScratchBytes = kSealWindows * (kSealWindowBytes + kChunkAlign);
 
 // An aligned buffer of at least `size` bytes that this thread keeps for its next encrypted write: a
 // fresh allocation of this size is mapped by malloc and faulted in (the kernel zeroes every page) on
-// each chunk, which cost more than sealing it. Buffers above a window and a block are not kept.
+// each chunk, which cost more than sealing it. Buffers above kKeptScratchBytes are not kept.
 class WriteScratch {
  public:
   explicit WriteScratch(uint64_t size) {
     thread_local AlignedBuffer kept;
-    if (size > kSealWindowBytes + kChunkAlign) {
+    if (size > kKeptScratchBytes) {
       own_ = AlignedBuffer::Allocate(size);
       buf_ = &own_;
       return;
     }
-    if (kept.size() < size) kept = AlignedBuffer::Allocate(kSealWindowBytes + kChunkAlign);
+    if (kept.size() < size) kept = AlignedBuffer::Allocate(kKeptScratchBytes);
     buf_ = &kept;
   }
   AlignedBuffer& get() { return *buf_; }
@@ -168,90 +180,108 @@ class WriteScratch {
   AlignedBuffer* buf_ = nullptr;
 };
 
-// Sealed pieces gathered in an aligned window whose whole 4 KiB blocks are written with O_DIRECT at their
-// offsets, so every write starts on a block; the last one carries the zero padding.
-class SealWindow {
+// Sealed pieces gathered in aligned windows whose whole 4 KiB blocks are written with O_DIRECT at their
+// offsets, so every write starts on a block; the last one carries the zero padding, and the header
+// block goes last, at offset 0. A full window's write is started (io/async_writes.h) and sealing goes on
+// in the next window, whose own earlier write is waited for first.
+class SealWindows {
  public:
-  SealWindow(FileSystem& fs, int fd, const std::string& path) : fs_(fs), fd_(fd), path_(path) {}
+  SealWindows(FileSystem& fs, int fd, const std::string& path, bool use_ring) : writes_(fs, fd, path, use_ring) {}
 
-  // Room for kSealWindowBytes or the largest piece plus a partial block, whichever is more (never more
-  // than the payload needs).
+  // Windows of kSealWindowBytes or the largest piece plus a partial block, whichever is more (one window
+  // when the payload fits in it), and the header block.
   Status Allocate(uint64_t payload_bytes, uint64_t largest_piece) {
     const uint64_t window = std::max<uint64_t>(kSealWindowBytes, AlignUp(largest_piece) + kChunkAlign);
     const uint64_t size = std::max<uint64_t>(AlignUp(std::min(window, payload_bytes)), kChunkAlign);
-    scratch_.emplace(size);
-    if (scratch_->get().data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
+    count_ = payload_bytes > size ? kSealWindows : 1;
+    scratch_.emplace(size * count_);
+    head_ = AlignedBuffer::Allocate(kChunkHeaderSize);
+    if (scratch_->get().data() == nullptr || head_.data() == nullptr) {
+      return Status::IOError("out of memory for an encrypted write", true);
+    }
     size_ = size;
     return Status::OK();
   }
 
-  // Where piece `len` bytes long is sealed: when the window cannot hold it, its whole blocks are written
-  // out first and the partial block's bytes moved to its start (pieces need not end on a block).
+  // Where piece `len` bytes long is sealed: when the window cannot hold it, the next window is taken.
   Result<std::span<std::byte>> Target(uint64_t len) {
-    if (filled_ + len > size_) {
-      const uint64_t whole = filled_ / kChunkAlign * kChunkAlign;
-      KVTIER_RETURN_IF_ERROR(PwriteAll(fs_, fd_, BufData(), whole, offset_, path_));
-      std::memmove(BufData(), BufData() + whole, filled_ - whole);
-      offset_ += whole;
-      filled_ -= whole;
-    }
+    if (filled_ + len > size_) KVTIER_RETURN_IF_ERROR(NextWindow());
     if (filled_ + len > size_) return Status::Internal("encrypted write: a piece larger than its window");
-    return BufSpan().subspan(filled_, len);
+    return std::span<std::byte>(Window(current_), size_).subspan(filled_, len);
   }
   void Sealed(uint64_t len) { filled_ += len; }
 
-  // Writes what the window holds, zero padded to a whole block, at its offset in the file (the end).
-  Status Drain() {
-    if (filled_ == 0) return Status::OK();
-    const uint64_t bytes = AlignUp(filled_);
-    std::memset(BufData() + filled_, 0, bytes - filled_);
-    KVTIER_RETURN_IF_ERROR(PwriteAll(fs_, fd_, BufData(), bytes, offset_, path_));
-    offset_ += filled_;
-    filled_ = 0;
+  // Writes what the window holds, zero padded to a whole block (the end of the file), then the header
+  // block at offset 0, and waits for every write of the chunk.
+  Status Finish(const ChunkHeader& header) {
+    if (filled_ > 0) {
+      const uint64_t bytes = AlignUp(filled_);
+      std::memset(Window(current_) + filled_, 0, bytes - filled_);
+      (void)writes_.Write(Window(current_), bytes, offset_, current_);
+    }
+    EncodeChunkHeader(header, std::span<std::byte, kChunkHeaderSize>(head_.data(), kChunkHeaderSize));
+    (void)writes_.Write(head_.data(), kChunkHeaderSize, 0);
+    return writes_.WaitAll();
+  }
+  Status WaitAll() { return writes_.WaitAll(); }
+
+ private:
+  std::byte* Window(int i) { return scratch_->get().data() + static_cast<uint64_t>(i) * size_; }
+
+  // Starts writing the current window's whole blocks and moves to the next window once its earlier write
+  // has landed, carrying the partial block's bytes to its start (pieces need not end on a block).
+  Status NextWindow() {
+    const uint64_t whole = filled_ / kChunkAlign * kChunkAlign;
+    KVTIER_RETURN_IF_ERROR(writes_.Write(Window(current_), whole, offset_, current_));
+    const int next = (current_ + 1) % count_;
+    KVTIER_RETURN_IF_ERROR(writes_.WaitGroup(next));
+    std::memmove(Window(next), Window(current_) + whole, filled_ - whole);
+    offset_ += whole;
+    filled_ -= whole;
+    current_ = next;
     return Status::OK();
   }
 
- private:
-  FileSystem& fs_;
-  const int fd_;
-  const std::string& path_;
-  std::byte* BufData() { return scratch_->get().data(); }
-  std::span<std::byte> BufSpan() { return std::span<std::byte>(BufData(), size_); }
   std::optional<WriteScratch> scratch_;
-  uint64_t size_ = 0;
+  AlignedBuffer head_;
+  uint64_t size_ = 0;  // of one window
+  int count_ = 1;
+  int current_ = 0;
   uint64_t filled_ = 0;
-  uint64_t offset_ = kChunkHeaderSize;
+  uint64_t offset_ = kChunkHeaderSize;  // where the current window's first byte goes
+  AsyncWrites writes_;  // declared last: destroyed (every write waited for) before the buffers it reads
 };
 
-// An encrypted v2 chunk written with O_DIRECT: pieces sealed into an aligned window that is written
-// whenever it is full (no page-cache copy of the ciphertext), then the header (which carries the tags)
+// An encrypted v2 chunk written with O_DIRECT: pieces sealed into aligned windows, each written while
+// the next is sealed (no page-cache copy of the ciphertext), then the header (which carries the tags)
 // at offset 0 from an aligned block. InvalidArgument when the filesystem refuses the direct write (the
-// caller then writes through the page cache).
+// caller then writes through the page cache); every write has finished when this returns.
 Status WriteEncryptedDirect(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload,
-                            const ChunkCipher& cipher) {
-  SealWindow window(fs, fd, path);
-  KVTIER_RETURN_IF_ERROR(window.Allocate(TotalBytes(payload), LargestPiece(id, TotalBytes(payload))));
-  AlignedBuffer head = AlignedBuffer::Allocate(kChunkHeaderSize);
-  if (head.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
+                            const ChunkCipher& cipher, bool use_ring) {
   if (!SetDirect(fd, true)) return Status::InvalidArgument("O_DIRECT refused on " + path);
-  Status failed;  // a window that could not be written while sealing
-  auto target = [&](uint32_t, uint64_t len) -> std::span<std::byte> {
-    Result<std::span<std::byte>> t = failed.ok() ? window.Target(len) : Result<std::span<std::byte>>(failed);
-    if (t.ok()) return *t;
-    failed = t.status();
-    return {};
-  };
-  auto sealed = [&](uint32_t, std::span<const std::byte> piece) {
-    KVTIER_RETURN_IF_ERROR(failed);
-    window.Sealed(piece.size());
-    return Status::OK();
-  };
-  Result<ChunkHeader> header = SealChunk(id, payload, cipher, target, sealed);
-  Status s = !failed.ok() ? failed : header.status();
-  if (s.ok()) s = window.Drain();
-  if (s.ok()) {
-    EncodeChunkHeader(*header, std::span<std::byte, kChunkHeaderSize>(head.data(), kChunkHeaderSize));
-    s = PwriteAll(fs, fd, head.data(), kChunkHeaderSize, 0, path);
+  Status s;
+  {
+    SealWindows windows(fs, fd, path, use_ring);
+    s = windows.Allocate(TotalBytes(payload), LargestPiece(id, TotalBytes(payload)));
+    Status failed;  // a window that could not be written while sealing
+    auto target = [&](uint32_t, uint64_t len) -> std::span<std::byte> {
+      Result<std::span<std::byte>> t = failed.ok() ? windows.Target(len) : Result<std::span<std::byte>>(failed);
+      if (t.ok()) return *t;
+      failed = t.status();
+      return {};
+    };
+    auto sealed = [&](uint32_t, std::span<const std::byte> piece) {
+      KVTIER_RETURN_IF_ERROR(failed);
+      windows.Sealed(piece.size());
+      return Status::OK();
+    };
+    if (s.ok()) {
+      Result<ChunkHeader> header = SealChunk(id, payload, cipher, target, sealed);
+      s = !failed.ok() ? failed : header.status();
+      if (s.ok()) s = windows.Finish(*header);
+    }
+    const Status landed = windows.WaitAll();
+    if (s.ok()) s = landed;
   }
   (void)SetDirect(fd, false);
   return s;
@@ -267,23 +297,23 @@ Status WriteEncryptedBuffered(FileSystem& fs, int fd, const std::string& path, c
   auto target = [&buf](uint32_t, uint64_t len) { return buf.span().first(len); };
   uint64_t offset = kChunkHeaderSize;
   auto write = [&](uint32_t, std::span<const std::byte> sealed) {
-    KVTIER_RETURN_IF_ERROR(PwriteAll(fs, fd, sealed.data(), sealed.size(), offset, path));
+    KVTIER_RETURN_IF_ERROR(WriteAllAt(fs, fd, sealed.data(), sealed.size(), offset, path));
     offset += sealed.size();
     return Status::OK();
   };
   KVTIER_ASSIGN_OR_RETURN(const ChunkHeader header, SealChunk(id, payload, cipher, target, write));
   const size_t pad = AlignUp(header.payload_bytes) - header.payload_bytes;
-  KVTIER_RETURN_IF_ERROR(PwriteAll(fs, fd, Zeros().data(), pad, kChunkHeaderSize + header.payload_bytes, path));
+  KVTIER_RETURN_IF_ERROR(WriteAllAt(fs, fd, Zeros().data(), pad, kChunkHeaderSize + header.payload_bytes, path));
   std::array<std::byte, kChunkHeaderSize> head;
   EncodeChunkHeader(header, head);
-  return PwriteAll(fs, fd, head.data(), head.size(), 0, path);
+  return WriteAllAt(fs, fd, head.data(), head.size(), 0, path);
 }
 
-// An encrypted v2 chunk, with O_DIRECT when `direct` and the filesystem allows it.
+// An encrypted v2 chunk, with O_DIRECT when options.direct and the filesystem allows it.
 Status WriteEncryptedBody(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload,
-                          const ChunkCipher& cipher, bool direct) {
-  if (direct) {
-    Status s = WriteEncryptedDirect(fs, fd, path, id, payload, cipher);
+                          const ChunkCipher& cipher, const WriteOptions& options) {
+  if (options.direct) {
+    Status s = WriteEncryptedDirect(fs, fd, path, id, payload, cipher, options.io_uring);
     if (s.code() != Code::kInvalidArgument) return s;
     // Refused: every byte is written again at its offset through the page cache (same file size).
   }
@@ -295,8 +325,8 @@ Status WriteEncryptedBody(FileSystem& fs, int fd, const std::string& path, const
 Result<uint64_t> WriteChunkBody(FileSystem& fs, int fd, const std::string& where, const ChunkId& id,
                                 GatherList payload, const WriteOptions& options) {
   if (TotalBytes(payload) > kMaxChunkPayload) return Status::InvalidArgument("chunk payload over 4 GiB");
-  KVTIER_RETURN_IF_ERROR(options.cipher != nullptr ? WriteEncryptedBody(fs, fd, where, id, payload, *options.cipher, options.direct)
-                                                   : WritePlainBody(fs, fd, where, id, payload, options.direct));
+  KVTIER_RETURN_IF_ERROR(options.cipher != nullptr ? WriteEncryptedBody(fs, fd, where, id, payload, *options.cipher, options)
+                                                   : WritePlainBody(fs, fd, where, id, payload, options));
   if (options.sync) KVTIER_RETURN_IF_ERROR(fs.SyncFile(fd));
   return StoredChunkBytes(TotalBytes(payload));
 }

@@ -12,9 +12,11 @@
 //    socket or device is reported as Corruption ("not a regular file").
 // The root itself is the directory the caller named (a link there is the caller's choice).
 //
-// Data calls (ReadAt, WriteV, SyncFile, FilterRead) take descriptors this FileSystem opened. The
-// io_uring reader reads those descriptors itself and passes every completion through FilterRead, so a
-// fault-injecting FileSystem reaches the io_uring path as well as the preadv one.
+// Data calls (ReadAt, WriteV, SyncFile, FilterRead, AdmitWrite) take descriptors this FileSystem
+// opened. The io_uring reader reads those descriptors itself and passes every completion through
+// FilterRead; the chunk writer's io_uring writes (io/async_writes.h) pass every request through
+// AdmitWrite before it is submitted. So a fault-injecting FileSystem reaches the io_uring paths as well
+// as the synchronous ones.
 // Thread-safe: every method may be called from many threads at once.
 #pragma once
 
@@ -88,6 +90,13 @@ class FileSystem {
   virtual int64_t FilterRead(int fd, uint64_t offset, uint64_t len, int64_t result) {
     (void)fd, (void)offset, (void)len;
     return result;
+  }
+  // Every io_uring write request of `len` bytes at `offset` of `fd` passes through here before it is
+  // submitted: returns the bytes to submit (`len`, or fewer: a short write the writer must resume), or
+  // -errno to fail it unsubmitted, as the kernel would. Synchronous writes go through WriteAt instead.
+  virtual int64_t AdmitWrite(int fd, uint64_t offset, uint64_t len) {
+    (void)fd, (void)offset;
+    return static_cast<int64_t>(len);
   }
 };
 

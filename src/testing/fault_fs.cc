@@ -1,5 +1,7 @@
 #include "testing/fault_fs.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 
 namespace kvtier::testing {
@@ -24,10 +26,11 @@ uint64_t FaultFileSystem::Fired(size_t index) const {
   return index < rules_.size() ? rules_[index].fired : 0;
 }
 
-std::optional<FsFault> FaultFileSystem::Match(FsOp op, std::string_view path) {
+std::optional<FsFault> FaultFileSystem::Match(FsOp op, std::string_view path, int64_t offset) {
   internal::MutexLock lock(mu_);
   for (Rule& r : rules_) {
     if (r.fault.op != op || path.find(r.fault.path) == std::string_view::npos) continue;
+    if (r.fault.offset >= 0 && r.fault.offset != offset) continue;
     if (r.matches++ < static_cast<uint64_t>(r.fault.skip)) continue;
     if (r.fault.times >= 0 && r.fired >= static_cast<uint64_t>(r.fault.times)) continue;
     ++r.fired;
@@ -124,7 +127,7 @@ int64_t FaultFileSystem::FilterRead(int fd, uint64_t offset, uint64_t len, int64
 
 Result<uint64_t> FaultFileSystem::WriteV(int fd, const iovec* iov, int count) {
   const std::string path = PathOf(fd);
-  if (const std::optional<FsFault> f = Match(FsOp::kWrite, path)) {
+  if (const std::optional<FsFault> f = Match(FsOp::kWrite, path, ::lseek(fd, 0, SEEK_CUR))) {
     if (!f->short_write || count == 0 || iov[0].iov_len < 2) return Injected(*f, FsOp::kWrite, path);
     iovec half{iov[0].iov_base, iov[0].iov_len / 2};
     return inner_->WriteV(fd, &half, 1);
@@ -134,11 +137,20 @@ Result<uint64_t> FaultFileSystem::WriteV(int fd, const iovec* iov, int count) {
 
 Result<uint64_t> FaultFileSystem::WriteAt(int fd, const std::byte* data, uint64_t len, uint64_t offset) {
   const std::string path = PathOf(fd);
-  if (const std::optional<FsFault> f = Match(FsOp::kWrite, path)) {
+  if (const std::optional<FsFault> f = Match(FsOp::kWrite, path, static_cast<int64_t>(offset))) {
     if (!f->short_write || len < 2) return Injected(*f, FsOp::kWrite, path);
     return inner_->WriteAt(fd, data, len / 2, offset);
   }
   return inner_->WriteAt(fd, data, len, offset);
+}
+
+int64_t FaultFileSystem::AdmitWrite(int fd, uint64_t offset, uint64_t len) {
+  const std::string path = PathOf(fd);
+  const std::optional<FsFault> f = Match(FsOp::kWrite, path, static_cast<int64_t>(offset));
+  if (!f) return inner_->AdmitWrite(fd, offset, len);
+  if (!f->short_write || len < 2) return -(f->error == 0 ? EIO : f->error);
+  const uint64_t half = len / 2, blocks = half / 4096 * 4096;
+  return static_cast<int64_t>(blocks > 0 ? blocks : half);
 }
 
 Status FaultFileSystem::SyncFile(int fd) {

@@ -7,6 +7,9 @@
 //   fs->Add({.op = FsOp::kRename, .path = ".kvc", .error = EIO});              // every publish fails
 //   fs->Add({.op = FsOp::kRead, .short_read = true, .times = 3});              // three short reads
 //   fs->Add({.op = FsOp::kRename, .error = EIO, .after_effect = true});        // renamed, then "failed"
+//   fs->Add({.op = FsOp::kWrite, .error = EIO, .offset = 0});                   // chunk headers fail
+//
+// Writes are matched whichever way they go: WriteV, WriteAt, and the io_uring writes' AdmitWrite.
 //
 // Thread-safe.
 #pragma once
@@ -33,7 +36,9 @@ struct FsFault {
   std::string path = "";     // fires only where the (relative) path contains this; "" matches all
   int error = 0;             // errno to fail with (0 with short_read: only shorten)
   bool short_read = false;   // kRead: return half the bytes asked for (and let the caller resume)
-  bool short_write = false;  // kWrite: write half of the first piece
+  bool short_write = false;  // kWrite: write half of the first piece (io_uring writes: half, cut to whole
+                             // 4 KiB blocks where that leaves any, so an O_DIRECT write stays valid)
+  int64_t offset = -1;       // kWrite: fires only for writes that start at this file offset (-1: any)
   bool after_effect = false; // perform the operation, then report `error` (a rename that "fails" late)
   int skip = 0;              // let this many matches through first
   int times = -1;            // fire at most this often (-1: always)
@@ -67,6 +72,7 @@ class FaultFileSystem final : public internal::FileSystem {
   Result<uint64_t> WriteAt(int fd, const std::byte* data, uint64_t len, uint64_t offset) override;
   Status SyncFile(int fd) override;
   int64_t FilterRead(int fd, uint64_t offset, uint64_t len, int64_t result) override;
+  int64_t AdmitWrite(int fd, uint64_t offset, uint64_t len) override;
 
  private:
   struct Rule {
@@ -74,9 +80,9 @@ class FaultFileSystem final : public internal::FileSystem {
     uint64_t matches = 0;
     uint64_t fired = 0;
   };
-  // The rule that fires for (op, path) now, if any (counts the match); a copy, so rules may be added
+  // The rule that fires for (op, path, write offset) now, if any (counts the match); a copy, so rules may be added
   // while calls are in flight.
-  std::optional<FsFault> Match(FsOp op, std::string_view path) EXCLUDES(mu_);
+  std::optional<FsFault> Match(FsOp op, std::string_view path, int64_t offset = -1) EXCLUDES(mu_);
   std::string PathOf(int fd);
   void Remember(int fd, std::string_view rel);
   Status Injected(const FsFault& f, FsOp op, std::string_view path) const;

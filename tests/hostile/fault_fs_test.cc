@@ -3,9 +3,14 @@
 // and after it took effect), marker publication, open, read (EIO, short, O_DIRECT refused at read
 // time), list and stat. After each, nothing half-written is visible, no temporary is left, and the
 // tier goes on serving. Each case checks that its fault actually fired.
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 
+#include "core/chunk_cipher.h"
 #include "hostile/hostile_util.h"
+#include "io/chunk_dir.h"
+#include "io/chunk_io.h"
 #include "testing/fault_fs.h"
 
 namespace kvtier::testing {
@@ -29,6 +34,21 @@ std::vector<std::string> Temporaries(const std::string& root) {
   return out;
 }
 
+// Chunk n with its payload on 4 KiB boundaries, as the Store worker's copy is: saved with O_DIRECT, the
+// payload's blocks through the writing thread's io_uring (when the tier uses it) while the checksums are
+// computed, then the header.
+Status PutAligned(Tier& t, const Namespace& ns, uint32_t n) {
+  const auto payload = PayloadFor(KeyNo(ns, n), ns.layout().BytesPerChunk());
+  internal::AlignedBuffer buf = internal::AlignedBuffer::Allocate(payload.size());
+  std::memcpy(buf.data(), payload.data(), payload.size());
+  const std::span<const std::byte> src[] = {std::span<const std::byte>(buf.data(), payload.size())};
+  return t.Put(IdNo(ns, n), src);
+}
+
+// 2 x 2 x 16 fp16 x 100 tokens = 25,600 bytes: six whole 4 KiB blocks and a partial one.
+constexpr uint32_t kDirectTokens = 100;
+constexpr int64_t kPayloadAt = internal::kChunkHeaderSize;
+
 class FaultFsTest : public ::testing::TestWithParam<Param> {
  protected:
   FaultFsTest() : ns_(TestNamespace()) {
@@ -45,15 +65,16 @@ class FaultFsTest : public ::testing::TestWithParam<Param> {
     return t.ok() ? std::move(t).value() : nullptr;
   }
   // A failed Put leaves nothing: no chunk visible, no temporary on disk.
-  void ExpectPutFailsCleanly(Tier& t, uint32_t n, size_t rule) {
-    const Status s = PutNo(t, ns_, n);
+  void ExpectPutFailsCleanly(Tier& t, uint32_t n, size_t rule, bool aligned = false) {
+    const auto put = [&] { return aligned ? PutAligned(t, ns_, n) : PutNo(t, ns_, n); };
+    const Status s = put();
     EXPECT_FALSE(s.ok());
     EXPECT_GE(faults_->Fired(rule), 1u) << "the fault never fired";
     faults_->Clear();
     EXPECT_TRUE(Temporaries(root_).empty()) << Temporaries(root_).front();
     EXPECT_FALSE(t.Contains(IdNo(ns_, n)));
     EXPECT_TRUE(GetNo(t, ns_, n).IsNotFound());
-    EXPECT_TRUE(PutNo(t, ns_, n).ok()) << "the tier serves on after the fault";
+    EXPECT_TRUE(put().ok()) << "the tier serves on after the fault";
     EXPECT_TRUE(GetNo(t, ns_, n).ok());
   }
 
@@ -87,6 +108,72 @@ TEST_P(FaultFsTest, ShortWritesAreResumed) {
   ASSERT_TRUE(PutNo(*t, ns_, 0).ok());
   EXPECT_EQ(faults_->Fired(rule), 3u);
   EXPECT_TRUE(GetNo(*t, ns_, 0).ok());
+}
+
+// O_DIRECT saves: the payload's write (asynchronous with io_uring) failing, and the header's, written
+// after the checksums. Either way the Put fails and nothing is published.
+TEST_P(FaultFsTest, DirectPayloadOrHeaderWriteFails) {
+  ns_ = TestNamespace("tenant-a", kDirectTokens);
+  auto t = Open();
+  if (!t->capabilities().direct_io) GTEST_SKIP() << "this filesystem refuses O_DIRECT";
+  ASSERT_TRUE(PutAligned(*t, ns_, 0).ok());  // the directories exist
+  uint32_t n = 1;
+  for (int64_t offset : {kPayloadAt, int64_t{0}}) {
+    const size_t rule = faults_->Add({.op = FsOp::kWrite, .path = ".kvtmp.", .error = EIO, .offset = offset});
+    ExpectPutFailsCleanly(*t, n++, rule, /*aligned=*/true);
+  }
+}
+
+// A short O_DIRECT payload write is resumed where it stopped (were it not, half the payload would be a
+// hole and the read would fail its checksum).
+TEST_P(FaultFsTest, ShortDirectPayloadWriteIsResumed) {
+  ns_ = TestNamespace("tenant-a", kDirectTokens);
+  auto t = Open();
+  if (!t->capabilities().direct_io) GTEST_SKIP() << "this filesystem refuses O_DIRECT";
+  const size_t rule =
+      faults_->Add({.op = FsOp::kWrite, .path = ".kvtmp.", .short_write = true, .offset = kPayloadAt, .times = 1});
+  ASSERT_TRUE(PutAligned(*t, ns_, 0).ok());
+  EXPECT_EQ(faults_->Fired(rule), 1u);
+  const Status s = GetNo(*t, ns_, 0);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// Encrypted O_DIRECT chunks: 9.5 MiB of 1 MiB pieces are three seal windows (4 MiB, written while the next
+// is sealed, 4 MiB, then 1.5 MiB) and the header. The first, second and header writes failing publish
+// nothing and leave no temporary; a short first window is resumed and the chunk authenticates.
+TEST_P(FaultFsTest, EncryptedWindowWritesFailCleanlyOrResume) {
+  if (kind() != Kind::kFile) GTEST_SKIP() << "the same chunk writer is below fs://";
+  const std::string key_file = base_.path() + "/key";
+  {
+    std::FILE* f = std::fopen(key_file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(std::string(64, 'c').c_str(), f);
+    std::fclose(f);
+    ::chmod(key_file.c_str(), 0600);
+  }
+  auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
+  ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
+  const ChunkId id = IdNo(ns_, 7);
+  const std::vector<std::byte> payload = PayloadFor(id.key, (19u << 20) / 2);
+  const std::span<const std::byte> src[] = {payload};
+  const internal::WriteOptions o{.direct = true, .io_uring = GetParam().uring, .cipher = *cipher};
+  const int probe = ::open((root_ + "/probe").c_str(), O_CREAT | O_WRONLY | O_DIRECT, 0600);
+  if (probe < 0) GTEST_SKIP() << "this filesystem refuses O_DIRECT";
+  ::close(probe);
+  ::unlink((root_ + "/probe").c_str());
+  for (int64_t offset : {kPayloadAt, kPayloadAt + (4 << 20), int64_t{0}}) {
+    const size_t rule = faults_->Add({.op = FsOp::kWrite, .error = EIO, .offset = offset});
+    EXPECT_FALSE(internal::WriteChunkFileAtomic(*faults_, "e.kvc", id, src, o).ok()) << offset;
+    EXPECT_EQ(faults_->Fired(rule), 1u) << offset;
+    faults_->Clear();
+    EXPECT_TRUE(Temporaries(root_).empty()) << offset;
+    EXPECT_FALSE(fs::exists(root_ + "/e.kvc")) << offset;
+  }
+  const size_t rule = faults_->Add({.op = FsOp::kWrite, .short_write = true, .offset = kPayloadAt, .times = 1});
+  ASSERT_TRUE(internal::WriteChunkFileAtomic(*faults_, "e.kvc", id, src, o).ok());
+  EXPECT_EQ(faults_->Fired(rule), 1u);
+  auto header = internal::VerifyChunkFile(*faults_, "e.kvc", id, cipher->get());
+  EXPECT_TRUE(header.ok()) << header.status().ToString();
 }
 
 TEST_P(FaultFsTest, FsyncFails) {

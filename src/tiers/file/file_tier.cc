@@ -176,7 +176,8 @@ Status FileTier::Put(const ChunkId& id, GatherList payload) {
   // page-cache copy of bytes that the memory tier already holds.
   auto written = dir_->WriteChunk(
       id, payload,
-      WriteOptions{.sync = options_.sync, .direct = options_.reader.direct_io, .cipher = options_.reader.cipher});
+      WriteOptions{.sync = options_.sync, .direct = options_.reader.direct_io,
+                   .io_uring = options_.reader.use_io_uring, .cipher = options_.reader.cipher});
   MutexLock lock(mu_);
   index_->Unreserve(stored);
   writing_.erase(key);

@@ -7,7 +7,9 @@
 // also at open when a restart brings a smaller capacity. Hits refresh a file's mtime (at most once a
 // second per chunk), so LRU order survives restarts. Reads go through io_uring with O_DIRECT where
 // the kernel and filesystem allow, else a preadv thread pool; every chunk is verified before its bytes
-// reach the caller, and one that fails is removed, counted and reported as Corruption.
+// reach the caller, and one that fails is removed, counted and reported as Corruption. Chunks from
+// aligned memory are written with O_DIRECT through the writing thread's io_uring (io/chunk_writer.cc),
+// the header with the checksums (or tags) last.
 //
 // The directory is marked at creation (DIR/KVTIER_DIR); a non-empty directory without the mark is
 // refused unless it holds only what earlier builds of file:// wrote. Every file access goes through the

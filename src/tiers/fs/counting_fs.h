@@ -47,6 +47,7 @@ class CountingFileSystem : public FileSystem {
   int64_t FilterRead(int fd, uint64_t offset, uint64_t len, int64_t result) override {
     return inner_->FilterRead(fd, offset, len, result);
   }
+  int64_t AdmitWrite(int fd, uint64_t offset, uint64_t len) override { return inner_->AdmitWrite(fd, offset, len); }
 
  protected:
   FileSystem& inner() { return *inner_; }

@@ -250,7 +250,8 @@ Status FsTier::Put(const ChunkId& id, GatherList payload) {
     // Written with O_DIRECT from the caller's pages when they lie on 4 KiB boundaries and the pool is
     // read with O_DIRECT (the probe found it correct here), else through the page cache.
     auto written = PublishChunk(*pool_, id, payload,
-                                WriteOptions{.sync = options_.sync, .direct = ReadsDirect(), .cipher = options_.cipher});
+                                WriteOptions{.sync = options_.sync, .direct = ReadsDirect(),
+                                             .io_uring = options_.io_uring, .cipher = options_.cipher});
     if (written.ok()) {
       missing_.Erase(id);
       present_.Insert(id);

@@ -35,7 +35,8 @@
 //                        and correct on this mount (fs/read_probe.h); on: O_DIRECT where accepted;
 //                        off: buffered. Stats().read_mode says which and why. Puts follow the
 //                        reads: O_DIRECT from the caller's pages where they lie on 4 KiB boundaries.
-//   io_uring=true        read with io_uring when the kernel allows, else preadv threads
+//   io_uring=true        read with io_uring when the kernel allows, else preadv threads; O_DIRECT writes
+//                        also go through the writing thread's io_uring (io/async_writes.h)
 //   inflight=256MiB      bound on bytes being read at once
 //   sync=false           fsync each chunk before publishing it
 //   create=true          create the pool when the directory has none
