@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch", reason="python3-torch is not installed (scr
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from connector_helpers import corrupt_chunk, file_tier, requires_library, tiny_file_tier  # noqa: E402,F401
-from vllm_v1_driver import FlashAttnCache, MiniEngine, reference_rows  # noqa: E402
+from vllm_v1_driver import FlashAttnCache, MiniEngine, reference_rows, vllm_config  # noqa: E402
 
 import kvtier  # noqa: E402
 from kvtier.connectors import vllm_v1  # noqa: E402
@@ -311,22 +311,7 @@ def test_unknown_layouts_and_options_are_refused(file_tier):
 def test_adapter_reads_the_vllm_config(file_tier):
     url, _ = file_tier
 
-    class MC:
-        model, revision, dtype, use_mla = "test/llama-tiny", "r1", "torch.float32", False
-
-        def get_num_layers(self, pc):
-            return LAYERS
-
-        def get_num_kv_heads(self, pc):
-            return HEADS
-
-        def get_head_size(self):
-            return DIM
-
-    cfg = types.SimpleNamespace(
-        model_config=MC(), cache_config=types.SimpleNamespace(block_size=BS, cache_dtype="auto"),
-        parallel_config=types.SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0),
-        kv_transfer_config=types.SimpleNamespace(kv_connector_extra_config={"tiers": [url], "chunk_tokens": CHUNK}))
+    cfg = vllm_config("test/llama-tiny", LAYERS, HEADS, DIM, BS, {"tiers": [url], "chunk_tokens": CHUNK})
     role = types.SimpleNamespace(name="WORKER")
     conn = vllm_v1.KvtierConnector(cfg, role)
     assert conn.role is role and conn.chunk_tokens == CHUNK

@@ -23,7 +23,7 @@ torch = pytest.importorskip("torch", reason="python3-torch is not installed (scr
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from connector_helpers import corrupt_chunk, file_tier, requires_library  # noqa: E402,F401
-from vllm_v1_driver import CachedRequestData, NewRequestData, SchedulerOutput, reference_rows  # noqa: E402
+from vllm_v1_driver import CachedRequestData, NewRequestData, SchedulerOutput, reference_rows, vllm_config  # noqa: E402
 
 from kvtier.connectors import vllm_v1  # noqa: E402
 from kvtier.connectors._vllm_groups import CacheGroup, skipped_blocks  # noqa: E402
@@ -337,34 +337,18 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
     # CPU backend's layout on a CPU device, the refusal naming --disable-hybrid-kv-cache-manager elsewhere
     assert callable(getattr(vllm_v1.KvtierHybridConnector, "request_finished_all_groups", None))
 
-    class MC:  # what vLLM's ModelConfig answers
-        model, revision, dtype, use_mla = SPEC.model, SPEC.revision, "torch.float32", False
-
-        def get_num_layers(self, pc):
-            return LAYERS
-
-        def get_num_kv_heads(self, pc):
-            return HEADS
-
-        def get_head_size(self):
-            return DIM
-
-    def vllm_config(device):
-        return types.SimpleNamespace(
-            model_config=MC(), cache_config=types.SimpleNamespace(block_size=BS, cache_dtype="auto"),
-            parallel_config=types.SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1, rank=0),
-            device_config=types.SimpleNamespace(device_type=device),
-            kv_transfer_config=types.SimpleNamespace(kv_connector_extra_config={"tiers": [url]}))
+    def on(device):
+        return vllm_config(SPEC.model, LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device=device)
 
     with pytest.raises(ValueError, match="KvtierHybridConnector"):  # the default class serves one group
-        vllm_v1.KvtierConnector(vllm_config("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
-    conn = vllm_v1.KvtierHybridConnector(vllm_config("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
+        vllm_v1.KvtierConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
+    conn = vllm_v1.KvtierHybridConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
     core = KvtierConnectorCore("scheduler", SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=GROUPS)
     assert conn.namespace.id == core.namespace.id
     conn.shutdown()
     core.shutdown()
     with pytest.raises(ValueError, match="disable-hybrid-kv-cache-manager"):
-        vllm_v1.KvtierHybridConnector(vllm_config("cuda"), types.SimpleNamespace(name="WORKER"), cfg)
+        vllm_v1.KvtierHybridConnector(on("cuda"), types.SimpleNamespace(name="WORKER"), cfg)
     worker = KvtierConnectorCore("worker", SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=GROUPS)
     with pytest.raises(ValueError, match="not the layers of the KV cache groups"):
         worker.register_kv_caches({n: torch.zeros(2, 8, HEADS, BS, DIM) for n in NAMES[:3]})

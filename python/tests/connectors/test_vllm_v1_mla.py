@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch", reason="python3-torch is not installed (scr
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from connector_helpers import corrupt_chunk, file_tier, requires_library  # noqa: E402,F401
-from vllm_v1_driver import FlashAttnCache, LatentCache, MiniEngine  # noqa: E402
+from vllm_v1_driver import FlashAttnCache, LatentCache, MiniEngine, vllm_config  # noqa: E402
 
 import kvtier  # noqa: E402
 from kvtier.connectors import _host_paged, vllm_v1  # noqa: E402
@@ -238,25 +238,9 @@ def test_hybrid_state_groups_and_unserved_specs_are_refused_with_the_reason():
 def test_adapter_reads_an_mla_vllm_config(file_tier):
     url, _ = file_tier
 
-    class MC:  # what vLLM's ModelConfig answers for an MLA model
-        model, revision, dtype, use_mla = "test/deepseek-tiny", "r1", "torch.float32", True
-
-        def get_num_layers(self, pc):
-            return LAYERS
-
-        def get_num_kv_heads(self, pc):
-            return 1
-
-        def get_head_size(self):
-            return LATENT
-
     def cfg(**parallel):
-        pc = {"tensor_parallel_size": 2, "pipeline_parallel_size": 1, "rank": 1, **parallel}
-        return types.SimpleNamespace(
-            model_config=MC(), cache_config=types.SimpleNamespace(block_size=BS, cache_dtype="auto"),
-            parallel_config=types.SimpleNamespace(**pc),
-            kv_transfer_config=types.SimpleNamespace(kv_connector_extra_config={"tiers": [url],
-                                                                                "chunk_tokens": CHUNK}))
+        return vllm_config("test/deepseek-tiny", LAYERS, 1, LATENT, BS, {"tiers": [url], "chunk_tokens": CHUNK},
+                           use_mla=True, **{"tensor_parallel_size": 2, "rank": 1, **parallel})
 
     assert vllm_v1.spec_of_vllm_config(cfg()) == mla_spec(tp_size=2)
     conn = vllm_v1.KvtierConnector(cfg(), types.SimpleNamespace(name="WORKER"), _kv_cache_config("MLAAttentionSpec"))

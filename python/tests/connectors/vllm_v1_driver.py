@@ -29,6 +29,38 @@ WAITING, WAITING_FOR_REMOTE_KVS, RUNNING, FINISHED = "waiting", "remote", "runni
 PREEMPTED = "preempted"
 
 
+
+def vllm_config(model: str, layers: int, kv_heads: int, head_size: int, block_size: int, extra: dict,
+                use_mla: bool = False, device: Optional[str] = None, **parallel: Any) -> Any:
+    """The fields of vLLM's VllmConfig that the connector's adapter reads: a float32 model of revision
+    "r1" with these dimensions, one TP rank unless ``parallel`` says otherwise (parallel_config fields),
+    ``extra`` as kv_connector_extra_config, and a device_config when ``device`` is given."""
+    import types
+
+    class ModelConfig:  # what vLLM's ModelConfig answers
+        revision, dtype = "r1", "torch.float32"
+
+        def __init__(self) -> None:
+            self.model, self.use_mla = model, use_mla
+
+        def get_num_layers(self, pc: Any) -> int:
+            return layers
+
+        def get_num_kv_heads(self, pc: Any) -> int:
+            return kv_heads
+
+        def get_head_size(self) -> int:
+            return head_size
+
+    cfg = types.SimpleNamespace(
+        model_config=ModelConfig(), cache_config=types.SimpleNamespace(block_size=block_size, cache_dtype="auto"),
+        parallel_config=types.SimpleNamespace(**{"tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+                                                 "rank": 0, **parallel}),
+        kv_transfer_config=types.SimpleNamespace(kv_connector_extra_config=extra))
+    if device is not None:
+        cfg.device_config = types.SimpleNamespace(device_type=device)
+    return cfg
+
 @dataclass
 class Request:
     request_id: str
