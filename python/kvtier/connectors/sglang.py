@@ -35,16 +35,20 @@ dtype, attention kind, page tokens, K and V head dims, KV heads, layers, TP/PP/C
 scheme. A host pool class or layout this connector was not written for is refused when it is
 registered (ValueError), never mapped to a default.
 
-Hybrid models (Mamba / linear attention; docs/connectors.md "Hybrid models"): SGLang's hybrid
-cache controller registers each entry of its HostPoolGroup with ``register_mem_host_pool_v2(pool,
-name)``. "kv" is the KV pool registered above; "mamba" (a ``MambaPoolHost``, one request state per
-slot) is served by ``batch_set_v2`` / ``batch_get_v2`` / ``batch_exists_v2``: a state is one chunk,
-keyed by the hash of the page it follows, in a namespace of its own (the KV identity plus the state
-pool's geometry and the real TP rank). ``batch_exists_v2`` answers the longest prefix whose KV pages
-and the state at its last page are both stored; a state that fails verification is False (slot
-zeroed) and the next lookup ends at the previous state. With a state pool registered, the KV pages'
-identity carries ``state_pools``, so a deployment without it never reads them. Any other pool name
-("swa", "indexer", ...) is refused when registered.
+Hybrid models (Mamba / linear attention, sliding-window attention; docs/connectors.md "Hybrid
+models"): SGLang's hybrid cache controller registers each entry of its HostPoolGroup with
+``register_mem_host_pool_v2(pool, name)``. "kv" is the KV pool registered above (for a hybrid SWA
+model: the full-attention layers). Two side pools are served by ``batch_set_v2`` / ``batch_get_v2`` /
+``batch_exists_v2`` (``_sglang_pools``), each in a namespace of its own, keyed by the hash of a KV page:
+"mamba" (a ``MambaPoolHost``, one request state per slot; a state is one chunk, keyed by the page it
+follows; its namespace carries the real TP rank) and "swa" (the KV host pool of the sliding-window
+layers, paged as the KV pool; a window page is one chunk of the page's bytes, keyed by its KV page,
+split or replicated across TP ranks as the KV pages are). ``batch_exists_v2`` answers the longest
+prefix whose KV pages and the trailing pages each transfer asks for (the state at its last page; the
+pages of its last window) are stored; a side page that fails verification is False (slots zeroed) and
+the next lookup ends before it. With side pools registered, the KV pages' identity names them
+(``state_pools``, ``window_pools``), so a deployment without them never reads those pages. Any other
+pool name ("indexer", "draft_swa", ...) is refused when registered.
 
 Read-your-writes: stored keys stay in a per-process in-flight set (``_pending.PendingWrites``);
 ``batch_exists`` waits (bounded) for a key of that set to settle, so a page a set reported stored
@@ -68,6 +72,8 @@ import kvtier
 
 from . import RANK_FIELDS, as_buffer, byte_layout, engine_key, open_store, split_urls, tier_urls
 from ._pending import PRESENT, PendingWrites
+from ._sglang_pools import (DEFAULT_REFUSAL, NOT_SERVED, STATE_POOLS, WINDOW_POOLS, class_and_layout,
+                            pool_name, state_fields, window_fields)
 
 logger = logging.getLogger(__name__)
 
@@ -89,18 +95,6 @@ HOST_POOLS = {
     "MLATokenToKVPoolHost": "mla",
 }
 IO_PATHS = ("v1", "generic")
-# Hybrid models: the HostPoolGroup entries SGLang registers one by one with
-# register_mem_host_pool_v2(pool, name) (PoolName in hicache_storage.py). "kv" is the pool already
-# registered with register_mem_pool_host; "mamba" (per-request Mamba / linear-attention states) is
-# served through batch_exists_v2 / batch_get_v2 / batch_set_v2. Any other name is refused.
-STATE_POOLS = {"mamba": "MambaPoolHost"}
-STATE_LAYOUTS = ("page_first", "page_first_direct")  # MambaPoolHost's page buffers need them
-_NOT_SERVED = {
-    "swa": "SGLang's sliding-window pool holds the window layers' KV of a prefix's last window "
-           "only (trailing pages, in host slots and pages of its own); kvtier does not serve it, "
-           "so a hybrid SWA model's L3 is refused rather than served without its window",
-    "indexer": "SGLang's DSA indexer pool is not served (only 'kv' and 'mamba' are)",
-}
 HASH_SCHEME = "sglang-page-sha256"  # HiCache's page keys: SHA-256 chained over token ids
 
 
@@ -196,10 +190,11 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
             store = open_store(urls, extra)
         self._store = store
         self._pending = PendingWrites(store)
-        # hybrid models: name -> (host pool, identity fields of its states); their namespaces
+        # hybrid models: side pool name -> (host pool, identity fields of its pages); their namespaces
         self._state_pools: dict[str, tuple[Any, dict[str, Any]]] = {}
         self._state_namespaces: dict[str, kvtier.Namespace] = {}
-        self._state_pending = PendingWrites(store)  # a state shares its page's key, not its namespace
+        # one in-flight set per side pool: a state or window page shares its KV page's key
+        self._side_pending: dict[str, PendingWrites] = {}
         self.mem_pool_host = None
         pool = (kwargs or {}).get("mem_pool_host")
         if pool is not None:
@@ -235,7 +230,7 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
                 f"kvtier: SGLang's {cls} holds per-request Mamba / linear-attention states, not KV "
                 f"pages; it is served only as the 'mamba' pool of register_mem_host_pool_v2, beside a "
                 f"KV pool registered with register_mem_pool_host")
-        cls, layout = _class_and_layout(
+        cls, layout = class_and_layout(
             pool, HOST_POOLS, LAYOUTS,
             f"kvtier: SGLang host pool {{cls}} is not one this connector was written for (known: "
             f"{', '.join(sorted(HOST_POOLS))})",
@@ -270,14 +265,18 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
         return fields
 
     def _kv_fields(self) -> dict[str, Any] | None:
-        """The identity fields of the KV pages: the pool's, plus the state pools registered beside
-        it (a hybrid deployment's pages are never read by a deployment without its states)."""
+        """The identity fields of the KV pages: the pool's, plus the side pools registered beside
+        it (a hybrid deployment's pages are never read by a deployment without its side pools)."""
         with self._lock:
             if self._identity is None:
                 return None
             fields = dict(self._identity)
-            if self._state_pools:
-                fields["state_pools"] = ",".join(sorted(self._state_pools))
+            states = sorted(n for n in self._state_pools if n in STATE_POOLS)
+            windows = sorted(n for n in self._state_pools if n in WINDOW_POOLS)
+            if states:
+                fields["state_pools"] = ",".join(states)
+            if windows:
+                fields["window_pools"] = ",".join(windows)
             return fields
 
     def _ns(self, io_path: str, page_bytes: int) -> kvtier.Namespace:
@@ -425,12 +424,13 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
             found += int(self._store.lookup(ns, kv_keys[found:]))
         return found
 
-    # ---- hybrid models: state pools beside the KV pool (the v2 calls) ------------------------------
+    # ---- hybrid models: side pools beside the KV pool (the v2 calls) -------------------------------
 
     def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
         """Takes one entry of SGLang's HostPoolGroup: "kv" must be the pool registered with
-        register_mem_pool_host, "mamba" a MambaPoolHost; ValueError for any other pool."""
-        name = _pool_name(host_pool_name)
+        register_mem_pool_host, "mamba" a MambaPoolHost, "swa" the KV host pool of the window
+        layers (after the KV pool, paged alike); ValueError for any other pool."""
+        name = pool_name(host_pool_name)
         if name == "kv":
             if self.mem_pool_host is None:
                 self.register_mem_pool_host(host_pool)
@@ -438,47 +438,68 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
                 raise ValueError("kvtier: SGLang's 'kv' pool is not the host pool registered with "
                                  "register_mem_pool_host")
             return
-        if name not in STATE_POOLS:
-            why = _NOT_SERVED.get(name, "only the 'kv' and 'mamba' pools are served")
+        if name in WINDOW_POOLS:
+            fields = self._window_pool_fields(name, host_pool)
+        elif name in STATE_POOLS:
+            fields = state_fields(name, host_pool)
+        else:
             raise ValueError(f"kvtier: SGLang host pool {name!r} ({type(host_pool).__name__}) is "
-                             f"refused: {why}")
-        fields = _state_fields(name, host_pool)
+                             f"refused: {NOT_SERVED.get(name, DEFAULT_REFUSAL)}")
         with self._lock:
             self._state_pools[name] = (host_pool, fields)
-            self._namespaces = {}  # the KV pages' identity names the state pools
+            self._side_pending.setdefault(name, PendingWrites(self._store))
+            self._namespaces = {}  # the KV pages' identity names the side pools
             self._state_namespaces = {}
 
+    def _window_pool_fields(self, name: str, pool: Any) -> dict[str, Any]:
+        """The identity fields of a window pool's pages (``_sglang_pools.window_fields``)."""
+        with self._lock:
+            kv_pool, kv = self.mem_pool_host, self._identity
+        if kv_pool is None or kv is None:
+            raise ValueError(f"kvtier: SGLang's {name!r} pool came before a KV pool "
+                             f"(register_mem_pool_host): its pages are keyed and paged as the KV pages")
+        if pool is kv_pool:
+            raise ValueError(f"kvtier: SGLang's {name!r} pool is the KV pool itself, not the host pool "
+                             f"of the sliding-window layers")
+        return window_fields(name, pool, self._pool_identity(pool), kv)
+
     def _state_ns(self, name: str) -> tuple[Any, kvtier.Namespace]:
-        """The state pool registered as ``name`` and the namespace of its states."""
+        """The side pool registered as ``name`` and the namespace of its pages (states or window
+        pages)."""
         with self._lock:
             entry = self._state_pools.get(name)
             ns = self._state_namespaces.get(name)
         if entry is None:
-            raise ValueError(f"no SGLang state pool {name!r} registered")
-        pool, state = entry
+            raise ValueError(f"no SGLang pool {name!r} registered")
+        pool, side = entry
         if ns is None:
             kv = self._kv_fields()
             if kv is None:
                 raise ValueError("no host memory pool registered")
-            # the state is split by the engine's TP rank even where the KV pages are replicated (MLA)
-            fields = dict(kv, **state, tp_rank=_int(self.storage_config, "tp_rank", 0))
-            spec = f"layers=1 tokens=1 state:layers=0,bytes={state['state_bytes']},dtype=fp8"
-            ns = kvtier.EngineIdentity(fields).namespace(kvtier.Layout.from_spec(spec),
-                                                         tenant=self._tenant)
+            if name in WINDOW_POOLS:  # the window pages: split (or replicated) as the KV pages
+                layout = byte_layout(side["block_bytes"])
+                fields = dict(kv, **side)
+            else:  # a state is split by the engine's TP rank even where KV pages are replicated (MLA)
+                layout = kvtier.Layout.from_spec(
+                    f"layers=1 tokens=1 state:layers=0,bytes={side['state_bytes']},dtype=fp8")
+                fields = dict(kv, **side, tp_rank=_int(self.storage_config, "tp_rank", 0))
+            ns = kvtier.EngineIdentity(fields).namespace(layout, tenant=self._tenant)
             with self._lock:
                 ns = self._state_namespaces.setdefault(name, ns)
         return pool, ns
 
-    def _state_present(self, ns: kvtier.Namespace, key: bytes) -> bool:
+    def _side_present(self, name: str, ns: kvtier.Namespace, key: bytes) -> bool:
         if self._store.lookup(ns, [key]) == 1:
             return True
-        return key in self._state_pending and self._state_pending.wait(ns, key) == PRESENT
+        pending = self._side_pending.get(name)
+        return pending is not None and key in pending and pending.wait(ns, key) == PRESENT
 
     def _pool_boundary(self, transfer: Any, keys: List[str], limit: int) -> int:
         """The longest prefix (at most ``limit`` pages) whose pages of this pool are present:
         every page for SGLang's all-pages policy, the last len(transfer.keys) pages for its
-        trailing-pages policy (a Mamba state: the one at the prefix's last page)."""
-        name = _pool_name(transfer.name)
+        trailing-pages policy (a Mamba state: the one at the prefix's last page; the window pool:
+        the pages of the prefix's last window)."""
+        name = pool_name(transfer.name)
         if name == "kv":
             return limit
         try:
@@ -487,8 +508,8 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
             logger.warning("kvtier batch_exists_v2: %s", e)
             return 0
         present = functools.lru_cache(maxsize=None)(
-            lambda i: self._state_present(ns, engine_key(keys[i])))
-        if _pool_name(getattr(transfer, "hit_policy", "")) != "trailing_pages":
+            lambda i: self._side_present(name, ns, engine_key(keys[i])))
+        if pool_name(getattr(transfer, "hit_policy", "")) != "trailing_pages":
             return next((i for i in range(limit) if not present(i)), limit)
         trailing = max(1, len(transfer.keys or []))
         for end in range(limit, 0, -1):
@@ -499,7 +520,7 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
     @_while_open(lambda keys: _pool_result(0, {}))
     def batch_exists_v2(self, keys: List[str], pool_transfers: Any = None,
                         extra_info: Any = None) -> Any:
-        """The longest prefix of ``keys`` whose KV pages and the states of every pool transfer are
+        """The longest prefix of ``keys`` whose KV pages and the pages of every pool transfer are
         present (SGLang's PoolTransferResult: ``kv_hit_pages``, ``extra_pool_hit_pages``)."""
         final = self.batch_exists(keys, extra_info)
         hits: dict[Any, int] = {"kv": final} if final else {}
@@ -513,40 +534,41 @@ class KvtierHiCacheStorage(_Base):  # type: ignore[misc,valid-type]
         return _pool_result(final, hits)
 
     def _state_transfer(self, transfer: Any, load: bool) -> List[bool]:
-        """Loads or saves the states of one pool transfer; one bool per key, False from the first
-        state missing or failing verification (its host slot zeroed)."""
+        """Loads or saves the pages of one pool transfer (states or window pages); one bool per
+        key, False from the first page missing or failing verification (its host slots zeroed)."""
         keys = list(transfer.keys or [])
         if not keys:
             return []
+        name = pool_name(transfer.name)
         try:
-            pool, ns = self._state_ns(_pool_name(transfer.name))
+            pool, ns = self._state_ns(name)
             indices = transfer.host_indices
             count = 0 if indices is None else len(indices)
             if count != len(keys) * int(getattr(pool, "page_size", 1) or 1):
                 raise ValueError(f"{count} host slots for {len(keys)} keys")
             pieces = self._page_pieces(keys, indices, pool)
             if any(sum(n for _, n in p) != ns.chunk_bytes for p in pieces):
-                raise ValueError(f"a state is not {ns.chunk_bytes} bytes")
+                raise ValueError(f"a page is not {ns.chunk_bytes} bytes")
             kv_keys = [engine_key(k) for k in keys]
             if load:
                 loaded = self._store.load(ns, kv_keys, pieces)
                 return [i < loaded for i in range(len(keys))]
             self._store.save(ns, kv_keys, pieces)
-            self._state_pending.started(kv_keys)
+            self._side_pending[name].started(kv_keys)
             return [True] * len(keys)
         except (ValueError, kvtier.KvtierError) as e:
-            logger.warning("kvtier %s of %d %s states failed: %s", "load" if load else "save",
-                           len(keys), _pool_name(transfer.name), e)
+            logger.warning("kvtier %s of %d %s pages failed: %s", "load" if load else "save",
+                           len(keys), name, e)
             return [False] * len(keys)
 
     @_while_open(lambda transfers: {t.name: [False] * len(t.keys or []) for t in transfers})
     def batch_get_v2(self, transfers: List[Any], extra_info: Any = None) -> dict:
-        """Loads each transfer's states into its host slots; one bool per key and pool."""
+        """Loads each transfer's pages into its host slots; one bool per key and pool."""
         return {t.name: self._state_transfer(t, load=True) for t in transfers}
 
     @_while_open(lambda transfers: {t.name: [False] * len(t.keys or []) for t in transfers})
     def batch_set_v2(self, transfers: List[Any], extra_info: Any = None) -> dict:
-        """Stores each transfer's states from its host slots; one bool per key and pool."""
+        """Stores each transfer's pages from its host slots; one bool per key and pool."""
         return {t.name: self._state_transfer(t, load=False) for t in transfers}
 
     # ---- housekeeping ------------------------------------------------------------------------------
@@ -601,51 +623,8 @@ def _runs(bufs: List[Any]) -> List[tuple[int, List[int]]]:
     return runs
 
 
-def _pool_name(name: Any) -> str:
-    """SGLang's PoolName (a str enum) or plain name as text."""
-    return str(getattr(name, "value", name))
-
-
 def _pool_result(kv_hit_pages: int, hits: dict) -> Any:
     """batch_exists_v2's answer: SGLang's PoolTransferResult, or the same fields without SGLang."""
     if _PoolResult is not None:
         return _PoolResult(kv_hit_pages, hits)
     return types.SimpleNamespace(kv_hit_pages=kv_hit_pages, extra_pool_hit_pages=hits)
-
-
-def _class_and_layout(pool: Any, classes: Any, layouts: tuple, class_error: str,
-                      layout_error: str) -> tuple[str, str]:
-    """The pool's class name and layout; ValueError (the message templates filled in with
-    ``cls``, ``layout`` and ``known``) for a class or layout not among those given."""
-    cls = type(pool).__name__
-    if cls not in classes:
-        raise ValueError(class_error.format(cls=cls))
-    layout = str(getattr(pool, "layout", "") or "")
-    if layout not in layouts:
-        raise ValueError(layout_error.format(cls=cls, layout=layout, known=", ".join(layouts)))
-    return cls, layout
-
-
-def _state_fields(name: str, pool: Any) -> dict[str, Any]:
-    """Identity fields of a state pool's states; ValueError for a pool this backend was not
-    written for (class, layout, page size, no page buffers)."""
-    cls, layout = _class_and_layout(
-        pool, (STATE_POOLS[name],), STATE_LAYOUTS,
-        f"kvtier: SGLang's {name!r} pool is a {{cls}}, not the {STATE_POOLS[name]} this connector "
-        f"was written for",
-        "kvtier: {cls} layout {layout!r} has no page buffers for zero-copy storage (known: {known})")
-    if int(getattr(pool, "page_size", 0) or 0) != 1 or not callable(
-            getattr(pool, "get_page_buffer_meta", None)):
-        raise ValueError(f"kvtier: {cls} without one state per slot and get_page_buffer_meta")
-    state_bytes = int(getattr(pool, "size_per_token", 0) or 0)
-    layers = int(getattr(pool, "num_mamba_layers", 0) or 0)
-    if state_bytes <= 0 or layers <= 0:
-        raise ValueError(f"kvtier: {cls} reports no state size or no Mamba layers")
-    conv = getattr(pool, "conv_state_shapes", None)
-    return {
-        "pool": name, "host_pool": cls, "layout": layout, "state_bytes": state_bytes,
-        "state_layers": layers,
-        "state_dtypes": f"{getattr(pool, 'temporal_dtype', '')},{getattr(pool, 'conv_dtype', '')}",
-        "state_shapes": f"{tuple(getattr(pool, 'temporal_state_shape', ()))};"
-                        + ";".join(str(tuple(c)) for c in (conv or [])),
-    }
