@@ -935,6 +935,9 @@ def check_kv_cache_config(kv_cache_config: Any, spec: ModelSpec) -> Optional[lis
         out.append(CacheGroup(tuple(getattr(group, "layer_names", None) or ()), window, state))
     if len(out) <= 1 and not any(g.window or g.state for g in out):
         return None
+    if all(g.state for g in out):  # a layout of state groups alone: no test drives one
+        raise ValueError("KvtierConnector: a model of Mamba / linear-attention layers only (no attention KV "
+                         "cache group) is not served")
     if spec.attention == "mla":
         raise ValueError("KvtierConnector: an MLA model in several KV cache groups is not served")
     return out

@@ -678,6 +678,8 @@ def test_mamba_groups_are_served_in_mode_all_only_and_refused_otherwise_with_the
                               (M_GROUPS[2].names, mamba()))
         with pytest.raises(ValueError, match=match):
             vllm_v1.check_kv_cache_config(bad, M_SPEC)
+    with pytest.raises(ValueError, match="Mamba / linear-attention layers only"):
+        vllm_v1.check_kv_cache_config(kv_cache_config((M_NAMES, mamba())), M_SPEC)
     with pytest.raises(ValueError, match="mamba_cache_mode 'all'"):  # the message names the mode that is served
         vllm_v1.check_kv_cache_config(kv_cache_config((M_GROUPS[0].names, FULL()),
                                                       (M_GROUPS[1].names, mamba(mamba_cache_mode="align"))), M_SPEC)
