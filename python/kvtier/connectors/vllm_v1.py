@@ -41,13 +41,17 @@ Worker side (one per TP rank):
   stored in the grouped layout of one ``latent`` group (chunks shared by every TP rank and
   degree: only rank 0 saves, every rank loads). The same shapes on CPU and CUDA (one description,
   ``_host_paged.PagedCache``). With vLLM's hybrid KV cache manager (``KvtierHybridConnector``
-  declares ``SupportsHMA``; ``KvtierConnector`` does not and serves one group), full-attention and
-  sliding-window layers in KV cache groups of their own, each with its own block ids, on the CPU
-  backend (``cpu_attn``): chunks of a ``kv`` and a ``window`` group (``_vllm_groups``), the null
-  blocks before a request's window never written, window blocks vLLM freed before a save saved as
-  zeros (no load of a prefix holding the chunk uses them). Anything else (another stride order, a
-  cross-layer cache, window groups on NHD or CUDA caches, a hybrid model's Mamba states:
-  ``check_kv_cache_config``) is refused with ValueError.
+  declares ``SupportsHMA``; ``KvtierConnector`` does not and serves one group), full-attention,
+  sliding-window and Mamba / linear-attention layers in KV cache groups of their own, each with its
+  own block ids, on the CPU backend (``cpu_attn``): chunks of ``kv``, ``window`` and ``state`` groups
+  (``_vllm_groups``), the null blocks before a request's window never written, window blocks vLLM
+  freed before a save saved as zeros (no load of a prefix holding the chunk uses them); a Mamba
+  group's state as of each chunk's end (vLLM's ``mamba_cache_mode='all'``: the block ending the chunk)
+  saved with the chunk, and a prefix's last chunk's state loaded into the prefix's last block (the
+  load ends before ``start_load_kv`` returns; a failed load reports every block it was to write).
+  Anything else (another stride order, a cross-layer cache, window or Mamba groups on NHD or CUDA
+  caches, Mamba states in ``align`` or ``none`` mode: ``check_kv_cache_config``) is refused with
+  ValueError.
 - ``start_load_kv`` starts one kvtier load per request over its block table (kvtier copies verified
   chunk bytes straight into the blocks); ``wait_for_layer_load(layer)`` waits, for each synchronous
   load, only until that layer's bytes of every chunk are verified and in the blocks
@@ -93,8 +97,8 @@ import kvtier
 from . import STORE_OPTION_NAMES, open_store, split_urls
 from ._gpu_paged import GpuWorker, is_cuda
 from ._host_paged import PagedCache, load_async, save_async
-from ._vllm_groups import (CacheGroup, GroupedCache, grouped_cache_of, layout_spec, load_grouped, refusal,
-                           save_grouped, skipped_blocks)
+from ._vllm_groups import (CacheGroup, GroupedCache, grouped_cache_of, layout_spec, load_grouped, mamba_state_of,
+                           refusal, save_grouped, skipped_blocks, skipped_state_blocks, state_identity)
 from ._vllm_kv_caches import paged_cache_of
 
 logger = logging.getLogger(__name__)
@@ -274,7 +278,7 @@ def layout_of(spec: ModelSpec, chunk_tokens: int, extra: Mapping[str, Any],
     otherwise: a cache is never read as another)."""
     layers = "0" if spec.layers == 1 else f"0-{spec.layers - 1}"
     if groups:
-        _check_grouped(spec, extra)
+        _check_grouped(spec, extra, groups)
         layout = kvtier.Layout.from_spec(layout_spec(spec, chunk_tokens, groups))
     elif spec.attention == "mla":
         layout = kvtier.Layout.from_spec(f"layers={spec.layers} tokens={chunk_tokens} "
@@ -297,10 +301,15 @@ def layout_of(spec: ModelSpec, chunk_tokens: int, extra: Mapping[str, Any],
     return layout
 
 
-def _check_grouped(spec: ModelSpec, extra: Mapping[str, Any]) -> None:
+def _check_grouped(spec: ModelSpec, extra: Mapping[str, Any], groups: Sequence[CacheGroup]) -> None:
     """ValueError unless a model whose layers are in several KV cache groups can be served."""
     if spec.attention != "mha":
         raise ValueError("KvtierConnector: an MLA model in several KV cache groups is not served")
+    if extra.get("kv_cache_layout", "auto") != "cpu_attn" and any(g.state for g in groups):
+        raise ValueError(
+            "KvtierConnector: Mamba / linear-attention KV cache groups are served for vLLM's CPU backend's "
+            "HND cache (kv_cache_layout 'cpu_attn', which the vLLM adapter sets on a CPU device) only: "
+            "kvtier.gpu moves classic chunks, which hold no state")
     if extra.get("kv_cache_layout", "auto") != "cpu_attn":
         raise ValueError(
             "KvtierConnector: sliding-window KV cache groups are served for vLLM's CPU backend's HND cache "
@@ -320,11 +329,14 @@ def _classic_spec(layout: kvtier.Layout) -> str:
             f"classic:heads={layout.kv_heads},dim={layout.head_dim},dtype={layout.dtype}")
 
 
-def identity_of(spec: ModelSpec, extra: Mapping[str, Any], tp_rank: int) -> kvtier.EngineIdentity:
+def identity_of(spec: ModelSpec, extra: Mapping[str, Any], tp_rank: int,
+                state: Optional[str] = None) -> kvtier.EngineIdentity:
     """The engine identity of one TP rank's chunks. The chunk bytes are in kvtier's own order
     (layout ``chunk``), whatever the attention backend's layout, so FlashAttention and FlashInfer
     engines of one model share chunks. An MLA latent is the same on every TP rank: its identity
-    leaves the TP size and rank out, so a chunk saved at one TP degree loads at any other."""
+    leaves the TP size and rank out, so a chunk saved at one TP degree loads at any other. ``state``:
+    a hybrid model's Mamba states (``_vllm_groups.state_identity``), kept by vLLM with
+    ``mamba_cache_mode='all'``."""
     if spec.attention == "mla":
         return kvtier.EngineIdentity(
             engine="vllm", io_path="kv_connector_v1", layout="chunk", attention="mla",
@@ -339,7 +351,7 @@ def identity_of(spec: ModelSpec, extra: Mapping[str, Any], tp_rank: int) -> kvti
         kv_dtype=spec.kv_dtype, page_tokens=spec.block_size, kv_heads=spec.kv_heads,
         k_head_dim=spec.head_dim, v_head_dim=spec.head_dim, layers=spec.layers,
         tp_size=spec.tp_size, tp_rank=tp_rank, hash_scheme="kvtier_chunk_chain",
-        salt=extra.get("salt") or None)
+        salt=extra.get("salt") or None, state_spec=state, mamba_cache_mode="all" if state else None)
 
 
 class KvtierConnectorCore:
@@ -355,16 +367,20 @@ class KvtierConnectorCore:
         if spec.tp_size < 1 or not 0 <= tp_rank < spec.tp_size:
             raise ValueError(f"KvtierConnector: TP rank {tp_rank} of size {spec.tp_size}")
         self._core_role, self._spec, self._extra, self._tp_rank = role, spec, extra, tp_rank
-        # vLLM's KV cache groups when there are several or a sliding window (None: one full-attention group)
-        self._groups = list(groups) if groups and (len(groups) > 1 or groups[0].window) else None
+        # vLLM's KV cache groups when there are several, a sliding window or Mamba states (None: one
+        # full-attention group)
+        self._groups = list(groups) if groups and (len(groups) > 1 or groups[0].window or groups[0].state) else None
         self._windows = [g.window for g in self._groups] if self._groups else [0]
+        self._states = [g.state is not None for g in self._groups] if self._groups else [False]
+        self._has_state = any(self._states)
         self._chunk_tokens = chunk_tokens_of(extra, spec.block_size)
         self._layout = layout_of(spec, self._chunk_tokens, extra, self._groups)
         # An MLA latent is the same on every rank: one namespace for all of them, and only rank 0 saves.
         ranks = range(spec.tp_size) if role == SCHEDULER and spec.attention != "mla" else [tp_rank]
         self._saves = spec.attention != "mla" or tp_rank == 0
         tenant = str(extra.get("tenant", ""))
-        self._namespaces = [identity_of(spec, extra, r).namespace(self._layout, tenant) for r in ranks]
+        state = state_identity(self._groups) if self._groups else None
+        self._namespaces = [identity_of(spec, extra, r, state).namespace(self._layout, tenant) for r in ranks]
         self._store_key = None
         if store is None:
             store, self._store_key = _acquire_store(extra)
@@ -388,7 +404,7 @@ class KvtierConnectorCore:
         self._finished_seen: set[str] = set()
         self._stats = {"lookups": 0, "hit_tokens": 0, "loads": 0, "loaded_chunks": 0, "load_errors": 0,
                        "error_blocks": 0, "saves": 0, "saved_chunks": 0, "saves_failed": 0,
-                       "window_saves_skipped": 0}
+                       "window_saves_skipped": 0, "state_saves_skipped": 0}
         self._reported: dict[str, int] = {}
 
     # ---- properties ----------------------------------------------------------------------------
@@ -461,8 +477,10 @@ class KvtierConnectorCore:
         first = local // self._chunk_tokens
         bs = self._spec.block_size
         tables = []
-        for ids, window in zip(block_ids, self._windows):
+        for ids, window, state in zip(block_ids, self._windows, self._states):
             gone = skipped_blocks(window, end_tokens, bs)  # a window group's null blocks: never written
+            if state:  # only the prefix's last block takes a state: the state as of the prefix's end
+                gone = end_tokens // bs - 1
             tables.append([-1 if b < local // bs or b < gone else int(ids[b])
                            for b in range(first * self._chunk_tokens // bs, end_tokens // bs)])
         self._stats["hit_tokens"] += num_external_tokens
@@ -486,17 +504,24 @@ class KvtierConnectorCore:
         single-group form), else one list per group."""
         return tables if self._groups else tables[0]
 
-    def _window_kv_lost(self, chunk: int, computed_tokens: int) -> bool:
-        """Whether vLLM, with ``computed_tokens`` computed, freed (or never held) a window block of
-        ``chunk`` that a prefix load ending at or after that chunk needs. The blocks a save finds
-        freed are saved as zeros: a chunk's blocks freed before the step that completes it hold only
-        tokens before the window of the shortest prefix ending with it (the window moved on from a
-        point inside the chunk), which every load of a prefix holding the chunk leaves to vLLM's null
-        block. A chunk saved later (vLLM's own prefix cache held it) may have lost more: not saved."""
+    def _kv_lost(self, chunk: int, computed_tokens: int) -> Optional[str]:
+        """Which counter to raise when vLLM, with ``computed_tokens`` computed, freed (or never held) a
+        block of ``chunk`` that a prefix load ending at or after that chunk needs, else None.
+        Window groups: the blocks a save finds freed are saved as zeros: a chunk's blocks freed before
+        the step that completes it hold only tokens before the window of the shortest prefix ending with
+        it (the window moved on from a point inside the chunk), which every load of a prefix holding the
+        chunk leaves to vLLM's null block. A chunk saved later (vLLM's own prefix cache held it) may have
+        lost more: not saved. Mamba groups: the block that ends the chunk holds its state; vLLM keeps
+        only the block of the last computed token's state, so a chunk saved after vLLM moved past that
+        block has no state to save."""
         bs, end = self._spec.block_size, (chunk + 1) * self._chunk_tokens
-        return any(skipped_blocks(w, computed_tokens, bs) > max(chunk * self._chunk_tokens // bs,
-                                                                 skipped_blocks(w, end, bs))
-                   for w in self._windows)
+        if any(skipped_blocks(w, computed_tokens, bs) > max(chunk * self._chunk_tokens // bs,
+                                                            skipped_blocks(w, end, bs))
+               for w in self._windows):
+            return "window_saves_skipped"
+        if self._has_state and end // bs - 1 < skipped_state_blocks(computed_tokens, bs):
+            return "state_saves_skipped"
+        return None
 
     def build_connector_meta(self, scheduler_output: Any) -> KvtierConnectorMetadata:
         meta = KvtierConnectorMetadata(loads=self._pending_loads,
@@ -529,14 +554,16 @@ class KvtierConnectorCore:
             if full <= state.saved_chunks or state.stopped:
                 continue
             first = state.saved_chunks
-            if self._window_kv_lost(first, done_before):  # nothing after it is reachable either
+            lost = self._kv_lost(first, done_before)
+            if lost:  # nothing after the chunk is reachable either
                 state.stopped = True
-                self._stats["window_saves_skipped"] += 1
+                self._stats[lost] += 1
                 continue
             bs = self._spec.block_size
             lo, hi = (c * self._chunk_tokens // bs for c in (first, full))
             tables = [[-1 if b < skipped_blocks(w, done_before, bs) else int(ids[b]) for b in range(lo, hi)]
                       for ids, w in zip(state.block_ids, self._windows)]  # -1: freed window blocks, zeros
+            # (a Mamba group's table: its chunks' last blocks hold the states, which _kv_lost found held)
             meta.saves.append(SaveSpec(rid, state.tokens[:full * self._chunk_tokens], first,
                                        self._per_group(tables)))
             state.saved_chunks, state.held = full, True
@@ -574,7 +601,7 @@ class KvtierConnectorCore:
                 raise ValueError("KvtierConnector: several KV cache groups are served on vLLM's CPU backend "
                                  "only; these KV caches are CUDA tensors (run with "
                                  "--disable-hybrid-kv-cache-manager)")
-            self._host_cache(grouped_cache_of(kv_caches, self._spec, self._groups))
+            self._host_cache(grouped_cache_of(kv_caches, self._spec, self._groups, self._chunk_tokens))
             return
         if kv_caches and is_cuda(next(iter(kv_caches.values()))):
             if self._async_load:
@@ -636,7 +663,9 @@ class KvtierConnectorCore:
                 self._held.add(spec.req_id)
             with self._lock:
                 self._ops.append(op)
-            if not spec.is_async:
+            if self._has_state and not spec.is_async:  # a Mamba layer may read its state before any
+                self._finish(op)  # attention layer waits: the load ends before the forward starts
+            elif not spec.is_async:
                 self._sync_loads.append(op)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
@@ -809,6 +838,8 @@ class KvtierConnectorCore:
             finally:
                 op.handle.close()
         if op.is_load:
+            if self._has_state and done < len(op.blocks):  # the state as of the last good chunk is not
+                done = 0  # in a block (only the prefix's last block takes one): recompute the whole load
             bad = op.blocks[done:]
             self._note_load(done, bad[bad >= 0])
         elif op.handle is None or done < len(op.blocks):
@@ -883,46 +914,55 @@ def spec_of_vllm_config(vllm_config: Any) -> ModelSpec:
 def check_kv_cache_config(kv_cache_config: Any, spec: ModelSpec) -> Optional[list]:
     """The KV cache groups of vLLM's KVCacheConfig as the connector serves them: None for one group of
     full attention (the single-group path; also for None, revisions that pass no KVCacheConfig), else
-    one CacheGroup per group, each of full attention or of one sliding window (vLLM's hybrid KV cache
+    one CacheGroup per group, each of full attention, of one sliding window, or of Mamba layers whose
+    state vLLM keeps as of every block's end (``mamba_cache_mode='all'``) (vLLM's hybrid KV cache
     manager, SupportsHMA). ValueError for anything else (vllm/v1/kv_cache_interface.py's spec classes,
-    matched by name: Mamba states, sliding-window MLA, chunked local attention; an MLA spec exactly
-    when the configuration is MLA; another block size), naming the reason."""
+    matched by name: Mamba states in another mode, sliding-window MLA, chunked local attention; an MLA
+    spec exactly when the configuration is MLA; another block size), naming the reason."""
     out = []
     for group in list(getattr(kv_cache_config, "kv_cache_groups", None) or ()) if kv_cache_config else []:
         top = getattr(group, "kv_cache_spec", None)
         inner = getattr(top, "kv_cache_specs", None)  # UniformTypeKVCacheSpecs: per-layer specs
-        windows = {_window_of(s, spec) for s in (inner.values() if isinstance(inner, Mapping) else [top])}
-        if len(windows) != 1:
-            raise ValueError(f"KvtierConnector: a KV cache group mixes sliding windows {sorted(windows)}")
+        kinds = {_kind_of(s, spec) for s in (inner.values() if isinstance(inner, Mapping) else [top])}
+        if len(kinds) != 1:
+            raise ValueError(f"KvtierConnector: a KV cache group mixes sliding windows or Mamba states "
+                             f"{sorted(map(str, kinds))}")
         size = getattr(top, "block_size", None)
         if size is not None and int(size) != spec.block_size:
             raise ValueError(f"KvtierConnector: a KV cache group of block size {size}, the cache config's "
                              f"is {spec.block_size}")
-        out.append(CacheGroup(tuple(getattr(group, "layer_names", None) or ()), windows.pop()))
-    if len(out) <= 1 and not any(g.window for g in out):
+        window, state = kinds.pop()
+        out.append(CacheGroup(tuple(getattr(group, "layer_names", None) or ()), window, state))
+    if len(out) <= 1 and not any(g.window or g.state for g in out):
         return None
+    if all(g.state for g in out):  # a layout of state groups alone: no test drives one
+        raise ValueError("KvtierConnector: a model of Mamba / linear-attention layers only (no attention KV "
+                         "cache group) is not served")
     if spec.attention == "mla":
         raise ValueError("KvtierConnector: an MLA model in several KV cache groups is not served")
     return out
 
 
-def _window_of(layer_spec: Any, spec: ModelSpec) -> int:
-    """The sliding window of one layer's KV cache spec (0: full attention); ValueError for a spec
-    that is not served."""
+def _kind_of(layer_spec: Any, spec: ModelSpec) -> tuple:
+    """(sliding window, Mamba state) of one layer's KV cache spec: (0, None) for full attention, (W,
+    None) for a window of W tokens, (0, StateSpec) for a Mamba layer; ValueError for a spec that is not
+    served."""
     kinds = [c.__name__ for c in type(layer_spec).__mro__]
     for kind in kinds:
         why = refusal(kind)
         if why:
             raise ValueError(f"KvtierConnector: {why}")
+    if "MambaSpec" in kinds:
+        return 0, mamba_state_of(layer_spec)
     if ("MLAAttentionSpec" in kinds) != (spec.attention == "mla"):
         raise ValueError(f"KvtierConnector: KV cache spec {type(layer_spec).__name__} for a "
                          f"configuration whose attention is {spec.attention!r}")
     if "SlidingWindowSpec" not in kinds:
-        return 0
+        return 0, None
     window = int(getattr(layer_spec, "sliding_window", 0) or 0)
     if window <= 0:
         raise ValueError(f"KvtierConnector: a SlidingWindowSpec with sliding_window {window}")
-    return window
+    return window, None
 
 
 def _role_name(role: Any) -> str:
@@ -990,7 +1030,8 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
 
 class KvtierHybridConnector(KvtierConnector, _HMA):  # type: ignore[misc,valid-type]
     """``KvtierConnector`` that declares vLLM's ``SupportsHMA`` (one block id list per KV cache group):
-    vLLM keeps its hybrid KV cache manager on, and full-attention and sliding-window groups are served
-    on vLLM's CPU backend (``cpu_attn``); several groups on CUDA, and Mamba groups, are refused. Named in
+    vLLM keeps its hybrid KV cache manager on, and full-attention, sliding-window and Mamba groups (the
+    last with ``mamba_cache_mode='all'``) are served on vLLM's CPU backend (``cpu_attn``); several groups
+    on CUDA, and Mamba groups in another mode, are refused. Named in
     ``--kv-transfer-config`` as ``"kv_connector": "KvtierHybridConnector"``; opt-in, because with it a
     sliding-window model on a GPU needs ``--disable-hybrid-kv-cache-manager``."""

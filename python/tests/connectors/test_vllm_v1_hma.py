@@ -26,7 +26,7 @@ from connector_helpers import corrupt_chunk, file_tier, requires_library  # noqa
 from vllm_v1_driver import CachedRequestData, NewRequestData, SchedulerOutput, reference_rows, vllm_config  # noqa: E402
 
 from kvtier.connectors import vllm_v1  # noqa: E402
-from kvtier.connectors._vllm_groups import CacheGroup, skipped_blocks  # noqa: E402
+from kvtier.connectors._vllm_groups import CacheGroup, mamba_state_of, skipped_blocks, skipped_state_blocks  # noqa: E402,E501
 from kvtier.connectors.vllm_v1 import KvtierConnectorCore, ModelSpec  # noqa: E402
 
 pytestmark = requires_library
@@ -355,4 +355,355 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
     cuda = types.SimpleNamespace(device=types.SimpleNamespace(type="cuda", index=0))  # what is_cuda reads
     with pytest.raises(ValueError, match="CUDA tensors"):  # never a host copy into device addresses
         worker.register_kv_caches({n: cuda for n in NAMES})
+    worker.shutdown()
+
+
+# ---- Mamba / linear-attention groups (MambaSpec, mamba_cache_mode 'all') --------------------------------
+# A qwen3-next-like toy: layers 2 and 5 full attention, layers 0, 3 and 1, 4 linear attention in two Mamba
+# groups (vLLM puts as many layers in each group), one KV cache tensor per (attention layer, Mamba layer,
+# Mamba layer) triple, as vLLM shares one tensor by a layer of each group. Each block's page is an
+# attention block (K then V of the block: vLLM's hybrid layout, _update_hybrid_attention_mamba_layout) or
+# a Mamba layer's conv state (bf16) then SSM state (fp32), padded to the attention page.
+M_LAYERS = 6
+M_NAMES = [f"model.layers.{i}.{'self_attn.attn' if i in (2, 5) else 'linear_attn'}" for i in range(M_LAYERS)]
+M_SPEC = ModelSpec(model="test/qwen3-next-tiny", revision="r1", layers=M_LAYERS, kv_heads=HEADS, head_dim=DIM,
+                   kv_dtype="float32", block_size=BS)
+CONV, SSM = (4, 6), (2, 4, 6)
+PAGE = 2 * HEADS * BS * DIM * 4      # the attention page; the Mamba state (48 + 192 bytes) is padded to it
+STATE = mamba_state_of(types.SimpleNamespace(shapes=(CONV, SSM), dtypes=(torch.bfloat16, torch.float32),
+                                                     mamba_type="gdn_attention", mamba_cache_mode="all"))
+M_GROUPS = [CacheGroup((M_NAMES[2], M_NAMES[5])), CacheGroup((M_NAMES[0], M_NAMES[3]), 0, STATE),
+            CacheGroup((M_NAMES[1], M_NAMES[4]), 0, STATE)]
+ATT_LAYERS, MAMBA_GROUP_LAYERS = (2, 5), ((0, 3), (1, 4))
+
+
+def reference_state(tokens: list, n: int, layer: int, state=None, start: int = 0) -> tuple:
+    """(conv, ssm) of a Mamba layer after tokens [0, n): a recurrence from ``state``, the state after
+    ``start`` tokens (zeros at 0), exact in bf16 and fp32 (small integers)."""
+    conv = torch.zeros(CONV, dtype=torch.float64) if state is None else state[0].double()
+    ssm = torch.zeros(SSM, dtype=torch.float64) if state is None else state[1].double()
+    for t in range(start, n):
+        conv = torch.roll(conv, -1, 0)
+        conv[-1] = (tokens[t] + layer + torch.arange(CONV[1])) % 251
+        ssm = (ssm * 3 + tokens[t] + layer) % 10007
+    return conv.to(torch.bfloat16), ssm.to(torch.float32)
+
+
+class MambaEngine:
+    """vLLM's scheduler and worker for one attention and two Mamba groups over one block pool, with
+    MambaManager's 'all' mode: a new request's Mamba blocks before the one of its last computed token are
+    the null block (block 0), a running request's are freed as it moves on (remove_skipped_blocks,
+    get_num_skipped_tokens = computed - 1) and overwritten with poison; the model's Mamba layers read the
+    state of the block of the last computed token and write the state at each block's end into that
+    block (vLLM's prefix-caching kernels, block_idx_last_computed_token / _scheduled_token)."""
+
+    def __init__(self, url: str, step_tokens: int = 1 << 30, **extra) -> None:
+        cfg = {"tiers": url, "kv_cache_layout": "cpu_attn", "chunk_tokens": 8, **extra}
+        self.sched = KvtierConnectorCore("scheduler", M_SPEC, cfg, groups=M_GROUPS)
+        self.worker = KvtierConnectorCore("worker", M_SPEC, cfg, groups=M_GROUPS)
+        self.raw = [torch.full((BLOCKS * PAGE // 4,), SENTINEL) for _ in ATT_LAYERS]
+        hidden = HEADS * BS * DIM
+        self.tensors = {}
+        for raw, att, mamba in zip(self.raw, ATT_LAYERS, zip(*MAMBA_GROUP_LAYERS)):
+            self.tensors[M_NAMES[att]] = raw.as_strided((2, BLOCKS, HEADS, BS, DIM), (hidden, 2 * hidden, BS * DIM, DIM, 1))
+            for layer in mamba:
+                conv = raw.view(torch.bfloat16).as_strided((BLOCKS, *CONV), (PAGE // 2, CONV[1], 1))
+                ssm = raw.as_strided((BLOCKS, *SSM), (PAGE // 4, SSM[1] * SSM[2], SSM[2], 1), 48 // 4)
+                self.tensors[M_NAMES[layer]] = [conv, ssm]
+        self.free, self.used = list(range(1, BLOCKS)), set()
+        self.step_tokens, self.reqs, self.held, self.finished_ids = step_tokens, {}, {}, set()
+        self.kv_ok, self.errors, self.loaded_state = {}, set(), {}
+        self.worker.register_kv_caches(self.tensors)
+
+    def add(self, rid: str, tokens: list) -> None:
+        self.reqs[rid] = Req(rid, list(tokens), blocks=[[], [], []])
+
+    def page(self, layer: int, block: int) -> tuple:
+        conv, ssm = self.tensors[M_NAMES[layer]]
+        return conv[block], ssm[block]
+
+    def _alloc(self, r: Req, computed: int, upto: int) -> None:
+        for g, ids in enumerate(r.blocks):
+            if not ids and g:  # MambaManager: a new request's blocks before its last computed token's are null
+                ids += [0] * skipped_state_blocks(computed, BS)
+            while len(ids) < -(-upto // BS):
+                ids.append(self.free.pop(0))
+                self.used.add(ids[-1])
+
+    def _free_states(self, r: Req) -> None:
+        for ids in r.blocks[1:]:
+            for i in range(min(len(ids), skipped_state_blocks(r.computed, BS))):
+                if ids[i]:
+                    for raw in self.raw:
+                        raw.view(BLOCKS, -1)[ids[i]] = POISON  # what the next owner of the block writes
+                    self.free.append(ids[i])
+                    ids[i] = 0
+
+    def _compute(self, r: Req, start: int, end: int) -> None:
+        tokens = r.prompt_token_ids
+        for layer in ATT_LAYERS:
+            for kv in (0, 1):
+                rows = reference_rows(tokens, start, end, layer, kv, HEADS * DIM)
+                for i, t in enumerate(range(start, end)):
+                    self.tensors[M_NAMES[layer]][kv, r.blocks[0][t // BS], :, t % BS] = rows[i].view(HEADS, DIM)
+        for g, layers in enumerate(MAMBA_GROUP_LAYERS):
+            ids = r.blocks[1 + g]
+            for layer in layers:  # from the state of the last computed token's block (none at token 0)
+                state = tuple(x.clone() for x in self.page(layer, ids[(start - 1) // BS])) if start else None
+                if state is not None:
+                    self.loaded_state.setdefault((r.request_id, layer), state)
+                pos = start
+                for t in range(start, end):  # the state at each block's end, and at the step's end
+                    if (t + 1) % BS == 0 or t + 1 == end:
+                        state, pos = reference_state(tokens, t + 1, layer, state, pos), t + 1
+                        conv, ssm = self.page(layer, ids[t // BS])
+                        conv.copy_(state[0])
+                        ssm.copy_(state[1])
+
+    def state_is_reference(self, r: Req) -> bool:
+        """The state of every Mamba layer after the whole prompt (in its last block) is the recurrence's
+        from token 0: a prefix loaded with another prefix's state, or none, ends elsewhere."""
+        n = len(r.prompt_token_ids)
+        for g, layers in enumerate(MAMBA_GROUP_LAYERS):
+            for layer in layers:
+                conv, ssm = self.page(layer, r.blocks[1 + g][(n - 1) // BS])
+                want = reference_state(r.prompt_token_ids, n, layer)
+                if not (torch.equal(conv, want[0]) and torch.equal(ssm, want[1])):
+                    return False
+        return True
+
+    def attended_kv_is_reference(self, r: Req) -> bool:
+        n = len(r.prompt_token_ids)
+        for layer in ATT_LAYERS:
+            for kv in (0, 1):
+                got = torch.stack([self.tensors[M_NAMES[layer]][kv, r.blocks[0][t // BS], :, t % BS].reshape(-1)
+                                   for t in range(n)])
+                if not torch.equal(got, reference_rows(r.prompt_token_ids, 0, n, layer, kv, HEADS * DIM)):
+                    return False
+        return True
+
+    def untouched_blocks_hold_the_sentinel(self) -> bool:
+        spare = [b for b in range(BLOCKS) if b not in self.used]
+        return all(bool((raw.view(BLOCKS, -1)[spare] == SENTINEL).all()) for raw in self.raw)
+
+    def step(self) -> None:
+        new, cached, n_sched = [], CachedRequestData(), {}
+        for r in self.reqs.values():
+            if r.status == "waiting":
+                ext, is_async = self.sched.get_num_new_matched_tokens(r, 0)
+                assert not is_async
+                n = len(r.prompt_token_ids) - ext if ext else min(self.step_tokens, len(r.prompt_token_ids))
+                self._alloc(r, ext, ext + n)
+                self.sched.update_state_after_alloc(r, Blocks(r.blocks), ext)
+                r.computed, r.status = ext, "running"
+                new.append(NewRequestData(r.request_id, r.prompt_token_ids, Blocks(r.blocks).get_block_ids(), ext))
+                n_sched[r.request_id] = n
+            elif r.status == "running":
+                n = min(self.step_tokens, len(r.prompt_token_ids) - r.computed)
+                self._free_states(r)
+                had = [len(ids) for ids in r.blocks]
+                self._alloc(r, r.computed, r.computed + n)
+                cached.req_ids.append(r.request_id)
+                cached.new_block_ids.append(tuple(ids[h:] for ids, h in zip(r.blocks, had)))
+                cached.num_computed_tokens.append(r.computed)
+                n_sched[r.request_id] = n
+        out = SchedulerOutput(new, cached, n_sched, self.finished_ids, set())
+        self.finished_ids = set()
+        meta = self.sched.build_connector_meta(out)
+        w = self.worker
+        w.handle_preemptions(meta)
+        w.bind_connector_metadata(meta)
+        w.start_load_kv(None)
+        self.errors |= w.get_block_ids_with_load_errors()  # (a load with Mamba states ends in start_load_kv)
+        for name in M_NAMES:  # vLLM's attention layers wait; its Mamba layers may not
+            if name.endswith("attn.attn"):
+                w.wait_for_layer_load(name)
+        for rid, n in n_sched.items():
+            if not self.errors:  # vLLM would recompute from the first failed block (not modelled here)
+                self._compute(self.reqs[rid], self.reqs[rid].computed, self.reqs[rid].computed + n)
+        w.wait_for_save()
+        sending, _ = w.get_finished(out.finished_req_ids)
+        self.errors |= w.get_block_ids_with_load_errors()
+        w.clear_connector_metadata()
+        for rid in sending or ():
+            self.held.pop(rid)
+        for rid, n in n_sched.items():
+            r = self.reqs[rid]
+            r.computed += n
+            if r.computed >= len(r.prompt_token_ids):
+                self.kv_ok[rid] = self.attended_kv_is_reference(r) and self.state_is_reference(r)
+                hold, _ = self.sched.request_finished_all_groups(r, Blocks(r.blocks).get_block_ids())
+                r.status = "finished"
+                self.finished_ids.add(rid)
+                if hold:
+                    self.held[rid] = r.blocks
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 60
+        while any(r.status != "finished" for r in self.reqs.values()) or self.held or self.finished_ids:
+            assert time.monotonic() < deadline, "engine did not finish"
+            self.step()
+
+    def close(self) -> None:
+        self.worker.shutdown()
+        self.sched.shutdown()
+
+
+def expected_mamba_chunk(tokens: list, start: int, n: int) -> np.ndarray:
+    """Chunk bytes in kvtier's grouped order: the kv group (layers 2, 5) head-major, then each Mamba group
+    (layers 0, 3; then 1, 4), per layer its conv then SSM state as of the chunk's end."""
+    parts = []
+    for h in range(HEADS):
+        for layer in ATT_LAYERS:
+            for kv in (0, 1):
+                rows = reference_rows(tokens, start, start + n, layer, kv, HEADS * DIM).view(n, HEADS, DIM)
+                parts.append(rows[:, h].contiguous().view(torch.uint8).reshape(-1))
+    for layers in MAMBA_GROUP_LAYERS:
+        for layer in layers:
+            conv, ssm = reference_state(tokens, start + n, layer)
+            parts += [conv.contiguous().view(torch.uint8).reshape(-1), ssm.contiguous().view(torch.uint8).reshape(-1)]
+    return torch.cat(parts).numpy()
+
+
+def test_mamba_states_are_saved_at_chunk_ends_and_a_prefix_loads_its_own_state(file_tier):
+    url, _ = file_tier
+    a = prompt(5, 6 * 8 + 3)
+    first = MambaEngine(url, step_tokens=12)  # steps across chunk boundaries: Mamba blocks freed mid-prefill
+    first.add("a", a)
+    first.run()
+    assert first.kv_ok == {"a": True} and first.worker.stats()["saved_chunks"] == 6
+    ns = first.worker.namespace
+    assert first.sched.stats()["state_saves_skipped"] == 0
+    assert ns.layout.spec == ("layers=6 tokens=8 kv:layers=2+5,heads=2,dim=8,dtype=fp32 "
+                              "state:layers=0+3,bytes=240,dtype=fp8 state:layers=1+4,bytes=240,dtype=fp8")
+    buf = bytearray(ns.chunk_bytes)
+    for k in (0, 2, 5):  # each chunk holds the attention KV and every Mamba layer's state as of its end
+        assert first.worker.store.load(ns, ns.chunk_keys(a[:8 * (k + 1)])[k:], [buf]) == 1
+        assert np.array_equal(np.frombuffer(buf, np.uint8), expected_mamba_chunk(a, 8 * k, 8))
+    first.close()
+    # a restart: fresh connectors, fresh tensors; the whole prefix, then a prefix of 3 chunks of another prompt
+    second = MambaEngine(url)
+    b = a[:24] + prompt(6, 13)
+    second.add("a", a)
+    second.add("b", b)
+    second.run()
+    assert second.sched.stats()["hit_tokens"] == 48 + 24 and second.worker.stats()["loaded_chunks"] == 9
+    assert second.kv_ok == {"a": True, "b": True} and not second.errors
+    # what each Mamba layer read at its first step: the state loaded into the prefix's last block
+    for rid, n in (("a", 48), ("b", 24)):
+        for layer in (0, 1, 3, 4):
+            got, want = second.loaded_state[(rid, layer)], reference_state(a, n, layer)
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert second.untouched_blocks_hold_the_sentinel()  # the null block among them: never written
+    # the namespace names the states: a model without them, or with other state shapes, never reads them
+    other = CacheGroup(M_GROUPS[1].names, 0, mamba_state_of(types.SimpleNamespace(
+        shapes=(CONV, SSM), dtypes=(torch.float32, torch.bfloat16), mamba_cache_mode="all")))
+    for groups in ([M_GROUPS[0], other, M_GROUPS[2]], None):
+        flat = KvtierConnectorCore("scheduler", M_SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn",
+                                                         "chunk_tokens": 8}, groups=groups)
+        assert flat.namespace.id != ns.id
+        flat.shutdown()
+    second.close()
+
+
+def test_a_corrupt_mamba_state_is_a_load_error_of_the_whole_load_never_a_hit_with_that_state(file_tier):
+    """A flipped byte in chunk 5's state: the load reports every block it was to write (the state as of
+    chunk 4's end was read and dropped, not put in a block, so vLLM recomputes from the load's first
+    block), no block takes the bad state, and the next lookup ends at chunk 5."""
+    url, tier_dir = file_tier
+    a = prompt(7, 6 * 8 + 3)
+    first = MambaEngine(url)
+    first.add("a", a)
+    first.run()
+    keys = first.worker.namespace.chunk_keys(a)
+    first.close()
+    kv_bytes = HEADS * 2 * 2 * 8 * DIM * 4  # chunk 5's kv group: heads x 2 layers x K, V x 8 tokens x dim x fp32
+    corrupt_chunk(tier_dir, keys[5], payload_offset=kv_bytes + 3 * 240 + 100)  # layer 4's SSM state
+    second = MambaEngine(url)
+    second.add("a", a)
+    second.step()
+    full, ma, mb = second.reqs["a"].blocks
+    assert second.worker.stats()["loaded_chunks"] == 0 and second.worker.stats()["load_errors"] == 1
+    assert second.errors == set(full[:12]) | {ma[11], mb[11]} and 0 not in second.errors
+    assert ma[:11] == [0] * 11 and mb[:11] == [0] * 11
+    for layer, g in ((1, mb), (4, mb), (0, ma)):  # no block holds chunk 5's state (bad or good)
+        conv, ssm = second.page(layer, g[11])
+        want = reference_state(a, 48, layer)
+        assert not torch.equal(ssm, want[1])
+    req = types.SimpleNamespace(request_id="again", prompt_token_ids=a)
+    assert second.sched.get_num_new_matched_tokens(req, 0) == (40, False)
+    second.close()
+    third = MambaEngine(url)  # a fresh engine: a hit of 5 chunks, with chunk 4's state
+    third.add("a", a)
+    third.run()
+    assert third.sched.stats()["hit_tokens"] == 40 and third.kv_ok == {"a": True} and not third.errors
+    third.close()
+
+
+def test_a_chunk_whose_state_block_vllm_freed_is_not_saved(file_tier):
+    """vLLM's own prefix cache held the first 32 tokens: the request's Mamba blocks before block 7 (the
+    state after token 31) are the null block, so chunk 0's state (block 3, chunks of 16 tokens) is not
+    there to save, and no later chunk is reachable by a lookup without it."""
+    url, _ = file_tier
+    sched = KvtierConnectorCore("scheduler", M_SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn",
+                                                      "chunk_tokens": 16}, groups=M_GROUPS)
+    req = types.SimpleNamespace(request_id="r", prompt_token_ids=prompt(3, 40))
+    assert sched.get_num_new_matched_tokens(req, 32) == (0, False)
+    full, ma, mb = list(range(1, 11)), [0] * 7 + list(range(11, 14)), [0] * 7 + list(range(14, 17))
+    sched.update_state_after_alloc(req, Blocks([full, ma, mb]), 0)
+    out = SchedulerOutput([NewRequestData("r", req.prompt_token_ids, (full, ma, mb), 32)], CachedRequestData(),
+                          {"r": 8}, set(), set())
+    assert sched.build_connector_meta(out).saves == [] and sched.stats()["state_saves_skipped"] == 1
+    sched.shutdown()
+
+
+def test_mamba_groups_are_served_in_mode_all_only_and_refused_otherwise_with_the_reason(file_tier):
+    url, _ = file_tier
+
+    def mamba(**fields):
+        return MAMBA(**{"block_size": BS, "shapes": (CONV, SSM), "dtypes": (torch.bfloat16, torch.float32),
+                        "mamba_type": "gdn_attention", "mamba_cache_mode": "all", **fields})
+
+    cfg = kv_cache_config((M_GROUPS[0].names, FULL(block_size=BS)), (M_GROUPS[1].names, mamba()),
+                          (M_GROUPS[2].names, mamba()))
+    assert vllm_v1.check_kv_cache_config(cfg, M_SPEC) == M_GROUPS
+    assert STATE.state_bytes == 4 * 6 * 2 + 2 * 4 * 6 * 4
+    for fields, match in (({"mamba_cache_mode": "align"}, "mode 'align' is not served: .*ends inside a step"),
+                          ({"mamba_cache_mode": "none"}, "mode 'none' is not served: .*overwritten in place"),
+                          ({"mamba_cache_mode": None}, "names no mamba_cache_mode"),
+                          ({"num_speculative_blocks": 2}, "2 speculative blocks"),
+                          ({"block_size": 2 * BS}, "block size 8"),
+                          ({"dtypes": (torch.int32, torch.float32)}, "dtype.*int32.*not supported")):
+        bad = kv_cache_config((M_GROUPS[0].names, FULL(block_size=BS)), (M_GROUPS[1].names, mamba(**fields)),
+                              (M_GROUPS[2].names, mamba()))
+        with pytest.raises(ValueError, match=match):
+            vllm_v1.check_kv_cache_config(bad, M_SPEC)
+    with pytest.raises(ValueError, match="Mamba / linear-attention layers only"):
+        vllm_v1.check_kv_cache_config(kv_cache_config((M_NAMES, mamba())), M_SPEC)
+    with pytest.raises(ValueError, match="mamba_cache_mode 'all'"):  # the message names the mode that is served
+        vllm_v1.check_kv_cache_config(kv_cache_config((M_GROUPS[0].names, FULL()),
+                                                      (M_GROUPS[1].names, mamba(mamba_cache_mode="align"))), M_SPEC)
+    # the adapter on a CPU device; a CUDA device is refused (several groups on the CPU backend only)
+    on = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device="cpu")
+    conn = vllm_v1.KvtierHybridConnector(on, types.SimpleNamespace(name="SCHEDULER"), cfg)
+    core = KvtierConnectorCore("scheduler", M_SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=M_GROUPS)
+    assert conn.namespace.id == core.namespace.id
+    conn.shutdown()
+    core.shutdown()
+    on_gpu = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device="cuda")
+    with pytest.raises(ValueError, match="Mamba / linear-attention KV cache groups are served for vLLM's CPU"):
+        vllm_v1.KvtierHybridConnector(on_gpu, types.SimpleNamespace(name="WORKER"), cfg)
+    worker = KvtierConnectorCore("worker", M_SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn", "chunk_tokens": 8},
+                                 groups=M_GROUPS)
+    engine = MambaEngine("mem://?capacity=16MiB")  # its tensors, in vLLM's layout
+    swapped = dict(engine.tensors)
+    swapped[M_NAMES[0]] = list(reversed(swapped[M_NAMES[0]]))  # SSM state first: not the MambaSpec's order
+    with pytest.raises(ValueError, match="the MambaSpec says"):
+        worker.register_kv_caches(swapped)
+    gapped = dict(engine.tensors)
+    conv, ssm = gapped[M_NAMES[3]]
+    gapped[M_NAMES[3]] = [conv, ssm.as_strided(ssm.shape, ssm.stride(), ssm.storage_offset() + 4)]
+    with pytest.raises(ValueError, match="not one after the other"):
+        worker.register_kv_caches(gapped)
+    engine.close()
     worker.shutdown()

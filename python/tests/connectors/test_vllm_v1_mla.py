@@ -221,7 +221,7 @@ def test_hybrid_state_groups_and_unserved_specs_are_refused_with_the_reason():
     # several full-attention or sliding-window groups are served (test_vllm_v1_hma.py), MLA in several is not
     assert len(vllm_v1.check_kv_cache_config(_kv_cache_config("FullAttentionSpec", "FullAttentionSpec"), mha)) == 2
     for names, spec, match in (
-            (("FullAttentionSpec", "MambaSpec"), mha, "hybrid models are not served"),
+            (("FullAttentionSpec", "MambaSpec"), mha, "MambaSpec names no mamba_cache_mode"),
             (("FullAttentionSpec", "SlidingWindowSpec"), mha, "sliding_window 0"),
             (("MLAAttentionSpec", "MLAAttentionSpec"), mla_spec(), "MLA model in several KV cache groups"),
             (("FullAttentionSpec",), mla_spec(), "attention is 'mla'"),
@@ -231,7 +231,7 @@ def test_hybrid_state_groups_and_unserved_specs_are_refused_with_the_reason():
     uniform = types.SimpleNamespace(kv_cache_groups=[types.SimpleNamespace(
         layer_names=["a", "b"], kv_cache_spec=types.SimpleNamespace(kv_cache_specs={
             "a": _spec_class("FullAttentionSpec")(), "b": _spec_class("MambaSpec")()}))])
-    with pytest.raises(ValueError, match="MambaSpec"):
+    with pytest.raises(ValueError, match="mamba_cache_mode"):
         vllm_v1.check_kv_cache_config(uniform, mha)
 
 
@@ -248,7 +248,7 @@ def test_adapter_reads_an_mla_vllm_config(file_tier):
     assert conn.namespace.id == other.namespace.id
     other.shutdown()
     conn.shutdown()
-    with pytest.raises(ValueError, match="hybrid models"):
+    with pytest.raises(ValueError, match="mamba_cache_mode 'all'"):
         vllm_v1.KvtierConnector(cfg(), types.SimpleNamespace(name="WORKER"),
                                 _kv_cache_config("MLAAttentionSpec", "MambaSpec"))
     with pytest.raises(ValueError, match="context parallelism"):
