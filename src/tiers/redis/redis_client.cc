@@ -18,7 +18,6 @@ namespace {
 constexpr int kMaxRounds = 5;  // redirections and reconnects one call follows before giving up
 // The map is reloaded at least this often: Redis lists a replica in CLUSTER SLOTS only once it has
 // synchronised, and a failover without a redirection to us would otherwise go unseen.
-constexpr auto kMapMaxAge = std::chrono::seconds(10);
 
 // What became of one command of a pipeline.
 struct Outcome {
@@ -224,7 +223,7 @@ class RedisClient final : public object::ObjectClient {
     bool old = false;
     {
       std::lock_guard lock(map_mu_);
-      old = std::chrono::steady_clock::now() - map_loaded_ > kMapMaxAge;
+      old = std::chrono::steady_clock::now() - map_loaded_ > opts_.map_max_age;
     }
     if (stale_.load() || old) {
       (void)Refresh(m.get());  // on failure keep routing with what is known

@@ -35,6 +35,8 @@ struct RedisOptions {
   int conns_per_node = 4;
   std::string ns;
   bool read_only = false;  // PutMany and Delete fail with NotSupported
+  // The slot map is reloaded when a redirection or failure made it stale, and at least this often.
+  std::chrono::milliseconds map_max_age{10000};
 };
 
 // The URL options this client owns.

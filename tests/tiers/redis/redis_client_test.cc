@@ -186,8 +186,16 @@ class RedisCluster : public ::testing::Test {
     auto r = LocalRedis::Start(3, 0);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     redis_ = std::move(r).value();
-    client_ = Open(redis_->url());
-    ASSERT_NE(client_, nullptr);
+    // The redirection counts below assume the map is reloaded only after a redirection, never by age
+    // (slow runs, e.g. under TSan, take longer than the default age).
+    auto u = TierUrl::Parse(redis_->url());
+    ASSERT_TRUE(u.ok());
+    auto opts = ParseRedisOptions(*u);
+    ASSERT_TRUE(opts.ok()) << opts.status().ToString();
+    opts->map_max_age = std::chrono::hours(1);
+    auto c = OpenRedisClient(*opts);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    client_ = std::move(c).value();
   }
   std::string NodeId(int port) {
     auto r = redis_->Command(port, {"CLUSTER", "MYID"});
