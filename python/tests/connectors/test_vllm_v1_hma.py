@@ -57,22 +57,93 @@ class Blocks:  # vLLM's KVCacheBlocks
         return tuple(list(g) for g in self._ids)
 
 
-class HybridEngine:
+class DriverEngine:
+    """What both engines below share: vLLM's scheduler and worker of one KvtierConnectorCore each, one
+    block pool (block 0: the null block), and the scheduler's step around the model's compute. A subclass
+    gives ``_alloc``, ``_free_skipped`` (blocks vLLM frees as a running request moves on), ``_forward``
+    (the worker's layer calls and the model's compute) and ``_request_ok``."""
+
+    def __init__(self, spec: ModelSpec, groups: list, url: str, step_tokens: int, extra: dict) -> None:
+        cfg = {"tiers": url, "kv_cache_layout": "cpu_attn", "chunk_tokens": 8, **extra}
+        self.groups = groups
+        self.sched = KvtierConnectorCore("scheduler", spec, cfg, groups=groups)
+        self.worker = KvtierConnectorCore("worker", spec, cfg, groups=groups)
+        self.free, self.used = list(range(1, BLOCKS)), set()
+        self.step_tokens, self.reqs, self.held, self.finished_ids = step_tokens, {}, {}, set()
+        self.kv_ok, self.errors = {}, set()
+
+    def add(self, rid: str, tokens: list) -> None:
+        self.reqs[rid] = Req(rid, list(tokens), blocks=[[] for _ in self.groups])
+
+    def _schedule(self) -> tuple:
+        new, cached, n_sched = [], CachedRequestData(), {}
+        for r in self.reqs.values():
+            if r.status == "waiting":
+                ext, is_async = self.sched.get_num_new_matched_tokens(r, 0)
+                assert not is_async
+                n = len(r.prompt_token_ids) - ext if ext else min(self.step_tokens, len(r.prompt_token_ids))
+                self._alloc(r, ext, ext + n)
+                self.sched.update_state_after_alloc(r, Blocks(r.blocks), ext)
+                r.computed, r.status = ext, "running"
+                new.append(NewRequestData(r.request_id, r.prompt_token_ids, Blocks(r.blocks).get_block_ids(), ext))
+                n_sched[r.request_id] = n
+            elif r.status == "running":
+                n = min(self.step_tokens, len(r.prompt_token_ids) - r.computed)
+                self._free_skipped(r)
+                had = [len(ids) for ids in r.blocks]
+                self._alloc(r, r.computed, r.computed + n)
+                cached.req_ids.append(r.request_id)
+                cached.new_block_ids.append(tuple(ids[h:] for ids, h in zip(r.blocks, had)))
+                cached.num_computed_tokens.append(r.computed)
+                n_sched[r.request_id] = n
+        out = SchedulerOutput(new, cached, n_sched, self.finished_ids, set())
+        self.finished_ids = set()
+        return out, n_sched
+
+    def step(self) -> None:
+        out, n_sched = self._schedule()
+        w = self.worker
+        meta = self.sched.build_connector_meta(out)
+        w.handle_preemptions(meta)
+        w.bind_connector_metadata(meta)
+        w.start_load_kv(None)
+        self._forward(n_sched)
+        w.wait_for_save()
+        sending, _ = w.get_finished(out.finished_req_ids)
+        self.errors |= w.get_block_ids_with_load_errors()
+        w.clear_connector_metadata()
+        for rid in sending or ():
+            self.held.pop(rid)
+        for rid, n in n_sched.items():
+            r = self.reqs[rid]
+            r.computed += n
+            if r.computed >= len(r.prompt_token_ids):
+                self.kv_ok[rid] = self._request_ok(r)
+                hold, _ = self.sched.request_finished_all_groups(r, Blocks(r.blocks).get_block_ids())
+                r.status = "finished"
+                self.finished_ids.add(rid)
+                if hold:
+                    self.held[rid] = r.blocks
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 60
+        while any(r.status != "finished" for r in self.reqs.values()) or self.held or self.finished_ids:
+            assert time.monotonic() < deadline, "engine did not finish"
+            self.step()
+
+    def close(self) -> None:
+        self.worker.shutdown()
+        self.sched.shutdown()
+
+
+class HybridEngine(DriverEngine):
     """See the module docstring. ``step_tokens``: the most prompt tokens a step computes."""
 
     def __init__(self, url: str, step_tokens: int = 1 << 30, **extra) -> None:
-        cfg = {"tiers": url, "kv_cache_layout": "cpu_attn", "chunk_tokens": 8, **extra}
-        self.sched = KvtierConnectorCore("scheduler", SPEC, cfg, groups=GROUPS)
-        self.worker = KvtierConnectorCore("worker", SPEC, cfg, groups=GROUPS)
+        super().__init__(SPEC, GROUPS, url, step_tokens, extra)
         self.raw = [torch.full((2, BLOCKS, HEADS, BS, DIM), SENTINEL) for _ in range(LAYERS // 2)]
         self.tensors = {n: self.raw[i // 2] for i, n in enumerate(NAMES)}  # layers 2k, 2k+1 share one
-        self.free, self.used = list(range(1, BLOCKS)), set()              # block 0: the null block
-        self.step_tokens, self.reqs, self.held, self.finished_ids = step_tokens, {}, {}, set()
-        self.kv_ok, self.errors = {}, set()
         self.worker.register_kv_caches(self.tensors)
-
-    def add(self, rid: str, tokens: list) -> None:
-        self.reqs[rid] = Req(rid, list(tokens))
 
     def _alloc(self, r: Req, computed: int, upto: int) -> None:
         for ids, g in zip(r.blocks, GROUPS):
@@ -82,7 +153,7 @@ class HybridEngine:
                 ids.append(self.free.pop(0))
                 self.used.add(ids[-1])
 
-    def _free_window(self, r: Req) -> None:
+    def _free_skipped(self, r: Req) -> None:  # the window blocks
         ids = r.blocks[1]
         for i in range(min(len(ids), skipped_blocks(WINDOW, r.computed, BS))):
             if ids[i]:
@@ -118,65 +189,15 @@ class HybridEngine:
         spare = [b for b in range(BLOCKS) if b not in self.used]
         return all(bool((t[:, spare] == SENTINEL).all()) for t in self.raw)
 
-    def step(self) -> None:
-        new, cached, n_sched = [], CachedRequestData(), {}
-        for r in self.reqs.values():
-            if r.status == "waiting":
-                ext, is_async = self.sched.get_num_new_matched_tokens(r, 0)
-                assert not is_async
-                n = len(r.prompt_token_ids) - ext if ext else min(self.step_tokens, len(r.prompt_token_ids))
-                self._alloc(r, ext, ext + n)
-                self.sched.update_state_after_alloc(r, Blocks(r.blocks), ext)
-                r.computed, r.status = ext, "running"
-                new.append(NewRequestData(r.request_id, r.prompt_token_ids, Blocks(r.blocks).get_block_ids(), ext))
-                n_sched[r.request_id] = n
-            elif r.status == "running":
-                n = min(self.step_tokens, len(r.prompt_token_ids) - r.computed)
-                self._free_window(r)
-                had = [len(ids) for ids in r.blocks]
-                self._alloc(r, r.computed, r.computed + n)
-                cached.req_ids.append(r.request_id)
-                cached.new_block_ids.append(tuple(ids[h:] for ids, h in zip(r.blocks, had)))
-                cached.num_computed_tokens.append(r.computed)
-                n_sched[r.request_id] = n
-        out = SchedulerOutput(new, cached, n_sched, self.finished_ids, set())
-        self.finished_ids = set()
-        meta = self.sched.build_connector_meta(out)
-        w = self.worker
-        w.handle_preemptions(meta)
-        w.bind_connector_metadata(meta)
-        w.start_load_kv(None)
+    def _forward(self, n_sched: dict) -> None:
         for name in NAMES:
-            w.wait_for_layer_load(name)
-            w.save_kv_layer(name, self.tensors[name], None)
+            self.worker.wait_for_layer_load(name)
+            self.worker.save_kv_layer(name, self.tensors[name], None)
         for rid, n in n_sched.items():
             self._compute(self.reqs[rid], self.reqs[rid].computed, self.reqs[rid].computed + n)
-        w.wait_for_save()
-        sending, _ = w.get_finished(out.finished_req_ids)
-        self.errors |= w.get_block_ids_with_load_errors()
-        w.clear_connector_metadata()
-        for rid in sending or ():
-            self.held.pop(rid)
-        for rid, n in n_sched.items():
-            r = self.reqs[rid]
-            r.computed += n
-            if r.computed >= len(r.prompt_token_ids):
-                self.kv_ok[rid] = self.attended_kv_is_reference(r)
-                hold, _ = self.sched.request_finished_all_groups(r, Blocks(r.blocks).get_block_ids())
-                r.status = "finished"
-                self.finished_ids.add(rid)
-                if hold:
-                    self.held[rid] = r.blocks
 
-    def run(self) -> None:
-        deadline = time.monotonic() + 60
-        while any(r.status != "finished" for r in self.reqs.values()) or self.held or self.finished_ids:
-            assert time.monotonic() < deadline, "engine did not finish"
-            self.step()
-
-    def close(self) -> None:
-        self.worker.shutdown()
-        self.sched.shutdown()
+    def _request_ok(self, r: Req) -> bool:
+        return self.attended_kv_is_reference(r)
 
 
 def expected_chunk(tokens: list, start: int, n: int, zero_window_rows: int = 0) -> np.ndarray:
@@ -389,7 +410,7 @@ def reference_state(tokens: list, n: int, layer: int, state=None, start: int = 0
     return conv.to(torch.bfloat16), ssm.to(torch.float32)
 
 
-class MambaEngine:
+class MambaEngine(DriverEngine):
     """vLLM's scheduler and worker for one attention and two Mamba groups over one block pool, with
     MambaManager's 'all' mode: a new request's Mamba blocks before the one of its last computed token are
     the null block (block 0), a running request's are freed as it moves on (remove_skipped_blocks,
@@ -398,9 +419,7 @@ class MambaEngine:
     block (vLLM's prefix-caching kernels, block_idx_last_computed_token / _scheduled_token)."""
 
     def __init__(self, url: str, step_tokens: int = 1 << 30, **extra) -> None:
-        cfg = {"tiers": url, "kv_cache_layout": "cpu_attn", "chunk_tokens": 8, **extra}
-        self.sched = KvtierConnectorCore("scheduler", M_SPEC, cfg, groups=M_GROUPS)
-        self.worker = KvtierConnectorCore("worker", M_SPEC, cfg, groups=M_GROUPS)
+        super().__init__(M_SPEC, M_GROUPS, url, step_tokens, extra)
         self.raw = [torch.full((BLOCKS * PAGE // 4,), SENTINEL) for _ in ATT_LAYERS]
         hidden = HEADS * BS * DIM
         self.tensors = {}
@@ -410,13 +429,8 @@ class MambaEngine:
                 conv = raw.view(torch.bfloat16).as_strided((BLOCKS, *CONV), (PAGE // 2, CONV[1], 1))
                 ssm = raw.as_strided((BLOCKS, *SSM), (PAGE // 4, SSM[1] * SSM[2], SSM[2], 1), 48 // 4)
                 self.tensors[M_NAMES[layer]] = [conv, ssm]
-        self.free, self.used = list(range(1, BLOCKS)), set()
-        self.step_tokens, self.reqs, self.held, self.finished_ids = step_tokens, {}, {}, set()
-        self.kv_ok, self.errors, self.loaded_state = {}, set(), {}
+        self.loaded_state = {}
         self.worker.register_kv_caches(self.tensors)
-
-    def add(self, rid: str, tokens: list) -> None:
-        self.reqs[rid] = Req(rid, list(tokens), blocks=[[], [], []])
 
     def page(self, layer: int, block: int) -> tuple:
         conv, ssm = self.tensors[M_NAMES[layer]]
@@ -430,7 +444,7 @@ class MambaEngine:
                 ids.append(self.free.pop(0))
                 self.used.add(ids[-1])
 
-    def _free_states(self, r: Req) -> None:
+    def _free_skipped(self, r: Req) -> None:  # the Mamba groups' blocks
         for ids in r.blocks[1:]:
             for i in range(min(len(ids), skipped_state_blocks(r.computed, BS))):
                 if ids[i]:
@@ -486,67 +500,17 @@ class MambaEngine:
         spare = [b for b in range(BLOCKS) if b not in self.used]
         return all(bool((raw.view(BLOCKS, -1)[spare] == SENTINEL).all()) for raw in self.raw)
 
-    def step(self) -> None:
-        new, cached, n_sched = [], CachedRequestData(), {}
-        for r in self.reqs.values():
-            if r.status == "waiting":
-                ext, is_async = self.sched.get_num_new_matched_tokens(r, 0)
-                assert not is_async
-                n = len(r.prompt_token_ids) - ext if ext else min(self.step_tokens, len(r.prompt_token_ids))
-                self._alloc(r, ext, ext + n)
-                self.sched.update_state_after_alloc(r, Blocks(r.blocks), ext)
-                r.computed, r.status = ext, "running"
-                new.append(NewRequestData(r.request_id, r.prompt_token_ids, Blocks(r.blocks).get_block_ids(), ext))
-                n_sched[r.request_id] = n
-            elif r.status == "running":
-                n = min(self.step_tokens, len(r.prompt_token_ids) - r.computed)
-                self._free_states(r)
-                had = [len(ids) for ids in r.blocks]
-                self._alloc(r, r.computed, r.computed + n)
-                cached.req_ids.append(r.request_id)
-                cached.new_block_ids.append(tuple(ids[h:] for ids, h in zip(r.blocks, had)))
-                cached.num_computed_tokens.append(r.computed)
-                n_sched[r.request_id] = n
-        out = SchedulerOutput(new, cached, n_sched, self.finished_ids, set())
-        self.finished_ids = set()
-        meta = self.sched.build_connector_meta(out)
-        w = self.worker
-        w.handle_preemptions(meta)
-        w.bind_connector_metadata(meta)
-        w.start_load_kv(None)
-        self.errors |= w.get_block_ids_with_load_errors()  # (a load with Mamba states ends in start_load_kv)
+    def _forward(self, n_sched: dict) -> None:
+        self.errors |= self.worker.get_block_ids_with_load_errors()  # (a load with Mamba states ends in start_load_kv)
         for name in M_NAMES:  # vLLM's attention layers wait; its Mamba layers may not
             if name.endswith("attn.attn"):
-                w.wait_for_layer_load(name)
+                self.worker.wait_for_layer_load(name)
         for rid, n in n_sched.items():
             if not self.errors:  # vLLM would recompute from the first failed block (not modelled here)
                 self._compute(self.reqs[rid], self.reqs[rid].computed, self.reqs[rid].computed + n)
-        w.wait_for_save()
-        sending, _ = w.get_finished(out.finished_req_ids)
-        self.errors |= w.get_block_ids_with_load_errors()
-        w.clear_connector_metadata()
-        for rid in sending or ():
-            self.held.pop(rid)
-        for rid, n in n_sched.items():
-            r = self.reqs[rid]
-            r.computed += n
-            if r.computed >= len(r.prompt_token_ids):
-                self.kv_ok[rid] = self.attended_kv_is_reference(r) and self.state_is_reference(r)
-                hold, _ = self.sched.request_finished_all_groups(r, Blocks(r.blocks).get_block_ids())
-                r.status = "finished"
-                self.finished_ids.add(rid)
-                if hold:
-                    self.held[rid] = r.blocks
 
-    def run(self) -> None:
-        deadline = time.monotonic() + 60
-        while any(r.status != "finished" for r in self.reqs.values()) or self.held or self.finished_ids:
-            assert time.monotonic() < deadline, "engine did not finish"
-            self.step()
-
-    def close(self) -> None:
-        self.worker.shutdown()
-        self.sched.shutdown()
+    def _request_ok(self, r: Req) -> bool:
+        return self.attended_kv_is_reference(r) and self.state_is_reference(r)
 
 
 def expected_mamba_chunk(tokens: list, start: int, n: int) -> np.ndarray:
