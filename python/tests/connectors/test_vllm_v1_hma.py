@@ -325,6 +325,7 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
         "layers=4 tokens=8 kv:layers=1+3,heads=2,dim=8,dtype=fp32 window:layers=0,heads=2,dim=8,window=10,"
         "dtype=fp32 window:layers=2,heads=2,dim=8,window=10,dtype=fp32")
     for extra, match in (({}, "disable-hybrid-kv-cache-manager"), ({"kv_cache_layout": "flash_attn"}, "head-major"),
+                         ({"kv_cache_layout": "flashinfer"}, "kv_cache_layout 'hnd', which KvtierHybridConnector"),
                          ({"kv_cache_layout": "cpu_attn", "async_load": True}, "_update_waiting_for_remote_kv")):
         with pytest.raises(ValueError, match=match):
             KvtierConnectorCore("worker", SPEC, {"tiers": url, **extra}, groups=GROUPS)
@@ -334,7 +335,7 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
         with pytest.raises(ValueError, match=match):
             vllm_v1.check_kv_cache_config(bad, SPEC)
     # vLLM's adapter: SupportsHMA's request_finished_all_groups, the groups from the KVCacheConfig, the
-    # CPU backend's layout on a CPU device, the refusal naming --disable-hybrid-kv-cache-manager elsewhere
+    # CPU backend's layout on a CPU device, vLLM's HND layout asked for and served on a CUDA device
     assert callable(getattr(vllm_v1.KvtierHybridConnector, "request_finished_all_groups", None))
 
     def on(device):
@@ -345,16 +346,26 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
     conn = vllm_v1.KvtierHybridConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
     core = KvtierConnectorCore("scheduler", SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=GROUPS)
     assert conn.namespace.id == core.namespace.id
+    cpu_ns = conn.namespace.id
     conn.shutdown()
     core.shutdown()
-    with pytest.raises(ValueError, match="disable-hybrid-kv-cache-manager"):
-        vllm_v1.KvtierHybridConnector(on("cuda"), types.SimpleNamespace(name="WORKER"), cfg)
+    assert vllm_v1.KvtierHybridConnector.get_required_kvcache_layout(on("cuda")) == "HND"
+    assert vllm_v1.KvtierHybridConnector.get_required_kvcache_layout(on("cpu")) == "NHD"
+    assert vllm_v1.KvtierConnector.get_required_kvcache_layout(on("cuda")) == "NHD"
+    on_gpu = vllm_config(SPEC.model, LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device="cuda")
+    on_gpu.model_config.use_mla = True
+    assert vllm_v1.KvtierHybridConnector.get_required_kvcache_layout(on_gpu) == "NHD"  # MLA: not asked
+    named = vllm_config(SPEC.model, LAYERS, HEADS, DIM, BS, {"tiers": [url], "kv_cache_layout": "flash_attn"},
+                        device="cuda")
+    assert vllm_v1.KvtierHybridConnector.get_required_kvcache_layout(named) == "NHD"  # the configuration's
+    with pytest.raises(ValueError, match="disable-hybrid-kv-cache-manager"):           # NHD: refused
+        vllm_v1.KvtierHybridConnector(named, types.SimpleNamespace(name="WORKER"), cfg)
+    gpu = vllm_v1.KvtierHybridConnector(on("cuda"), types.SimpleNamespace(name="WORKER"), cfg)
+    assert gpu.namespace.id == cpu_ns  # the same head-major chunks as the CPU backend's
+    gpu.shutdown()
     worker = KvtierConnectorCore("worker", SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=GROUPS)
     with pytest.raises(ValueError, match="not the layers of the KV cache groups"):
         worker.register_kv_caches({n: torch.zeros(2, 8, HEADS, BS, DIM) for n in NAMES[:3]})
-    cuda = types.SimpleNamespace(device=types.SimpleNamespace(type="cuda", index=0))  # what is_cuda reads
-    with pytest.raises(ValueError, match="CUDA tensors"):  # never a host copy into device addresses
-        worker.register_kv_caches({n: cuda for n in NAMES})
     worker.shutdown()
 
 
@@ -683,15 +694,20 @@ def test_mamba_groups_are_served_in_mode_all_only_and_refused_otherwise_with_the
     with pytest.raises(ValueError, match="mamba_cache_mode 'all'"):  # the message names the mode that is served
         vllm_v1.check_kv_cache_config(kv_cache_config((M_GROUPS[0].names, FULL()),
                                                       (M_GROUPS[1].names, mamba(mamba_cache_mode="align"))), M_SPEC)
-    # the adapter on a CPU device; a CUDA device is refused (several groups on the CPU backend only)
+    # the adapter on a CPU device, and on a CUDA device (vLLM's HND layout: the same chunks); an NHD
+    # layout named in the configuration is refused, naming the ways out
     on = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device="cpu")
     conn = vllm_v1.KvtierHybridConnector(on, types.SimpleNamespace(name="SCHEDULER"), cfg)
     core = KvtierConnectorCore("scheduler", M_SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=M_GROUPS)
     assert conn.namespace.id == core.namespace.id
-    conn.shutdown()
-    core.shutdown()
     on_gpu = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device="cuda")
-    with pytest.raises(ValueError, match="Mamba / linear-attention KV cache groups are served for vLLM's CPU"):
+    gpu = vllm_v1.KvtierHybridConnector(on_gpu, types.SimpleNamespace(name="WORKER"), cfg)
+    assert gpu.namespace.id == core.namespace.id
+    for c in (conn, core, gpu):
+        c.shutdown()
+    on_gpu = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url], "kv_cache_layout": "flashinfer"},
+                         device="cuda")
+    with pytest.raises(ValueError, match="Mamba / linear-attention KV cache groups .* HND caches only.*VLLM_KV_"):
         vllm_v1.KvtierHybridConnector(on_gpu, types.SimpleNamespace(name="WORKER"), cfg)
     worker = KvtierConnectorCore("worker", M_SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn", "chunk_tokens": 8},
                                  groups=M_GROUPS)
