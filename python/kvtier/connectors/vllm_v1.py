@@ -36,22 +36,25 @@ Worker side (one per TP rank):
   (both NHD: each block's K and V is one contiguous run), a (K, V) pair of
   ``[num_blocks, block_size, kv_heads, head_dim]``, or, on the CPU, vLLM's CPU backend's HND layout
   ``[2, num_blocks, kv_heads, block_size, head_dim]`` (``kv_cache_layout: cpu_attn``, which the
-  adapter sets on a CPU device: its chunks are in the grouped head-major order, another namespace);
+  adapter sets on a CPU device: its chunks are in the grouped head-major order, another namespace),
+  and FlashAttention's or FlashInfer's cache in vLLM's HND stride order (``kv_cache_layout: hnd``,
+  which the adapter sets for ``KvtierHybridConnector`` on a CUDA device, where it asks vLLM for HND:
+  the same head-major chunks);
   for an MLA model (``use_mla``) the MLA backends' ``[num_blocks, block_size, latent_dim]``,
   stored in the grouped layout of one ``latent`` group (chunks shared by every TP rank and
   degree: only rank 0 saves, every rank loads). The same shapes on CPU and CUDA (one description,
   ``_host_paged.PagedCache``). With vLLM's hybrid KV cache manager (``KvtierHybridConnector``
   declares ``SupportsHMA``; ``KvtierConnector`` does not and serves one group), full-attention,
   sliding-window and Mamba / linear-attention layers in KV cache groups of their own, each with its
-  own block ids, on the CPU backend (``cpu_attn``): chunks of ``kv``, ``window`` and ``state`` groups
+  own block ids, in HND caches (``cpu_attn`` on the CPU backend, ``hnd`` on CUDA through kvtier.gpu's
+  pieces, ``_gpu_grouped``): chunks of ``kv``, ``window`` and ``state`` groups
   (``_vllm_groups``), the null blocks before a request's window never written, window blocks vLLM
   freed before a save saved as zeros (no load of a prefix holding the chunk uses them); a Mamba
   group's state as of each chunk's end (vLLM's ``mamba_cache_mode='all'``: the block ending the chunk)
   saved with the chunk, and a prefix's last chunk's state loaded into the prefix's last block (the
   load ends before ``start_load_kv`` returns; a failed load reports every block it was to write).
-  Anything else (another stride order, a cross-layer cache, window or Mamba groups on NHD or CUDA
-  caches, Mamba states in ``align`` or ``none`` mode: ``check_kv_cache_config``) is refused with
-  ValueError.
+  Anything else (another stride order, a cross-layer cache, window or Mamba groups on NHD caches,
+  Mamba states in ``align`` or ``none`` mode: ``check_kv_cache_config``) is refused with ValueError.
 - ``start_load_kv`` starts one kvtier load per request over its block table (kvtier copies verified
   chunk bytes straight into the blocks); ``wait_for_layer_load(layer)`` waits, for each synchronous
   load, only until that layer's bytes of every chunk are verified and in the blocks
@@ -76,7 +79,8 @@ Worker side (one per TP rank):
 
 CPU tensors (vLLM's CPU backend) go through kvtier's host paged path (``_host_paged``); CUDA tensors
 through kvtier.gpu (``_gpu_paged``: FlashAttention caches and (K, V) pairs by its block-table plan,
-FlashInfer, MLA and cpu_attn caches by the host path's piece lists with device addresses): a load is read and
+FlashInfer, MLA and HND caches by the host path's piece lists with device addresses; several KV cache
+groups by ``_gpu_grouped``, one layer group, -1 blocks in device scratch): a load is read and
 verified on the host before ``start_load_kv`` returns and lands on the GPU layer group by layer group
 (``layer_groups``, default min(layers, 8)), ``wait_for_layer_load`` makes the engine's current stream
 wait for that layer's group without blocking the host, and a save gathers the blocks on the GPU and is
