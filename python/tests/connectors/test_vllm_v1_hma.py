@@ -808,7 +808,8 @@ def host_gpu(monkeypatch):
 # HND forms of a layer's cache: (physical tensor, the view vLLM registers). FlashAttention and FlashInfer
 # in vLLM's HND stride order (0, 1, 3, 2, 4); the block of (K or V, block) as [BS, heads, DIM].
 HND_FORMS = {
-    "cpu_attn": (lambda: torch.randn(2, BLOCKS, HEADS, BS, DIM), lambda t: t, lambda t, kv, b: t[kv, b].transpose(0, 1)),
+    "cpu_attn": (lambda: torch.randn(2, BLOCKS, HEADS, BS, DIM), lambda t: t,
+                 lambda t, kv, b: t[kv, b].transpose(0, 1)),
     "flash_attn_hnd": (lambda: torch.randn(2, BLOCKS, HEADS, BS, DIM), lambda t: t.transpose(2, 3),
                        lambda t, kv, b: t[kv, b]),
     "flashinfer_hnd": (lambda: torch.randn(BLOCKS, 2, HEADS, BS, DIM), lambda t: t.transpose(2, 3),
