@@ -264,12 +264,19 @@ def test_a_corrupt_chunk_reports_its_blocks_of_every_group(file_tier):
     second.close()
 
 
-def test_window_blocks_freed_before_a_save_are_saved_as_zeros_and_never_loaded(file_tier):
+@pytest.mark.parametrize("on", ["cpu", "fake_cuda"])
+def test_window_blocks_freed_before_a_save_are_saved_as_zeros_and_never_loaded(file_tier, request, on):
+    """On the CPU backend, and on FlashAttention's HND cache "on CUDA" (kvtier.gpu's pieces played by the
+    host path, HostTransfer: the zeros come from device scratch)."""
     url, _ = file_tier
+    form = None
+    if on == "fake_cuda":
+        request.getfixturevalue("host_gpu")
+        form = fa_hnd
     a = prompt(2, 40)
     # chunks of 16 tokens (more than the window of 10), steps of 6: chunk 1 completes in the step after
     # 30 tokens, when vLLM has freed the window blocks of tokens 0-19 (poison now), block 4 among them
-    first = HybridEngine(url, step_tokens=6, chunk_tokens=16)
+    first = HybridEngine(url, step_tokens=6, chunk_tokens=16, form=form)
     first.add("a", a)
     first.run()
     assert first.kv_ok == {"a": True}
@@ -281,7 +288,7 @@ def test_window_blocks_freed_before_a_save_are_saved_as_zeros_and_never_loaded(f
     # window layers (block 4: freed, poison by then, never read)
     assert np.array_equal(np.frombuffer(buf, np.float32), expected_chunk(a, 16, 16, zero_window_rows=4))
     first.close()
-    second = HybridEngine(url, chunk_tokens=16)
+    second = HybridEngine(url, chunk_tokens=16, form=form)
     second.add("a", a)
     second.run()
     assert second.sched.stats()["hit_tokens"] == 32 and second.kv_ok == {"a": True} and not second.errors
@@ -789,7 +796,8 @@ class HostTransfer:
 
 
 def host_alloc(nbytes: int, zeros: bool):
-    return (torch.zeros if zeros else torch.empty)(nbytes, dtype=torch.uint8)
+    """Device scratch, played by host memory; without ``zeros`` it holds garbage, as fresh memory may."""
+    return torch.zeros(nbytes, dtype=torch.uint8) if zeros else torch.full((nbytes,), 0xA5, dtype=torch.uint8)
 
 
 @pytest.fixture
