@@ -86,11 +86,13 @@ step gpu_pinned_test 40 gpu_pinned_test.log "$CARRY/bin/gpu_pinned_test" --gtest
 for t in gpu_api_test gpu_plan_test; do step "$t" 30 "$t.log" "$CARRY/bin/$t"; done
 # 1b. The connector's CUDA path for every layout it serves, small caches through the driver's engine
 #     (python/tests/connectors/test_vllm_v1_gpu.py): FlashAttention by the block-table plan, FlashInfer,
-#     MLA and head-major (cpu_attn) by pieces; reload equals the reference rows. Needs pytest there.
+#     MLA and head-major (cpu_attn) by pieces; reload equals the reference rows; and several KV cache
+#     groups (full attention + sliding window, test_vllm_v1_hma.py) on FlashAttention's HND cache by
+#     pieces (_gpu_grouped). Needs pytest there.
 if python3 -c 'import pytest' 2>/dev/null; then
   step gpu_layouts_connector 45 layouts.log env -C python KVTIER_LIBRARY="$CARRY/libkvtier.so" \
     PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider -rs \
-    tests/connectors/test_vllm_v1_gpu.py -k reload_equals_recompute
+    tests/connectors/test_vllm_v1_gpu.py tests/connectors/test_vllm_v1_hma.py -k reload_equals_recompute
   log "gpu_layouts_connector: $(tail -1 "$RESULTS/layouts.log")"
 else
   log "gpu_layouts_connector: SKIPPED, no pytest on this machine (GpuPieces in gpu_device_test covers MLA and head-major)"

@@ -13,7 +13,8 @@ the CUDA tensors' addresses. From it, two ways to the GPU:
 - caller-described pieces (``piece_plan``, kvtier.gpu ``load_pieces`` / ``save_pieces``) for every
   other layout the host path serves: FlashInfer's ``[num_blocks, 2, ...]`` (K and V interleaved block
   by block), MLA latent caches ``[num_blocks, block_size, latent_dim]`` (padded blocks too) and the
-  head-major ``cpu_attn`` form ``[2, num_blocks, kv_heads, block_size, head_dim]``. The pieces are
+  head-major (HND) forms (``cpu_attn`` / ``hnd``: vLLM's CPU backend's ``[2, num_blocks, kv_heads,
+  block_size, head_dim]``, FlashAttention's and FlashInfer's caches in vLLM's HND stride order). The pieces are
   exactly the host path's ``PagedCache.pieces()`` for the same blocks, with device addresses; each
   piece's layer group is its first region's layer's. A head-major chunk holds the layers once per head,
   so its loads have one layer group (every layer wait waits for the whole load).
@@ -39,7 +40,7 @@ import numpy as np
 
 from .. import gpu
 from ._host_paged import PagedCache
-from ._vllm_kv_caches import _TORCH_DTYPES, _layer_order, paged_cache_of
+from ._vllm_kv_caches import _TORCH_DTYPES, HEAD_MAJOR, _layer_order, paged_cache_of
 
 if TYPE_CHECKING:
     from .vllm_v1 import ModelSpec
@@ -139,7 +140,7 @@ def device_paged_cache(kv_caches: Mapping[str, Any], spec: ModelSpec, layout: st
 def is_classic(cache: PagedCache, spec: ModelSpec, layout: str) -> bool:
     """Whether kvtier.gpu's block-table plan addresses the cache: a K/V model, chunks in the classic
     order, every region's blocks back to back (one contiguous K and V tensor per layer)."""
-    return (spec.attention != "mla" and layout != "cpu_attn" and cache.regions == 2 * spec.layers
+    return (spec.attention != "mla" and layout not in HEAD_MAJOR and cache.regions == 2 * spec.layers
             and bool(np.all(cache.strides == np.uint64(cache.region_bytes))))
 
 

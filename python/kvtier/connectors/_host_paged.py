@@ -119,10 +119,11 @@ class PagedCache:
         addr = self.bases[None, :, None] + b[:, None, :] * self.strides[None, :, None]  # [chunks, R, blocks]
         skipped = np.broadcast_to((blocks < 0)[:, None, :], addr.shape)
         if skipped.any():
-            if scratch is None or scratch.nbytes < int(skipped.sum()) * self.region_bytes:
+            address, size = _buffer(scratch)
+            if size < int(skipped.sum()) * self.region_bytes:
                 raise ValueError("skipped blocks need a scratch buffer of one region each")
             offsets = np.cumsum(skipped.ravel()) - 1
-            base = np.uint64(scratch.ctypes.data)
+            base = np.uint64(address)
             scratch_addr = base + offsets.reshape(addr.shape).astype(np.uint64) * region
             addr = np.where(skipped, scratch_addr, addr)
         flat = addr.reshape(len(blocks), -1)                      # [n_chunks, regions per chunk]
@@ -133,6 +134,16 @@ class PagedCache:
         out[:, 0] = flat.ravel()[first]
         out[:, 1] = np.diff(np.append(first, flat.size)).astype(np.uint64) * region
         return out, starts.sum(axis=1).astype(np.uint64), first
+
+
+def _buffer(scratch: Any) -> tuple[int, int]:
+    """(address, bytes) of a scratch buffer: a numpy array (host) or a tensor (kvtier.gpu's pieces: device
+    memory); (0, 0) for None."""
+    if scratch is None:
+        return 0, 0
+    if hasattr(scratch, "data_ptr"):
+        return int(scratch.data_ptr()), int(scratch.numel()) * int(scratch.element_size())
+    return int(scratch.ctypes.data), int(scratch.nbytes)
 
 
 class _Keep:

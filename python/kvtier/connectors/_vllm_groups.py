@@ -8,9 +8,11 @@ the one holding the state of the last computed token (``MambaManager``, vllm/v1/
 single_type_kv_cache_manager.py; docs/connectors.md names the revisions). The connector stores such a
 model in kvtier's grouped layout (docs/models.md): per vLLM group a kvtier group, ``kv`` for full
 attention, ``window`` for sliding-window layers (head-major), ``state`` for Mamba layers. Served for
-vLLM's CPU backend's HND cache (``[2, num_blocks, kv_heads, block_size, head_dim]``: a head's rows of a
-block are one run), where a chunk's piece of (head, layer, K or V) is, block by block, whole regions of
-that layer's blocks; a layer's blocks come from the block ids of that layer's vLLM group.
+HND caches (a head's rows of a block are one run: vLLM's CPU backend's ``[2, num_blocks, kv_heads,
+block_size, head_dim]`` on the host path, and on CUDA through kvtier.gpu's pieces (``_gpu_grouped``)
+FlashAttention's or FlashInfer's cache in vLLM's HND stride order, ``_vllm_kv_caches.HEAD_MAJOR``),
+where a chunk's piece of (head, layer, K or V) is, block by block, whole regions of that layer's
+blocks; a layer's blocks come from the block ids of that layer's vLLM group.
 
 A Mamba layer's cache is a list of state tensors ``[num_blocks, *shape]`` (conv state, then SSM or
 temporal state), views of one page per block (``MambaSpec.shapes`` / ``dtypes``, one after the other
@@ -166,10 +168,11 @@ class GroupedCache:
         last = np.flatnonzero(self._layers <= layer)
         return int(self._ends[last[-1]]) if last.size else 0
 
-    def pieces(self, tables: np.ndarray, zeros: bool = False) -> tuple[np.ndarray, np.ndarray, list]:
+    def pieces(self, tables: np.ndarray, zeros: bool = False, alloc: Any = None) -> tuple[np.ndarray, np.ndarray, list]:
         """(kvtier_buf entries [n, 2], pieces per chunk, scratch buffers to keep alive) for the
         chunks of ``tables`` (int [groups, n_chunks, blocks_per_chunk]), in chunk byte order; -1
-        blocks are scratch (zero-filled with ``zeros``)."""
+        blocks are scratch (zero-filled with ``zeros``): host memory, or ``alloc(bytes, zeros)``'s
+        buffer (device memory for kvtier.gpu: ``_gpu_grouped``)."""
         tables = np.asarray(tables, dtype=np.int64)
         if tables.ndim != 3 or tables.shape[0] != self.groups:
             raise ValueError(f"block tables must be [{self.groups} groups, n_chunks, blocks_per_chunk]")
@@ -178,7 +181,10 @@ class GroupedCache:
         for group, seg, state in self.segments:
             table = tables[group][:, -1:] if state else tables[group]  # a chunk's state: its last block's
             skipped = int((table < 0).sum()) * seg.regions
-            buf = (np.zeros if zeros else np.empty)(skipped * seg.region_bytes, dtype=np.uint8) if skipped else None
+            buf = None
+            if skipped:
+                nbytes = skipped * seg.region_bytes
+                buf = alloc(nbytes, zeros) if alloc else (np.zeros if zeros else np.empty)(nbytes, dtype=np.uint8)
             e, c = seg.pieces(table, buf)
             entries.append(e)
             counts.append(c.astype(np.int64))
@@ -192,8 +198,8 @@ class GroupedCache:
 
 def grouped_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, groups: Sequence[CacheGroup],
                      chunk_tokens: int) -> GroupedCache:
-    """The plan of vLLM's CPU-backend (HND) ``kv_caches`` whose layers are in ``groups`` (a Mamba
-    layer's entry: its list of state tensors)."""
+    """The plan of vLLM's HND ``kv_caches`` whose layers are in ``groups`` (a Mamba layer's entry: its
+    list of state tensors): CPU tensors, or CUDA ones seen through ``_gpu_paged._Geometry``."""
     pos = layer_positions(groups)
     if set(kv_caches) != set(pos):
         raise ValueError(f"KvtierConnector: the KV caches' layers {sorted(kv_caches)} are not the layers "
@@ -202,7 +208,7 @@ def grouped_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, groups: Sequ
     if len(names) != spec.layers:
         raise ValueError(f"KvtierConnector: {len(names)} KV cache layers, the model has {spec.layers}")
     attn = {pos[n] for g in groups if g.state is None for n in g.names}
-    regions = {l: _layer_regions(kv_caches[names[l]], spec, "cpu_attn", f"layer {names[l]!r}") for l in sorted(attn)}
+    regions = {l: _layer_regions(kv_caches[names[l]], spec, "hnd", f"layer {names[l]!r}") for l in sorted(attn)}
     segments = []
     for _, layers, group in kvtier_groups(groups):
         state = groups[group].state
@@ -248,13 +254,12 @@ def _state_region(t: Any, state: StateSpec, what: str) -> tuple[int, int, int]:
     offset, page, blocks = 0, None, None
     for x, shape, dtype, size in zip(t, state.shapes, state.dtypes, sizes):
         device = getattr(getattr(x, "device", None), "type", None)
-        if device != "cpu":
-            raise ValueError(f"KvtierConnector: {what}: a {device} state tensor; several KV cache groups are "
-                             "served on vLLM's CPU backend only")
+        if device != "cpu":  # CUDA caches are described through _gpu_paged._Geometry, which reads as CPU
+            raise ValueError(f"KvtierConnector: {what}: a {device} state tensor among CPU tensors")
         if str(x.dtype).replace("torch.", "") != dtype or tuple(x.shape[1:]) != tuple(shape):
             raise ValueError(f"KvtierConnector: {what}: a state tensor {tuple(x.shape)} {x.dtype}, the "
                              f"MambaSpec says [num_blocks, {', '.join(map(str, shape))}] {dtype}")
-        if x.dim() > 1 and not x[0].is_contiguous():
+        if not _rows_contiguous(tuple(x.shape[1:]), tuple(x.stride()[1:])):
             raise ValueError(f"KvtierConnector: {what}: a block's state is not contiguous (strides {x.stride()})")
         if x.data_ptr() != base + offset:
             raise ValueError(f"KvtierConnector: {what}: the state tensors are not one after the other in a "
@@ -266,6 +271,17 @@ def _state_region(t: Any, state: StateSpec, what: str) -> tuple[int, int, int]:
     if page < offset:
         raise ValueError(f"KvtierConnector: {what}: a page of {page} bytes holds a state of {offset}")
     return base, page, blocks
+
+
+def _rows_contiguous(shape: tuple, strides: tuple) -> bool:
+    """Whether a tensor of ``shape`` and ``strides`` (elements) is one contiguous row-major run
+    (dimensions of size 1 may have any stride)."""
+    want = 1
+    for size, stride in reversed(list(zip(shape, strides))):
+        if size != 1 and stride != want:
+            return False
+        want *= size
+    return True
 
 
 def load_grouped(store: Store, ns: Namespace, keys: Sequence[bytes], cache: GroupedCache,

@@ -5,9 +5,12 @@ Served (CPU tensors):
   the classic order: FlashAttention ``[2, num_blocks, block_size, kv_heads, head_dim]`` (layout
   ``flash_attn``), FlashInfer ``[num_blocks, 2, block_size, kv_heads, head_dim]`` (``flashinfer``), and
   a (K, V) pair of ``[num_blocks, block_size, kv_heads, head_dim]``;
-- HND, vLLM's CPU backend ``[2, num_blocks, kv_heads, block_size, head_dim]`` (layout ``cpu_attn``:
-  each head's rows of a block are one contiguous run of block_size x head_dim values), chunks in the
-  grouped head-major order (docs/models.md), so a region is one head's rows of one block;
+- HND (each head's rows of a block are one contiguous run of block_size x head_dim values), chunks in
+  the grouped head-major order (docs/models.md), so a region is one head's rows of one block (layouts
+  ``cpu_attn`` and ``hnd``, ``HEAD_MAJOR``): vLLM's CPU backend ``[2, num_blocks, kv_heads, block_size,
+  head_dim]``, and FlashAttention's ``[2, num_blocks, block_size, kv_heads, head_dim]`` or FlashInfer's
+  ``[num_blocks, 2, block_size, kv_heads, head_dim]`` with vLLM's HND stride order
+  (``get_kv_cache_stride_order`` (0, 1, 3, 2, 4): heads before tokens in memory; on CUDA);
 - for an MLA model (``spec.attention == "mla"``) the MLA backends' one tensor per layer
   ``[num_blocks, block_size, latent_dim]`` (each block one contiguous run of block_size x latent_dim
   values; blocks may be padded apart).
@@ -31,6 +34,13 @@ if TYPE_CHECKING:
     from .vllm_v1 import ModelSpec
 
 _LAYER_INDEX = re.compile(r"(\d+)")
+# kv_cache_layout values whose chunks are in the grouped head-major order: vLLM's CPU backend's cache
+# (cpu_attn) and the HND caches of its CUDA backends (hnd); both read every HND form (_hnd_regions).
+HEAD_MAJOR = ("cpu_attn", "hnd")
+# HND forms of a 5-dimensional cache: (name, K/V dim, block dim, head dim, token dim)
+_HND_FORMS = (("cpu_attn [2, num_blocks, kv_heads, block_size, head_dim]", 0, 1, 2, 3),
+              ("FlashAttention HND [2, num_blocks, block_size, kv_heads, head_dim]", 0, 1, 3, 2),
+              ("FlashInfer HND [num_blocks, 2, block_size, kv_heads, head_dim]", 1, 0, 3, 2))
 
 
 def _layer_order(names: Sequence[str]) -> list:
@@ -79,9 +89,8 @@ def _layer_regions(t: Any, spec: ModelSpec, layout: str, what: str) -> tuple[int
                          "[num_blocks, 2, block_size, kv_heads, head_dim], "
                          "[2, num_blocks, kv_heads, block_size, head_dim] (cpu_attn), or a (K, V) pair)")
     es, base = t.element_size(), t.data_ptr()
-    if layout == "cpu_attn":
-        _hnd_region(t, spec, what)
-        return base, base + t.stride(0) * es, t.stride(1) * es, shape[1], t.stride(2) * es
+    if layout in HEAD_MAJOR:
+        return _hnd_regions(t, spec, what)
     if layout == "auto":
         layout = _nhd_layout_of(shape, spec, what)
     kv_dim, block_dim = (0, 1) if layout == "flash_attn" else (1, 0)
@@ -110,17 +119,19 @@ def _nhd_layout_of(shape: tuple, spec: ModelSpec, what: str) -> str:
                      "kv_cache_layout to 'flash_attn' or 'flashinfer'")
 
 
-def _hnd_region(t: Any, spec: ModelSpec, what: str) -> None:
-    """ValueError unless ``t`` is [2, num_blocks, kv_heads, block_size, head_dim] with each head's rows
-    of a block one contiguous run (vLLM's CPU backend)."""
-    want = (spec.kv_heads, spec.block_size, spec.head_dim)
-    if t.shape[0] != 2 or tuple(t.shape[2:]) != want:
-        raise ValueError(f"KvtierConnector: {what}: shape {tuple(t.shape)} is not the cpu_attn layout "
-                         f"[2, num_blocks, kv_heads, block_size, head_dim] = [2, _, {want[0]}, {want[1]}, "
-                         f"{want[2]}]")
-    if tuple(t.stride()[-2:]) != (spec.head_dim, 1):
-        raise ValueError(f"KvtierConnector: {what}: one head's rows of a block are not one contiguous run "
-                         f"(strides {tuple(t.stride())})")
+def _hnd_regions(t: Any, spec: ModelSpec, what: str) -> tuple[int, int, int, int, int]:
+    """``_layer_regions`` of an HND cache: the one form of ``_HND_FORMS`` whose shape and strides ``t``
+    has (each head's rows of a block one contiguous run); ValueError otherwise."""
+    shape, strides, es = tuple(t.shape), tuple(t.stride()), t.element_size()
+    for _, kv, block, head, token in _HND_FORMS:
+        fits = (shape[kv], shape[head], shape[token], shape[4]) == (2, spec.kv_heads, spec.block_size, spec.head_dim)
+        if fits and (strides[token], strides[4]) == (spec.head_dim, 1):
+            base = t.data_ptr()
+            return base, base + strides[kv] * es, strides[block] * es, shape[block], strides[head] * es
+    forms = "; ".join(f[0] for f in _HND_FORMS)
+    raise ValueError(f"KvtierConnector: {what}: shape {shape} strides {strides} is not an HND cache whose head's "
+                     f"rows of a block are one contiguous run (kv_heads {spec.kv_heads}, block_size "
+                     f"{spec.block_size}, head_dim {spec.head_dim}; served: {forms}, HND strides)")
 
 
 _TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32",
@@ -169,7 +180,7 @@ def paged_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, layout: str = 
                                       _one(latents, 2, "num_blocks"), spec.block_size, row, **keep)
     regions = [_layer_regions(kv_caches[n], spec, layout, f"layer {n!r}") for n in names]
     num_blocks = _one(regions, 3, "num_blocks")
-    if layout == "cpu_attn":
+    if layout in HEAD_MAJOR:
         return PagedCache.head_major([r[0] for r in regions], [r[1] for r in regions], [r[2] for r in regions],
                                      _one(regions, 4, "head stride"), spec.kv_heads, num_blocks,
                                      spec.block_size, row // spec.kv_heads, **keep)

@@ -36,22 +36,25 @@ Worker side (one per TP rank):
   (both NHD: each block's K and V is one contiguous run), a (K, V) pair of
   ``[num_blocks, block_size, kv_heads, head_dim]``, or, on the CPU, vLLM's CPU backend's HND layout
   ``[2, num_blocks, kv_heads, block_size, head_dim]`` (``kv_cache_layout: cpu_attn``, which the
-  adapter sets on a CPU device: its chunks are in the grouped head-major order, another namespace);
+  adapter sets on a CPU device: its chunks are in the grouped head-major order, another namespace),
+  and FlashAttention's or FlashInfer's cache in vLLM's HND stride order (``kv_cache_layout: hnd``,
+  which the adapter sets for ``KvtierHybridConnector`` on a CUDA device, where it asks vLLM for HND:
+  the same head-major chunks);
   for an MLA model (``use_mla``) the MLA backends' ``[num_blocks, block_size, latent_dim]``,
   stored in the grouped layout of one ``latent`` group (chunks shared by every TP rank and
   degree: only rank 0 saves, every rank loads). The same shapes on CPU and CUDA (one description,
   ``_host_paged.PagedCache``). With vLLM's hybrid KV cache manager (``KvtierHybridConnector``
   declares ``SupportsHMA``; ``KvtierConnector`` does not and serves one group), full-attention,
   sliding-window and Mamba / linear-attention layers in KV cache groups of their own, each with its
-  own block ids, on the CPU backend (``cpu_attn``): chunks of ``kv``, ``window`` and ``state`` groups
+  own block ids, in HND caches (``cpu_attn`` on the CPU backend, ``hnd`` on CUDA through kvtier.gpu's
+  pieces, ``_gpu_grouped``): chunks of ``kv``, ``window`` and ``state`` groups
   (``_vllm_groups``), the null blocks before a request's window never written, window blocks vLLM
   freed before a save saved as zeros (no load of a prefix holding the chunk uses them); a Mamba
   group's state as of each chunk's end (vLLM's ``mamba_cache_mode='all'``: the block ending the chunk)
   saved with the chunk, and a prefix's last chunk's state loaded into the prefix's last block (the
   load ends before ``start_load_kv`` returns; a failed load reports every block it was to write).
-  Anything else (another stride order, a cross-layer cache, window or Mamba groups on NHD or CUDA
-  caches, Mamba states in ``align`` or ``none`` mode: ``check_kv_cache_config``) is refused with
-  ValueError.
+  Anything else (another stride order, a cross-layer cache, window or Mamba groups on NHD caches,
+  Mamba states in ``align`` or ``none`` mode: ``check_kv_cache_config``) is refused with ValueError.
 - ``start_load_kv`` starts one kvtier load per request over its block table (kvtier copies verified
   chunk bytes straight into the blocks); ``wait_for_layer_load(layer)`` waits, for each synchronous
   load, only until that layer's bytes of every chunk are verified and in the blocks
@@ -76,7 +79,8 @@ Worker side (one per TP rank):
 
 CPU tensors (vLLM's CPU backend) go through kvtier's host paged path (``_host_paged``); CUDA tensors
 through kvtier.gpu (``_gpu_paged``: FlashAttention caches and (K, V) pairs by its block-table plan,
-FlashInfer, MLA and cpu_attn caches by the host path's piece lists with device addresses): a load is read and
+FlashInfer, MLA and HND caches by the host path's piece lists with device addresses; several KV cache
+groups by ``_gpu_grouped``, one layer group, -1 blocks in device scratch): a load is read and
 verified on the host before ``start_load_kv`` returns and lands on the GPU layer group by layer group
 (``layer_groups``, default min(layers, 8)), ``wait_for_layer_load`` makes the engine's current stream
 wait for that layer's group without blocking the host, and a save gathers the blocks on the GPU and is
@@ -95,11 +99,12 @@ import numpy as np
 import kvtier
 
 from . import STORE_OPTION_NAMES, open_store, split_urls
+from ._gpu_grouped import GpuGroupedWorker
 from ._gpu_paged import GpuWorker, is_cuda
 from ._host_paged import PagedCache, load_async, save_async
 from ._vllm_groups import (CacheGroup, GroupedCache, grouped_cache_of, layout_spec, load_grouped, mamba_state_of,
                            refusal, save_grouped, skipped_blocks, skipped_state_blocks, state_identity)
-from ._vllm_kv_caches import paged_cache_of
+from ._vllm_kv_caches import HEAD_MAJOR, paged_cache_of
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +165,7 @@ DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf1
           "fp8_e5m2": "fp8"}
 OWN_OPTIONS = ("tiers", "chunk_tokens", "async_load", "tenant", "salt", "model_id", "model_revision",
                "kv_cache_layout", "layer_groups", "layout_spec") + STORE_OPTION_NAMES
-KV_CACHE_LAYOUTS = ("auto", "flash_attn", "flashinfer", "cpu_attn")
+KV_CACHE_LAYOUTS = ("auto", "flash_attn", "flashinfer", "cpu_attn", "hnd")
 DEFAULT_CHUNK_TOKENS = 256
 
 
@@ -283,7 +288,7 @@ def layout_of(spec: ModelSpec, chunk_tokens: int, extra: Mapping[str, Any],
     elif spec.attention == "mla":
         layout = kvtier.Layout.from_spec(f"layers={spec.layers} tokens={chunk_tokens} "
                                          f"latent:layers={layers},dim={spec.head_dim},dtype={spec.dtype}")
-    elif extra.get("kv_cache_layout", "auto") == "cpu_attn":
+    elif extra.get("kv_cache_layout", "auto") in HEAD_MAJOR:
         layout = kvtier.Layout.from_spec(f"layers={spec.layers} tokens={chunk_tokens} kv:layers={layers},"
                                          f"heads={spec.kv_heads},dim={spec.head_dim},dtype={spec.dtype}")
     else:
@@ -305,19 +310,18 @@ def _check_grouped(spec: ModelSpec, extra: Mapping[str, Any], groups: Sequence[C
     """ValueError unless a model whose layers are in several KV cache groups can be served."""
     if spec.attention != "mha":
         raise ValueError("KvtierConnector: an MLA model in several KV cache groups is not served")
-    if extra.get("kv_cache_layout", "auto") != "cpu_attn" and any(g.state for g in groups):
+    layout = extra.get("kv_cache_layout", "auto")
+    if layout not in HEAD_MAJOR:
+        kinds = "Mamba / linear-attention" if any(g.state for g in groups) else "sliding-window"
         raise ValueError(
-            "KvtierConnector: Mamba / linear-attention KV cache groups are served for vLLM's CPU backend's "
-            "HND cache (kv_cache_layout 'cpu_attn', which the vLLM adapter sets on a CPU device) only: "
-            "kvtier.gpu moves classic chunks, which hold no state")
-    if extra.get("kv_cache_layout", "auto") != "cpu_attn":
-        raise ValueError(
-            "KvtierConnector: sliding-window KV cache groups are served for vLLM's CPU backend's HND cache "
-            "(kv_cache_layout 'cpu_attn', which the vLLM adapter sets on a CPU device) only: kvtier's window "
-            "group is head-major, which an NHD block (a row holds every head of a token) would copy as one "
-            "piece per token and head, and kvtier.gpu moves classic chunks only. Run vLLM with "
-            "--disable-hybrid-kv-cache-manager to serve the model in the classic layout (every layer's KV "
-            "of every token)")
+            f"KvtierConnector: {kinds} KV cache groups (vLLM's hybrid KV cache manager) are served for HND "
+            f"caches only, not kv_cache_layout {layout!r}: kvtier's kv, window and state groups are "
+            "head-major, and an NHD block (a row holds every head of a token) would be copied as one piece per "
+            "token and head. Ways out: vLLM's CPU backend (kv_cache_layout 'cpu_attn', which the vLLM adapter "
+            "sets on a CPU device); on CUDA, FlashAttention or FlashInfer in vLLM's HND layout "
+            "(kv_cache_layout 'hnd', which KvtierHybridConnector sets and asks vLLM for on a CUDA device; "
+            "VLLM_KV_CACHE_LAYOUT=HND); or --disable-hybrid-kv-cache-manager (one group, the classic layout, "
+            "every layer's KV of every token)")
     if extra.get("async_load"):
         raise ValueError("KvtierConnector: async_load with several KV cache groups is refused: vLLM's "
                          "scheduler finishes an asynchronous load for one KV cache group only "
@@ -596,11 +600,12 @@ class KvtierConnectorCore:
 
     def register_kv_caches(self, kv_caches: Mapping[str, Any]) -> None:
         layout = self._extra.get("kv_cache_layout", "auto")
-        if self._groups:  # several KV cache groups: the CPU backend's HND cache (layout_of checked it)
+        if self._groups:  # several KV cache groups: an HND cache (layout_of checked the layout)
             if kv_caches and is_cuda(next(iter(kv_caches.values()))):
-                raise ValueError("KvtierConnector: several KV cache groups are served on vLLM's CPU backend "
-                                 "only; these KV caches are CUDA tensors (run with "
-                                 "--disable-hybrid-kv-cache-manager)")
+                self._gpu = GpuGroupedWorker(kv_caches, self._spec, self._groups, self._chunk_tokens,
+                                             self.namespace, self._store)
+                self._layer_index = {name: i for i, name in enumerate(self._gpu.names)}
+                return
             self._host_cache(grouped_cache_of(kv_caches, self._spec, self._groups, self._chunk_tokens))
             return
         if kv_caches and is_cuda(next(iter(kv_caches.values()))):
@@ -650,7 +655,7 @@ class KvtierConnectorCore:
             keys = self._keys(spec.tokens)[spec.first_chunk:]
             tables = self._tables(spec.blocks, len(keys))
             if self._gpu is not None:
-                self._load_gpu(spec.req_id, keys, tables[0])
+                self._load_gpu(spec.req_id, keys, tables if self._groups else tables[0])
                 continue
             op = _Op(spec.req_id, None, tables.transpose(1, 0, 2).reshape(len(keys), -1), True, spec.is_async)
             try:
@@ -711,7 +716,7 @@ class KvtierConnectorCore:
                 continue
             tables = self._tables(spec.blocks, len(keys))
             if self._gpu is not None:
-                self._save_gpu(spec.req_id, keys, tables[0])
+                self._save_gpu(spec.req_id, keys, tables if self._groups else tables[0])
                 continue
             op = _Op(spec.req_id, None, tables.transpose(1, 0, 2).reshape(len(keys), -1), False)
             try:
@@ -965,6 +970,18 @@ def _kind_of(layer_spec: Any, spec: ModelSpec) -> tuple:
     return window, None
 
 
+def _extra_of(vllm_config: Any) -> dict:
+    return dict(getattr(getattr(vllm_config, "kv_transfer_config", None), "kv_connector_extra_config", None) or {})
+
+
+def _wants_hnd(vllm_config: Any) -> bool:
+    """Whether KvtierHybridConnector asks vLLM for the HND layout: on a CUDA device, for a model that is
+    not MLA, unless the configuration names another kv_cache_layout than ``auto`` or ``hnd``."""
+    mla = bool(getattr(getattr(vllm_config, "model_config", None), "use_mla", False))
+    return (_device_type(vllm_config) == "cuda" and not mla
+            and _extra_of(vllm_config).get("kv_cache_layout", "auto") in ("auto", "hnd"))
+
+
 def _role_name(role: Any) -> str:
     name = getattr(role, "name", role)
     return {"SCHEDULER": SCHEDULER, "WORKER": WORKER}.get(str(name).upper(), str(name))
@@ -989,15 +1006,19 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
     then turns its hybrid KV cache manager off and hands one KV cache group, which every backend (GPU
     and CPU) is served in. A configuration of several groups is refused, naming the two ways out."""
 
+    _asks_hnd = False  # KvtierHybridConnector asks vLLM for the HND layout on a CUDA device
+
     def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None) -> None:
         if HAVE_VLLM:  # pragma: no cover - needs vLLM
             try:
                 _Base.__init__(self, vllm_config, role, kv_cache_config)
             except TypeError:  # revisions whose base takes (vllm_config, role)
                 _Base.__init__(self, vllm_config, role)
-        extra = dict(getattr(vllm_config.kv_transfer_config, "kv_connector_extra_config", None) or {})
+        extra = _extra_of(vllm_config)
         if extra.get("kv_cache_layout", "auto") == "auto" and _device_type(vllm_config) == "cpu":
             extra["kv_cache_layout"] = "cpu_attn"  # vLLM's CPU platform always runs its CPU_ATTN backend
+        elif self._asks_hnd and _wants_hnd(vllm_config):
+            extra["kv_cache_layout"] = "hnd"  # what get_required_kvcache_layout asked vLLM for
         role_name = _role_name(role)
         tp_rank = _worker_tp_rank(vllm_config) if role_name == WORKER else 0
         spec = spec_of_vllm_config(vllm_config)
@@ -1025,13 +1046,20 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
 
     @classmethod
     def get_required_kvcache_layout(cls, vllm_config: Any) -> Optional[str]:
-        return "NHD"
+        return "HND" if cls._asks_hnd and _wants_hnd(vllm_config) else "NHD"
 
 
 class KvtierHybridConnector(KvtierConnector, _HMA):  # type: ignore[misc,valid-type]
     """``KvtierConnector`` that declares vLLM's ``SupportsHMA`` (one block id list per KV cache group):
     vLLM keeps its hybrid KV cache manager on, and full-attention, sliding-window and Mamba groups (the
-    last with ``mamba_cache_mode='all'``) are served on vLLM's CPU backend (``cpu_attn``); several groups
-    on CUDA, and Mamba groups in another mode, are refused. Named in
-    ``--kv-transfer-config`` as ``"kv_connector": "KvtierHybridConnector"``; opt-in, because with it a
-    sliding-window model on a GPU needs ``--disable-hybrid-kv-cache-manager``."""
+    last with ``mamba_cache_mode='all'``) are served in HND caches: on vLLM's CPU backend (``cpu_attn``)
+    by the host path, and on a CUDA device, where it asks vLLM for the HND layout
+    (``get_required_kvcache_layout``: FlashAttention's and FlashInfer's stride order (0, 1, 3, 2, 4)) and
+    sets ``kv_cache_layout: hnd``, by kvtier.gpu's pieces (``_gpu_grouped``); Mamba groups in another
+    mode and NHD caches with several groups are refused. Named in ``--kv-transfer-config`` as
+    ``"kv_connector": "KvtierHybridConnector"``; opt-in: on a GPU every model then runs in vLLM's HND
+    layout and in kvtier's head-major chunks (one layer group: a layer wait waits for the whole load;
+    MLA models are not asked for HND)."""
+
+    _asks_hnd = True
+

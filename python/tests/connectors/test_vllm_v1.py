@@ -139,8 +139,10 @@ def test_auto_layout_never_reads_an_hnd_cache_as_nhd(file_tier):
     worker.shutdown()
     sched.shutdown()
     sched, worker = connectors(url, kv_cache_layout="cpu_attn")
-    with pytest.raises(ValueError, match="cpu_attn layout"):
+    with pytest.raises(ValueError, match="not an HND cache"):  # an NHD FlashAttention cache: refused
         worker.register_kv_caches({f"l.{i}": torch.zeros(2, BLOCKS, BS, HEADS, DIM) for i in range(LAYERS)})
+    with pytest.raises(ValueError, match="not an HND cache"):  # an NHD FlashInfer cache: refused
+        worker.register_kv_caches({f"l.{i}": torch.zeros(BLOCKS, 2, BS, HEADS, DIM) for i in range(LAYERS)})
     worker.register_kv_caches(hnd)
     worker.shutdown()
     sched.shutdown()

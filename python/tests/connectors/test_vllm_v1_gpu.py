@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pathlib
 import sys
-import types
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ torch = pytest.importorskip("torch", reason="python3-torch is not installed (scr
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from connector_helpers import file_tier, requires_library  # noqa: E402,F401
-from vllm_v1_driver import FlashAttnCache, LatentCache, MiniEngine  # noqa: E402
+from vllm_v1_driver import FakeCuda, FlashAttnCache, LatentCache, MiniEngine  # noqa: E402
 
 import kvtier.gpu  # noqa: E402
 from kvtier.connectors._gpu_paged import (device_paged_cache, gpu_cache_of, is_classic, layer_group,  # noqa: E402
@@ -28,26 +27,6 @@ pytestmark = requires_library
 BS, CHUNK, LAYERS, HEADS, DIM, BLOCKS = 16, 32, 3, 2, 8, 64
 SPEC = ModelSpec(model="test/llama-gpu", revision="r1", layers=LAYERS, kv_heads=HEADS, head_dim=DIM,
                  kv_dtype="bfloat16", block_size=BS)
-
-
-class FakeCuda:
-    """A CPU tensor that reports a CUDA device: what gpu_cache_of reads of a tensor."""
-
-    def __init__(self, t, index=0):
-        self._t, self.device = t, types.SimpleNamespace(type="cuda", index=index)
-        self.shape, self.dtype = t.shape, t.dtype
-
-    def __getitem__(self, i):
-        return FakeCuda(self._t[i], self.device.index)
-
-    def stride(self, *a):
-        return self._t.stride(*a)
-
-    def data_ptr(self):
-        return self._t.data_ptr()
-
-    def element_size(self):
-        return self._t.element_size()
 
 
 def caches(shape, n=LAYERS):

@@ -10,11 +10,13 @@ vLLM's KV cache tensors are shared by one layer of each group."""
 
 from __future__ import annotations
 
+import ctypes
 import pathlib
 import sys
 import time
 import types
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,10 +25,15 @@ torch = pytest.importorskip("torch", reason="python3-torch is not installed (scr
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from connector_helpers import corrupt_chunk, file_tier, requires_library  # noqa: E402,F401
-from vllm_v1_driver import CachedRequestData, NewRequestData, SchedulerOutput, reference_rows, vllm_config  # noqa: E402
+from vllm_v1_driver import (CachedRequestData, FakeCuda, NewRequestData, SchedulerOutput, reference_rows,  # noqa: E402
+                            vllm_config)
 
-from kvtier.connectors import vllm_v1  # noqa: E402
-from kvtier.connectors._vllm_groups import CacheGroup, mamba_state_of, skipped_blocks, skipped_state_blocks  # noqa: E402,E501
+from kvtier import _lib  # noqa: E402
+from kvtier.connectors import _gpu_grouped, _gpu_paged, vllm_v1  # noqa: E402
+from kvtier.connectors._gpu_grouped import GpuGroupedWorker, bad_blocks, device_grouped_cache  # noqa: E402
+from kvtier.connectors._host_paged import _start  # noqa: E402
+from kvtier.connectors._vllm_groups import (CacheGroup, grouped_cache_of, mamba_state_of, skipped_blocks,  # noqa: E402
+                                           skipped_state_blocks)
 from kvtier.connectors.vllm_v1 import KvtierConnectorCore, ModelSpec  # noqa: E402
 
 pytestmark = requires_library
@@ -139,11 +146,15 @@ class DriverEngine:
 class HybridEngine(DriverEngine):
     """See the module docstring. ``step_tokens``: the most prompt tokens a step computes."""
 
-    def __init__(self, url: str, step_tokens: int = 1 << 30, **extra) -> None:
-        super().__init__(SPEC, GROUPS, url, step_tokens, extra)
-        self.raw = [torch.full((2, BLOCKS, HEADS, BS, DIM), SENTINEL) for _ in range(LAYERS // 2)]
+    def __init__(self, url: str, step_tokens: int = 1 << 30, device: str = "cpu", form: Any = None,
+                 **extra) -> None:
+        """``form``: what the worker registers per layer, from the HND tensor [2, blocks, heads, BS, DIM]
+        (FakeCuda over FlashAttention's HND view; default: the tensor itself, vLLM's CPU backend's)."""
+        super().__init__(SPEC, GROUPS, url, step_tokens,
+                         {"kv_cache_layout": "cpu_attn" if form is None else "hnd", **extra})
+        self.raw = [torch.full((2, BLOCKS, HEADS, BS, DIM), SENTINEL, device=device) for _ in range(LAYERS // 2)]
         self.tensors = {n: self.raw[i // 2] for i, n in enumerate(NAMES)}  # layers 2k, 2k+1 share one
-        self.worker.register_kv_caches(self.tensors)
+        self.worker.register_kv_caches({n: (form or (lambda t: t))(t) for n, t in self.tensors.items()})
 
     def _alloc(self, r: Req, computed: int, upto: int) -> None:
         for ids, g in zip(r.blocks, GROUPS):
@@ -179,7 +190,7 @@ class HybridEngine(DriverEngine):
             ids, lo = r.blocks[1 if window else 0], max(0, n - WINDOW + 1) if window else 0
             for kv in (0, 1):
                 got = torch.stack([self.raw[layer // 2][kv, ids[t // BS], :, t % BS].reshape(-1)
-                                   for t in range(lo, n)])
+                                   for t in range(lo, n)]).cpu()
                 if not torch.equal(got, reference_rows(r.prompt_token_ids, lo, n, layer, kv, HEADS * DIM)):
                     return False
         return True
@@ -275,12 +286,19 @@ def test_a_corrupt_chunk_reports_its_blocks_of_every_group(file_tier):
     second.close()
 
 
-def test_window_blocks_freed_before_a_save_are_saved_as_zeros_and_never_loaded(file_tier):
+@pytest.mark.parametrize("on", ["cpu", "fake_cuda"])
+def test_window_blocks_freed_before_a_save_are_saved_as_zeros_and_never_loaded(file_tier, request, on):
+    """On the CPU backend, and on FlashAttention's HND cache "on CUDA" (kvtier.gpu's pieces played by the
+    host path, HostTransfer: the zeros come from device scratch)."""
     url, _ = file_tier
+    form = None
+    if on == "fake_cuda":
+        request.getfixturevalue("host_gpu")
+        form = fa_hnd
     a = prompt(2, 40)
     # chunks of 16 tokens (more than the window of 10), steps of 6: chunk 1 completes in the step after
     # 30 tokens, when vLLM has freed the window blocks of tokens 0-19 (poison now), block 4 among them
-    first = HybridEngine(url, step_tokens=6, chunk_tokens=16)
+    first = HybridEngine(url, step_tokens=6, chunk_tokens=16, form=form)
     first.add("a", a)
     first.run()
     assert first.kv_ok == {"a": True}
@@ -292,7 +310,7 @@ def test_window_blocks_freed_before_a_save_are_saved_as_zeros_and_never_loaded(f
     # window layers (block 4: freed, poison by then, never read)
     assert np.array_equal(np.frombuffer(buf, np.float32), expected_chunk(a, 16, 16, zero_window_rows=4))
     first.close()
-    second = HybridEngine(url, chunk_tokens=16)
+    second = HybridEngine(url, chunk_tokens=16, form=form)
     second.add("a", a)
     second.run()
     assert second.sched.stats()["hit_tokens"] == 32 and second.kv_ok == {"a": True} and not second.errors
@@ -346,6 +364,7 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
         "layers=4 tokens=8 kv:layers=1+3,heads=2,dim=8,dtype=fp32 window:layers=0,heads=2,dim=8,window=10,"
         "dtype=fp32 window:layers=2,heads=2,dim=8,window=10,dtype=fp32")
     for extra, match in (({}, "disable-hybrid-kv-cache-manager"), ({"kv_cache_layout": "flash_attn"}, "head-major"),
+                         ({"kv_cache_layout": "flashinfer"}, "kv_cache_layout 'hnd', which KvtierHybridConnector"),
                          ({"kv_cache_layout": "cpu_attn", "async_load": True}, "_update_waiting_for_remote_kv")):
         with pytest.raises(ValueError, match=match):
             KvtierConnectorCore("worker", SPEC, {"tiers": url, **extra}, groups=GROUPS)
@@ -355,7 +374,7 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
         with pytest.raises(ValueError, match=match):
             vllm_v1.check_kv_cache_config(bad, SPEC)
     # vLLM's adapter: SupportsHMA's request_finished_all_groups, the groups from the KVCacheConfig, the
-    # CPU backend's layout on a CPU device, the refusal naming --disable-hybrid-kv-cache-manager elsewhere
+    # CPU backend's layout on a CPU device, vLLM's HND layout asked for and served on a CUDA device
     assert callable(getattr(vllm_v1.KvtierHybridConnector, "request_finished_all_groups", None))
 
     def on(device):
@@ -366,16 +385,26 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
     conn = vllm_v1.KvtierHybridConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
     core = KvtierConnectorCore("scheduler", SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=GROUPS)
     assert conn.namespace.id == core.namespace.id
+    cpu_ns = conn.namespace.id
     conn.shutdown()
     core.shutdown()
-    with pytest.raises(ValueError, match="disable-hybrid-kv-cache-manager"):
-        vllm_v1.KvtierHybridConnector(on("cuda"), types.SimpleNamespace(name="WORKER"), cfg)
+    assert vllm_v1.KvtierHybridConnector.get_required_kvcache_layout(on("cuda")) == "HND"
+    assert vllm_v1.KvtierHybridConnector.get_required_kvcache_layout(on("cpu")) == "NHD"
+    assert vllm_v1.KvtierConnector.get_required_kvcache_layout(on("cuda")) == "NHD"
+    on_gpu = vllm_config(SPEC.model, LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device="cuda")
+    on_gpu.model_config.use_mla = True
+    assert vllm_v1.KvtierHybridConnector.get_required_kvcache_layout(on_gpu) == "NHD"  # MLA: not asked
+    named = vllm_config(SPEC.model, LAYERS, HEADS, DIM, BS, {"tiers": [url], "kv_cache_layout": "flash_attn"},
+                        device="cuda")
+    assert vllm_v1.KvtierHybridConnector.get_required_kvcache_layout(named) == "NHD"  # the configuration's
+    with pytest.raises(ValueError, match="disable-hybrid-kv-cache-manager"):           # NHD: refused
+        vllm_v1.KvtierHybridConnector(named, types.SimpleNamespace(name="WORKER"), cfg)
+    gpu = vllm_v1.KvtierHybridConnector(on("cuda"), types.SimpleNamespace(name="WORKER"), cfg)
+    assert gpu.namespace.id == cpu_ns  # the same head-major chunks as the CPU backend's
+    gpu.shutdown()
     worker = KvtierConnectorCore("worker", SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=GROUPS)
     with pytest.raises(ValueError, match="not the layers of the KV cache groups"):
         worker.register_kv_caches({n: torch.zeros(2, 8, HEADS, BS, DIM) for n in NAMES[:3]})
-    cuda = types.SimpleNamespace(device=types.SimpleNamespace(type="cuda", index=0))  # what is_cuda reads
-    with pytest.raises(ValueError, match="CUDA tensors"):  # never a host copy into device addresses
-        worker.register_kv_caches({n: cuda for n in NAMES})
     worker.shutdown()
 
 
@@ -418,8 +447,9 @@ class MambaEngine(DriverEngine):
     state of the block of the last computed token and write the state at each block's end into that
     block (vLLM's prefix-caching kernels, block_idx_last_computed_token / _scheduled_token)."""
 
-    def __init__(self, url: str, step_tokens: int = 1 << 30, **extra) -> None:
-        super().__init__(M_SPEC, M_GROUPS, url, step_tokens, extra)
+    def __init__(self, url: str, step_tokens: int = 1 << 30, form: Any = None, **extra) -> None:
+        super().__init__(M_SPEC, M_GROUPS, url, step_tokens,
+                         {"kv_cache_layout": "cpu_attn" if form is None else "hnd", **extra})
         self.raw = [torch.full((BLOCKS * PAGE // 4,), SENTINEL) for _ in ATT_LAYERS]
         hidden = HEADS * BS * DIM
         self.tensors = {}
@@ -430,7 +460,9 @@ class MambaEngine(DriverEngine):
                 ssm = raw.as_strided((BLOCKS, *SSM), (PAGE // 4, SSM[1] * SSM[2], SSM[2], 1), 48 // 4)
                 self.tensors[M_NAMES[layer]] = [conv, ssm]
         self.loaded_state = {}
-        self.worker.register_kv_caches(self.tensors)
+        wrap = form or (lambda t: t)  # FakeCuda: the same tensors "on CUDA"
+        self.worker.register_kv_caches({n: [wrap(x) for x in t] if isinstance(t, list) else wrap(t)
+                                        for n, t in self.tensors.items()})
 
     def page(self, layer: int, block: int) -> tuple:
         conv, ssm = self.tensors[M_NAMES[layer]]
@@ -647,15 +679,20 @@ def test_mamba_groups_are_served_in_mode_all_only_and_refused_otherwise_with_the
     with pytest.raises(ValueError, match="mamba_cache_mode 'all'"):  # the message names the mode that is served
         vllm_v1.check_kv_cache_config(kv_cache_config((M_GROUPS[0].names, FULL()),
                                                       (M_GROUPS[1].names, mamba(mamba_cache_mode="align"))), M_SPEC)
-    # the adapter on a CPU device; a CUDA device is refused (several groups on the CPU backend only)
+    # the adapter on a CPU device, and on a CUDA device (vLLM's HND layout: the same chunks); an NHD
+    # layout named in the configuration is refused, naming the ways out
     on = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device="cpu")
     conn = vllm_v1.KvtierHybridConnector(on, types.SimpleNamespace(name="SCHEDULER"), cfg)
     core = KvtierConnectorCore("scheduler", M_SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=M_GROUPS)
     assert conn.namespace.id == core.namespace.id
-    conn.shutdown()
-    core.shutdown()
     on_gpu = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device="cuda")
-    with pytest.raises(ValueError, match="Mamba / linear-attention KV cache groups are served for vLLM's CPU"):
+    gpu = vllm_v1.KvtierHybridConnector(on_gpu, types.SimpleNamespace(name="WORKER"), cfg)
+    assert gpu.namespace.id == core.namespace.id
+    for c in (conn, core, gpu):
+        c.shutdown()
+    on_gpu = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url], "kv_cache_layout": "flashinfer"},
+                         device="cuda")
+    with pytest.raises(ValueError, match="Mamba / linear-attention KV cache groups .* HND caches only.*VLLM_KV_"):
         vllm_v1.KvtierHybridConnector(on_gpu, types.SimpleNamespace(name="WORKER"), cfg)
     worker = KvtierConnectorCore("worker", M_SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn", "chunk_tokens": 8},
                                  groups=M_GROUPS)
@@ -671,3 +708,255 @@ def test_mamba_groups_are_served_in_mode_all_only_and_refused_otherwise_with_the
         worker.register_kv_caches(gapped)
     engine.close()
     worker.shutdown()
+
+
+# ---- several groups on CUDA caches: kvtier.gpu's pieces (_gpu_grouped) ---------------------------------
+# On the CPU, "CUDA" tensors are FakeCuda over host tensors and kvtier.gpu's Transfer is HostTransfer: the
+# piece lists the connector builds for the GPU, with their device pointer arithmetic, run by kvtier's host
+# path. The CUDA test at the end runs the real kvtier.gpu and skips, printing why, without a GPU.
+STREAM = 0x5EED
+
+
+def fa_hnd(t):
+    """FlashAttention's [2, blocks, BS, heads, DIM] in vLLM's HND stride order, "on CUDA"."""
+    return FakeCuda(t.transpose(2, 3))
+
+
+class HostTransfer:
+    """kvtier.gpu.Transfer's pieces calls, run by kvtier's host load and save over the same piece list;
+    records the loads and the engine-stream waits."""
+
+    made: list = []
+
+    def __init__(self, ns, cache, device=0, layer_groups=1, **_) -> None:
+        assert cache is None and layer_groups == 1  # pieces, one layer group (head-major chunks)
+        self.waits, self.loads, self.saves = [], 0, 0
+        HostTransfer.made.append(self)
+
+    @staticmethod
+    def _run(fn, store, ns, keys, pieces, per_chunk) -> int:
+        handle = _start(fn, store, ns, keys, (np.ascontiguousarray(pieces, dtype=np.uint64), per_chunk), None)
+        try:
+            return handle.wait()
+        finally:
+            handle.close()
+
+    def load_pieces(self, store, ns, keys, pieces, per_chunk, groups=None, after_stream=None) -> int:
+        assert after_stream == STREAM and groups is None
+        self.loads += 1
+        return self._run(_lib.lib().kvtier_load_async, store, ns, keys, pieces, per_chunk)
+
+    def save_pieces(self, store, ns, keys, pieces, per_chunk, groups=None, after_stream=None) -> None:
+        assert after_stream == STREAM and groups is None
+        self.saves += 1
+        self._run(_lib.lib().kvtier_save_async, store, ns, keys, pieces, per_chunk)
+
+    def stream_wait_layers(self, group, stream) -> None:
+        self.waits.append((group, stream))
+
+    def wait_layers(self, group) -> None:
+        raise AssertionError("the engine's stream waits; the host never does")
+
+    def close(self) -> None:
+        pass
+
+
+def host_alloc(nbytes: int, zeros: bool):
+    """Device scratch, played by host memory; without ``zeros`` it holds garbage, as fresh memory may."""
+    return torch.zeros(nbytes, dtype=torch.uint8) if zeros else torch.full((nbytes,), 0xA5, dtype=torch.uint8)
+
+
+@pytest.fixture
+def host_gpu(monkeypatch):
+    """kvtier.gpu played by the host path (see HostTransfer); the Transfers made."""
+    HostTransfer.made = []
+    monkeypatch.setattr(_gpu_grouped.gpu, "why_not", lambda device=0: "")
+    monkeypatch.setattr(_gpu_grouped.gpu, "Transfer", HostTransfer)
+    monkeypatch.setattr(_gpu_grouped.gpu, "HostPins", lambda store, device=0: types.SimpleNamespace(close=lambda: None))
+    for module in (_gpu_grouped, _gpu_paged):
+        monkeypatch.setattr(module, "_current_stream", lambda: STREAM)
+    monkeypatch.setattr(_gpu_grouped, "device_alloc", lambda device: host_alloc)
+    return HostTransfer.made
+
+
+# HND forms of a layer's cache: (physical tensor, the view vLLM registers). FlashAttention and FlashInfer
+# in vLLM's HND stride order (0, 1, 3, 2, 4); the block of (K or V, block) as [BS, heads, DIM].
+HND_FORMS = {
+    "cpu_attn": (lambda: torch.randn(2, BLOCKS, HEADS, BS, DIM), lambda t: t,
+                 lambda t, kv, b: t[kv, b].transpose(0, 1)),
+    "flash_attn_hnd": (lambda: torch.randn(2, BLOCKS, HEADS, BS, DIM), lambda t: t.transpose(2, 3),
+                       lambda t, kv, b: t[kv, b]),
+    "flashinfer_hnd": (lambda: torch.randn(BLOCKS, 2, HEADS, BS, DIM), lambda t: t.transpose(2, 3),
+                       lambda t, kv, b: t[b, kv]),
+}
+
+
+def _gather(entries: np.ndarray, counts: np.ndarray) -> list:
+    """Each chunk's bytes read from the pieces' addresses (host memory here)."""
+    out, i = [], 0
+    for n in counts.astype(int):
+        out.append(b"".join(ctypes.string_at(int(a), int(size)) for a, size in entries[i:i + n]))
+        i += n
+    return out
+
+
+@pytest.mark.parametrize("form", list(HND_FORMS))
+def test_cuda_piece_lists_of_several_groups_are_the_host_paths_and_address_the_right_rows(form):
+    """For FlashAttention's and FlashInfer's HND caches and the CPU backend's form on CUDA, the pieces of a
+    kv and a window group are the host path's for the same tensors and blocks; read from their addresses
+    they give the chunk in kvtier's grouped order (kv group, then window group; head-major), with zeros
+    for a window block of -1 (device scratch, zeros on a save)."""
+    make, view, block_of = HND_FORMS[form]
+    phys = [make() for _ in range(LAYERS)]
+    cpu = {n: view(t) for n, t in zip(NAMES, phys)}
+    host = grouped_cache_of(cpu, SPEC, GROUPS, 8)
+    dev, device = device_grouped_cache({n: FakeCuda(t, 1) for n, t in cpu.items()}, SPEC, GROUPS, 8)
+    assert device == 1 and dev.layer_names == host.layer_names == tuple(NAMES)
+    tables = np.array([[[5, 6], [7, 8]], [[-1, 9], [10, 11]]])  # per vLLM group (full, window) 2 chunks
+    full = np.array([[[5, 6], [7, 8]], [[12, 9], [10, 11]]])
+    want, want_counts, _ = host.pieces(full)
+    got, counts, scratch = dev.pieces(full, alloc=host_alloc)
+    assert np.array_equal(got, want) and np.array_equal(counts, want_counts) and scratch == [None, None]
+    got, counts, scratch = dev.pieces(tables, zeros=True, alloc=host_alloc)
+    assert [s.numel() if s is not None else 0 for s in scratch] == [0, HEADS * 2 * 2 * BS * DIM * 4]
+    host_entries, host_counts, kept = host.pieces(tables, zeros=True)  # kept: its scratch, alive while read
+    assert _gather(got, counts) == _gather(host_entries, host_counts)
+    for c, chunk in enumerate(_gather(got, counts)):
+        parts = []
+        for group, layers in ((0, (1, 3)), (1, (0, 2))):
+            for h in range(HEADS):
+                for layer in layers:
+                    for kv in (0, 1):
+                        for b in tables[group, c]:
+                            rows = block_of(cpu[NAMES[layer]], kv, int(b))[:, h] if b >= 0 else torch.zeros(BS, DIM)
+                            parts.append(rows.contiguous().view(torch.uint8).reshape(-1))
+        assert chunk == torch.cat(parts).numpy().tobytes(), c
+
+
+def test_nhd_caches_with_several_groups_are_refused_on_cuda_with_the_ways_out():
+    """An NHD cache under 'hnd' (a row holds every head of a token) is refused when registered; an NHD
+    kv_cache_layout with several groups is refused before any tensor (test above)."""
+    nhd = {n: FakeCuda(torch.zeros(2, BLOCKS, BS, HEADS, DIM)) for n in NAMES}
+    with pytest.raises(ValueError, match="not an HND cache .*FlashAttention HND"):
+        device_grouped_cache(nhd, SPEC, GROUPS, 8)
+    mixed = dict(nhd, **{NAMES[0]: torch.zeros(2, BLOCKS, HEADS, BS, DIM)})
+    with pytest.raises(ValueError, match="a cpu tensor among CUDA ones"):
+        device_grouped_cache(mixed, SPEC, GROUPS, 8)
+
+
+def test_bad_blocks_of_a_grouped_load():
+    tables = np.array([[[1, 2], [3, 4]], [[-1, 5], [6, 7]]])
+    done, bad = bad_blocks(tables, 1, False)
+    assert done == 1 and sorted(bad.tolist()) == [3, 4, 6, 7]
+    done, bad = bad_blocks(tables, 1, True)  # a Mamba state only in the prefix's last block: all of them
+    assert done == 0 and sorted(bad.tolist()) == [1, 2, 3, 4, 5, 6, 7]
+    assert bad_blocks(tables, 2, True)[0] == 2
+
+
+def test_window_groups_on_cuda_hnd_caches_reload_what_vllm_attends_to(file_tier, host_gpu):
+    """The connector on FlashAttention's HND cache "on CUDA" (GpuGroupedWorker, kvtier.gpu's pieces):
+    saves and loads of a kv and a window group, the null block never written, the engine's stream made to
+    wait once per load step (one layer group), and the chunks are the CPU backend's: an engine on vLLM's
+    CPU backend loads them."""
+    url = file_tier[0]
+    a = prompt(1, 6 * 8 + 3)
+    first = HybridEngine(url, step_tokens=12, form=fa_hnd)
+    assert isinstance(first.worker._gpu, GpuGroupedWorker)
+    first.add("a", a)
+    first.run()
+    assert first.kv_ok == {"a": True} and first.worker.stats()["saved_chunks"] == 6
+    assert sum(t.saves for t in host_gpu) == 4 and all(t.loads == 0 for t in host_gpu)  # a save per step of 12
+    first.close()
+    second = HybridEngine(url, form=fa_hnd)
+    second.add("a", a)
+    second.run()
+    st = second.worker.stats()
+    assert second.sched.stats()["hit_tokens"] == 48 and st["loaded_chunks"] == 6 and not second.errors
+    assert second.kv_ok == {"a": True} and second.untouched_blocks_hold_the_sentinel()
+    t = host_gpu[-1]
+    assert t.loads == 1 and t.waits and set(t.waits) == {(0, STREAM)}
+    second.close()
+    third = HybridEngine(url)  # vLLM's CPU backend, the host path
+    third.add("a", a)
+    third.run()
+    assert third.worker.stats()["loaded_chunks"] == 6 and third.kv_ok == {"a": True} and not third.errors
+    third.close()
+
+
+def test_mamba_states_on_cuda_caches_load_before_the_forward(file_tier, host_gpu):
+    """Mamba groups "on CUDA": the state as of each chunk's end saved by pieces, a prefix's state loaded
+    into its last block, and the engine's stream made to wait before start_load_kv returns (a Mamba layer
+    reads its state with no layer wait); the chunks are those of the CPU backend's engine."""
+    url, _ = file_tier
+    a = prompt(5, 6 * 8 + 3)
+    first = MambaEngine(url, step_tokens=12, form=FakeCuda)
+    assert isinstance(first.worker._gpu, GpuGroupedWorker)
+    first.add("a", a)
+    first.run()
+    assert first.kv_ok == {"a": True} and first.worker.stats()["saved_chunks"] == 6
+    ns = first.worker.namespace
+    buf = bytearray(ns.chunk_bytes)
+    for k in (0, 5):
+        assert first.worker.store.load(ns, ns.chunk_keys(a[:8 * (k + 1)])[k:], [buf]) == 1
+        assert np.array_equal(np.frombuffer(buf, np.uint8), expected_mamba_chunk(a, 8 * k, 8))
+    first.close()
+    second = MambaEngine(url, form=FakeCuda)
+    second.worker.start_load_kv = _waits_before_return(second.worker, host_gpu)
+    second.add("a", a)
+    second.run()
+    assert second.worker.stats()["loaded_chunks"] == 6 and second.kv_ok == {"a": True} and not second.errors
+    for layer in (0, 1, 3, 4):
+        got, want = second.loaded_state[("a", layer)], reference_state(a, 48, layer)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert second.untouched_blocks_hold_the_sentinel()
+    second.close()
+
+
+def _waits_before_return(worker, made):
+    """start_load_kv, checking that a step with a load has made the engine's stream wait when it returns."""
+    start = worker.start_load_kv
+
+    def wrapped(ctx, **kw):
+        loads = sum(t.loads for t in made)
+        waits = sum(len(t.waits) for t in made)
+        start(ctx, **kw)
+        if sum(t.loads for t in made) > loads:
+            assert sum(len(t.waits) for t in made) > waits
+    return wrapped
+
+
+def _gpu_reason():
+    if not torch.cuda.is_available():
+        return "torch has no CUDA device here (Debian's CPU build of torch, or no GPU)"
+    import kvtier.gpu
+    return kvtier.gpu.why_not()
+
+
+def test_cuda_hnd_groups_reload_equals_recompute(file_tier):
+    """On a GPU (scripts/gpu-e2e.sh step 1b): a kv and a window group in FlashAttention's HND cache on CUDA
+    through kvtier.gpu's pieces; the reload holds what vLLM attends to, the null block is never written,
+    and an engine on vLLM's CPU backend loads the same chunks."""
+    reason = _gpu_reason()
+    if reason:
+        print(f"skipped: {reason}")
+        pytest.skip(reason)
+    url = file_tier[0]
+    a = prompt(1, 6 * 8 + 3)
+    first = HybridEngine(url, step_tokens=12, device="cuda", form=lambda t: t.transpose(2, 3))
+    assert isinstance(first.worker._gpu, GpuGroupedWorker)
+    first.add("a", a)
+    first.run()
+    assert first.kv_ok == {"a": True} and first.worker.stats()["saved_chunks"] == 6
+    first.close()
+    second = HybridEngine(url, device="cuda", form=lambda t: t.transpose(2, 3))
+    second.add("a", a)
+    second.run()
+    st = second.worker.stats()
+    assert second.sched.stats()["hit_tokens"] == 48 and st["loaded_chunks"] == 6 and not second.errors
+    assert second.kv_ok == {"a": True} and second.untouched_blocks_hold_the_sentinel()
+    second.close()
+    third = HybridEngine(url)  # vLLM's CPU backend, the host path: the same chunks
+    third.add("a", a)
+    third.run()
+    assert third.worker.stats()["loaded_chunks"] == 6 and third.kv_ok == {"a": True} and not third.errors
+    third.close()

@@ -20,6 +20,7 @@ or the default ``reference_rows`` (a deterministic function of the token prefix)
 from __future__ import annotations
 
 import time
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -120,6 +121,27 @@ def reference_rows(tokens: list, start: int, end: int, layer: int, kv: int, widt
         seed = hash(tuple(tokens[:t + 1])) % 9973  # ints and tuples of ints hash without a seed
         rows.append(seed + layer * 0.5 + kv * 0.25 + torch.arange(width, dtype=torch.float32) * 1e-3)
     return torch.stack(rows) if rows else torch.empty(0, width)
+
+
+class FakeCuda:
+    """A CPU tensor that reports a CUDA device: what the connector reads of a CUDA tensor (its
+    device, shape, dtype, strides and address: device pointer arithmetic checked on host memory)."""
+
+    def __init__(self, t, index=0):
+        self._t, self.device = t, types.SimpleNamespace(type="cuda", index=index)
+        self.shape, self.dtype = t.shape, t.dtype
+
+    def __getitem__(self, i):
+        return FakeCuda(self._t[i], self.device.index)
+
+    def stride(self, *a):
+        return self._t.stride(*a)
+
+    def data_ptr(self):
+        return self._t.data_ptr()
+
+    def element_size(self):
+        return self._t.element_size()
 
 
 class FlashAttnCache:
