@@ -28,7 +28,8 @@
 //            same chunks are Put with a fresh random key_file= (AES-256-GCM) from the same threads into
 //            an emptied folder (`encrypted_write`, `ratio_encrypted_write_to_plain`); after the sweep
 //            they are written so once more at the largest bound and read cold: one row next to the
-//            plain figures at that point.
+//            plain figures at that point. At the end, one thread seals chunks without I/O (`seal_cpu`):
+//            the CPU bound of those writes.
 // Directory targets (file://, fs://) get a work folder DIR/kvtier-bench.<pid>.XXXXXX/ holding tier/,
 // removed at the end unless keep_files. It carries a marker naming its process, so the next
 // run removes the folder of a run that was killed (core/work_dir.h).
