@@ -1,5 +1,7 @@
 #include "io/seal_spread.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -17,10 +19,12 @@ unsigned SealCores() {
 }
 
 // One thread per core but the writer's, at most 7; made at the first spread, never destroyed (a
-// writer may still seal while static objects are destroyed at exit).
+// writer may still seal while static objects are destroyed at exit). Null in a child forked after it
+// was made: the child has none of its threads, so a task queued there would never run.
 ThreadPool* SealHelperPool() {
+  static const pid_t owner = getpid();
   static ThreadPool* pool = new ThreadPool(std::clamp(SealCores() - 1, 1u, 7u));
-  return pool;
+  return getpid() == owner ? pool : nullptr;
 }
 
 std::atomic<unsigned> g_sealing_threads{0};  // writers in SealSpread and helpers taken for them
@@ -54,8 +58,10 @@ struct SpreadState {
 // one fewer than the pieces and no more than the pool has.
 unsigned HelpersFor(size_t n, unsigned sealing) {
   if (n < 2 || sealing >= SealCores()) return 0;
+  const ThreadPool* pool = SealHelperPool();
+  if (pool == nullptr) return 0;
   const unsigned idle = SealCores() - sealing;
-  return static_cast<unsigned>(std::min<size_t>({idle, n - 1, SealHelperPool()->size()}));
+  return static_cast<unsigned>(std::min<size_t>({idle, n - 1, pool->size()}));
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // Store with one background writer, a bench at one chunk in flight), the cores left idle help: some
 // of a window's pieces go to helper threads of one process-wide pool, the writer seals the rest, and
 // it returns once every piece is sealed. With as many sealing threads as cores (or one core) the
-// writer seals every piece itself, as before.
+// writer seals every piece itself, as before; so does a process forked from one that made the pool
+// (the pool's threads are not in the child).
 //
 // Thread-safe.
 #pragma once
