@@ -12,22 +12,33 @@ ChunkHeader PlainChunkHeader(const ChunkId& id, GatherList payload) {
   return header;
 }
 
+Status ChunkSealer::Start(const ChunkId& id, uint64_t payload_bytes, const ChunkCipher& cipher) {
+  header_ = NewChunkHeader(id, payload_bytes, /*encrypted=*/true);
+  KVTIER_ASSIGN_OR_RETURN(header_.nonce_base, ChunkCipher::RandomNonceBase());
+  return cipher.DeriveKey(id.ns, &key_);
+}
+
+Status ChunkSealer::Seal(uint32_t i, GatherList payload, std::span<std::byte> out) {
+  if (i >= header_.piece_count || out.size() != header_.PieceLength(i)) {
+    return Status::Internal("encrypted write: a piece's target does not match it");
+  }
+  std::vector<std::span<const std::byte>> piece;
+  SubList(payload, header_.PieceOffset(i), out.size(), piece);
+  return SealPiece(&header_, key_, i, piece, out);
+}
+
 Result<ChunkHeader> SealChunk(const ChunkId& id, GatherList payload, const ChunkCipher& cipher,
                               const SealTarget& out, const SealSink& done) {
-  ChunkHeader header = NewChunkHeader(id, TotalBytes(payload), /*encrypted=*/true);
-  KVTIER_ASSIGN_OR_RETURN(header.nonce_base, ChunkCipher::RandomNonceBase());
-  NamespaceKey key;
-  KVTIER_RETURN_IF_ERROR(cipher.DeriveKey(id.ns, &key));
-  std::vector<std::span<const std::byte>> piece;
-  for (uint32_t i = 0; i < header.piece_count; ++i) {
-    const uint64_t len = header.PieceLength(i);
-    SubList(payload, header.PieceOffset(i), len, piece);
+  ChunkSealer sealer;
+  KVTIER_RETURN_IF_ERROR(sealer.Start(id, TotalBytes(payload), cipher));
+  for (uint32_t i = 0; i < sealer.pieces(); ++i) {
+    const uint64_t len = sealer.PieceLength(i);
     const std::span<std::byte> target = out(i, len);
     if (target.size() != len) return Status::IOError("out of memory for an encrypted write", true);
-    KVTIER_RETURN_IF_ERROR(SealPiece(&header, key, i, piece, target));
+    KVTIER_RETURN_IF_ERROR(sealer.Seal(i, payload, target));
     KVTIER_RETURN_IF_ERROR(done(i, target));
   }
-  return header;
+  return sealer.header();
 }
 
 Status EncodeChunk(const ChunkId& id, GatherList payload, const ChunkCipher* cipher, EncodedChunk* out) {

@@ -20,6 +20,7 @@
 #include "io/chunk_encode.h"
 #include "io/chunk_io.h"
 #include "io/fd.h"
+#include "io/seal_spread.h"
 
 namespace kvtier::internal {
 namespace {
@@ -149,8 +150,8 @@ uint64_t LargestPiece(const ChunkId& id, uint64_t n) {
   return largest;
 }
 
-// Bytes of sealed pieces an encrypted direct write gathers in one window before writing its whole blocks
-// with O_DIRECT, and the windows it fills in turn: one is written while the next is sealed into. Two
+// Bytes of sealed pieces an encrypted write gathers in one window before writing its whole blocks (with
+// O_DIRECT where it can), and the windows it fills in turn: one is written while the next is sealed into. Two
 // windows of 4 MiB keep the 8 MiB a thread held before they overlapped: on a VM whose kernel zeroes
 // fresh pages slowly, every MiB more per writing thread cost more than the overlap gained.
 constexpr uint64_t kSealWindowBytes = 4ull << 20;
@@ -180,8 +181,8 @@ class WriteScratch {
   AlignedBuffer* buf_ = nullptr;
 };
 
-// Sealed pieces gathered in aligned windows whose whole 4 KiB blocks are written with O_DIRECT at their
-// offsets, so every write starts on a block; the last one carries the zero padding, and the header
+// Sealed pieces gathered in aligned windows whose whole 4 KiB blocks are written (with O_DIRECT where the
+// file is open so) at their offsets, so every write starts on a block; the last one carries the zero padding, and the header
 // block goes last, at offset 0. A full window's write is started (io/async_writes.h) and sealing goes on
 // in the next window, whose own earlier write is waited for first.
 class SealWindows {
@@ -203,13 +204,29 @@ class SealWindows {
     return Status::OK();
   }
 
-  // Where piece `len` bytes long is sealed: when the window cannot hold it, the next window is taken.
-  Result<std::span<std::byte>> Target(uint64_t len) {
-    if (filled_ + len > size_) KVTIER_RETURN_IF_ERROR(NextWindow());
-    if (filled_ + len > size_) return Status::Internal("encrypted write: a piece larger than its window");
-    return std::span<std::byte>(Window(current_), size_).subspan(filled_, len);
+  // True when the current window has room for `len` more bytes.
+  bool Fits(uint64_t len) const { return filled_ + len <= size_; }
+  // The next `len` bytes of the current window, where a piece is sealed. REQUIRES: Fits(len).
+  std::span<std::byte> Place(uint64_t len) {
+    const std::span<std::byte> at = std::span<std::byte>(Window(current_), size_).subspan(filled_, len);
+    filled_ += len;
+    return at;
   }
-  void Sealed(uint64_t len) { filled_ += len; }
+
+  // Starts writing the current window's whole blocks and moves to the next window once its earlier write
+  // has landed, carrying the partial block's bytes to its start (pieces need not end on a block).
+  // REQUIRES: every piece placed in the current window is sealed.
+  Status NextWindow() {
+    const uint64_t whole = filled_ / kChunkAlign * kChunkAlign;
+    KVTIER_RETURN_IF_ERROR(writes_.Write(Window(current_), whole, offset_, current_));
+    const int next = (current_ + 1) % count_;
+    KVTIER_RETURN_IF_ERROR(writes_.WaitGroup(next));
+    std::memmove(Window(next), Window(current_) + whole, filled_ - whole);
+    offset_ += whole;
+    filled_ -= whole;
+    current_ = next;
+    return Status::OK();
+  }
 
   // Writes what the window holds, zero padded to a whole block (the end of the file), then the header
   // block at offset 0, and waits for every write of the chunk.
@@ -228,20 +245,6 @@ class SealWindows {
  private:
   std::byte* Window(int i) { return scratch_->get().data() + static_cast<uint64_t>(i) * size_; }
 
-  // Starts writing the current window's whole blocks and moves to the next window once its earlier write
-  // has landed, carrying the partial block's bytes to its start (pieces need not end on a block).
-  Status NextWindow() {
-    const uint64_t whole = filled_ / kChunkAlign * kChunkAlign;
-    KVTIER_RETURN_IF_ERROR(writes_.Write(Window(current_), whole, offset_, current_));
-    const int next = (current_ + 1) % count_;
-    KVTIER_RETURN_IF_ERROR(writes_.WaitGroup(next));
-    std::memmove(Window(next), Window(current_) + whole, filled_ - whole);
-    offset_ += whole;
-    filled_ -= whole;
-    current_ = next;
-    return Status::OK();
-  }
-
   std::optional<WriteScratch> scratch_;
   AlignedBuffer head_;
   uint64_t size_ = 0;  // of one window
@@ -252,72 +255,69 @@ class SealWindows {
   AsyncWrites writes_;  // declared last: destroyed (every write waited for) before the buffers it reads
 };
 
-// An encrypted v2 chunk written with O_DIRECT: pieces sealed into aligned windows, each written while
-// the next is sealed (no page-cache copy of the ciphertext), then the header (which carries the tags)
-// at offset 0 from an aligned block. InvalidArgument when the filesystem refuses the direct write (the
-// caller then writes through the page cache); every write has finished when this returns.
-Status WriteEncryptedDirect(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload,
-                            const ChunkCipher& cipher, bool use_ring) {
-  if (!SetDirect(fd, true)) return Status::InvalidArgument("O_DIRECT refused on " + path);
+// A piece of the chunk and where in the current window it is sealed.
+struct PlacedPiece {
+  uint32_t index;
+  std::span<std::byte> target;
+};
+
+// Seals the pieces placed in the current window, on more than one core where some are idle
+// (io/seal_spread.h).
+Status SealPlaced(ChunkSealer& sealer, GatherList payload, const std::vector<PlacedPiece>& placed) {
+  return SealSpread(placed.size(),
+                    [&](size_t k) { return sealer.Seal(placed[k].index, payload, placed[k].target); });
+}
+
+// Places the pieces in the windows in order; a window is sealed when the next piece does not fit, then
+// its write starts while the next window fills.
+Status SealIntoWindows(ChunkSealer& sealer, GatherList payload, SealWindows& windows) {
+  std::vector<PlacedPiece> placed;
+  for (uint32_t i = 0; i < sealer.pieces(); ++i) {
+    const uint64_t len = sealer.PieceLength(i);
+    if (!windows.Fits(len)) {
+      KVTIER_RETURN_IF_ERROR(SealPlaced(sealer, payload, placed));
+      placed.clear();
+      KVTIER_RETURN_IF_ERROR(windows.NextWindow());
+      if (!windows.Fits(len)) return Status::Internal("encrypted write: a piece larger than its window");
+    }
+    placed.push_back({i, windows.Place(len)});
+  }
+  return SealPlaced(sealer, payload, placed);
+}
+
+// An encrypted v2 chunk: pieces sealed into aligned windows, each written while the next is sealed,
+// then the header (which carries the tags) at offset 0 from an aligned block. With `direct` the writes
+// bypass the page cache (no copy of the ciphertext there); InvalidArgument when the filesystem refuses
+// that (the caller then writes again without it). Every write has finished when this returns.
+Status WriteEncryptedWindows(FileSystem& fs, int fd, const std::string& path, const ChunkId& id,
+                             GatherList payload, const ChunkCipher& cipher, bool direct, bool use_ring) {
+  if (direct && !SetDirect(fd, true)) return Status::InvalidArgument("O_DIRECT refused on " + path);
   Status s;
   {
+    ChunkSealer sealer;
     SealWindows windows(fs, fd, path, use_ring);
-    s = windows.Allocate(TotalBytes(payload), LargestPiece(id, TotalBytes(payload)));
-    Status failed;  // a window that could not be written while sealing
-    auto target = [&](uint32_t, uint64_t len) -> std::span<std::byte> {
-      Result<std::span<std::byte>> t = failed.ok() ? windows.Target(len) : Result<std::span<std::byte>>(failed);
-      if (t.ok()) return *t;
-      failed = t.status();
-      return {};
-    };
-    auto sealed = [&](uint32_t, std::span<const std::byte> piece) {
-      KVTIER_RETURN_IF_ERROR(failed);
-      windows.Sealed(piece.size());
-      return Status::OK();
-    };
-    if (s.ok()) {
-      Result<ChunkHeader> header = SealChunk(id, payload, cipher, target, sealed);
-      s = !failed.ok() ? failed : header.status();
-      if (s.ok()) s = windows.Finish(*header);
-    }
+    s = sealer.Start(id, TotalBytes(payload), cipher);
+    if (s.ok()) s = windows.Allocate(TotalBytes(payload), LargestPiece(id, TotalBytes(payload)));
+    if (s.ok()) s = SealIntoWindows(sealer, payload, windows);
+    if (s.ok()) s = windows.Finish(sealer.header());
     const Status landed = windows.WaitAll();
     if (s.ok()) s = landed;
   }
-  (void)SetDirect(fd, false);
+  if (direct) (void)SetDirect(fd, false);
   return s;
 }
 
-// An encrypted v2 chunk through the page cache: each piece sealed into a piece-sized buffer and written
-// at its offset, then the padding, then the header (which carries the tags) at offset 0.
-Status WriteEncryptedBuffered(FileSystem& fs, int fd, const std::string& path, const ChunkId& id,
-                              GatherList payload, const ChunkCipher& cipher) {
-  WriteScratch scratch(std::max<uint64_t>(LargestPiece(id, TotalBytes(payload)), kChunkAlign));
-  AlignedBuffer& buf = scratch.get();
-  if (buf.data() == nullptr) return Status::IOError("out of memory for an encrypted write", true);
-  auto target = [&buf](uint32_t, uint64_t len) { return buf.span().first(len); };
-  uint64_t offset = kChunkHeaderSize;
-  auto write = [&](uint32_t, std::span<const std::byte> sealed) {
-    KVTIER_RETURN_IF_ERROR(WriteAllAt(fs, fd, sealed.data(), sealed.size(), offset, path));
-    offset += sealed.size();
-    return Status::OK();
-  };
-  KVTIER_ASSIGN_OR_RETURN(const ChunkHeader header, SealChunk(id, payload, cipher, target, write));
-  const size_t pad = AlignUp(header.payload_bytes) - header.payload_bytes;
-  KVTIER_RETURN_IF_ERROR(WriteAllAt(fs, fd, Zeros().data(), pad, kChunkHeaderSize + header.payload_bytes, path));
-  std::array<std::byte, kChunkHeaderSize> head;
-  EncodeChunkHeader(header, head);
-  return WriteAllAt(fs, fd, head.data(), head.size(), 0, path);
-}
-
-// An encrypted v2 chunk, with O_DIRECT when options.direct and the filesystem allows it.
+// An encrypted v2 chunk, with O_DIRECT when options.direct and the filesystem allows it, otherwise
+// through the page cache; in both, the windows' writes go through the thread's io_uring (unless
+// options.io_uring is false), so the kernel copies or writes one window while the next is sealed.
 Status WriteEncryptedBody(FileSystem& fs, int fd, const std::string& path, const ChunkId& id, GatherList payload,
                           const ChunkCipher& cipher, const WriteOptions& options) {
   if (options.direct) {
-    Status s = WriteEncryptedDirect(fs, fd, path, id, payload, cipher, options.io_uring);
+    Status s = WriteEncryptedWindows(fs, fd, path, id, payload, cipher, /*direct=*/true, options.io_uring);
     if (s.code() != Code::kInvalidArgument) return s;
     // Refused: every byte is written again at its offset through the page cache (same file size).
   }
-  return WriteEncryptedBuffered(fs, fd, path, id, payload, cipher);
+  return WriteEncryptedWindows(fs, fd, path, id, payload, cipher, /*direct=*/false, options.io_uring);
 }
 
 }  // namespace

@@ -143,8 +143,18 @@ Status RecreateDir(const std::string& dir) {
 // size at the same depth with O_DIRECT, removed after. The chunks stay for the point's read.
 Status MeasureWrite(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url, uint64_t inflight,
                     const ReadArea& area, SweepPoint* point) {
-  KVTIER_RETURN_IF_ERROR(RecreateDir(plan.tier_dir));
   bool swept = true;
+  if (!plan.key_file.empty()) {  // the encrypted write first: the plain chunks stay for the point's read
+    KVTIER_RETURN_IF_ERROR(RecreateDir(plan.tier_dir));
+    TierUrl keyed = url;
+    keyed.params["key_file"] = plan.key_file;
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(keyed, inflight, &swept));
+    KVTIER_ASSIGN_OR_RETURN(point->encrypted_write, WritePass(*tier, area, IodepthFor(inflight, plan.chunk_bytes)));
+    tier.reset();
+    Progress(c, "  encrypted write, " + FormatBytes(inflight) + " in flight: " +
+                    GbpsText(point->encrypted_write->BytesPerSecond()));
+  }
+  KVTIER_RETURN_IF_ERROR(RecreateDir(plan.tier_dir));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, &swept));
   KVTIER_ASSIGN_OR_RETURN(point->write, WritePass(*tier, area, IodepthFor(inflight, plan.chunk_bytes)));
   tier.reset();
@@ -218,12 +228,13 @@ std::optional<T> MedianOf(const std::vector<std::optional<T>>& runs, Rate rate) 
 SweepPoint MedianPoint(std::vector<SweepPoint> runs) {
   uint64_t errors = 0;
   std::vector<std::optional<FioResult>> fio, fio_write;
-  std::vector<std::optional<PhaseResult>> write, reference, write_reference;
+  std::vector<std::optional<PhaseResult>> write, encrypted_write, reference, write_reference;
   for (const SweepPoint& p : runs) {
     errors += p.kvtier.errors;
     fio.push_back(p.fio);
     fio_write.push_back(p.fio_write);
     write.push_back(p.write);
+    encrypted_write.push_back(p.encrypted_write);
     reference.push_back(p.reference);
     write_reference.push_back(p.write_reference);
   }
@@ -237,6 +248,7 @@ SweepPoint MedianPoint(std::vector<SweepPoint> runs) {
   out.fio_write = MedianOf(fio_write, fio_rate);
   const auto rate = [](const PhaseResult& p) { return p.BytesPerSecond(); };
   out.write = MedianOf(write, rate);
+  out.encrypted_write = MedianOf(encrypted_write, rate);
   out.reference = MedianOf(reference, rate);
   out.write_reference = MedianOf(write_reference, rate);
   return out;
@@ -280,7 +292,7 @@ Status RunDirectorySweep(const DatapathConfig& c, const DatapathPlan& plan, cons
   return Status::OK();
 }
 
-// A key file of 32 random bytes, mode 0600, for the encrypted row.
+// A key file of 32 random bytes, mode 0600, for the encrypted passes.
 Result<std::string> WriteBenchKey(const DatapathPlan& plan) {
   const std::string path = plan.bench_dir + "/bench.key";
   std::random_device rd;
@@ -295,21 +307,22 @@ Result<std::string> WriteBenchKey(const DatapathPlan& plan) {
   return path;
 }
 
-// The encrypted row: the plain chunks make way, the same chunks are written with a key and read cold
-// at the sweep's largest bytes in flight.
+// The encrypted row: the plain chunks make way, the same chunks are written with the key from the
+// same threads as the sweep's last point and read cold at its bytes in flight; the plain figures are
+// that point's (medians of the sweep's runs).
 Status RunEncrypted(const DatapathConfig& c, const DatapathPlan& plan, TierUrl url, ReadArea* area,
                     DatapathResult* r) {
-  if (r->sweep.empty()) return Status::OK();
+  if (r->sweep.empty() || plan.key_file.empty()) return Status::OK();
   EncryptedRow row;
   row.inflight_bytes = r->sweep.back().inflight_bytes;
-  row.plain_write = r->write;
+  row.plain_write = r->sweep.back().write.value_or(r->write);
   row.plain_read = r->sweep.back().kvtier;
   KVTIER_RETURN_IF_ERROR(RecreateDir(plan.tier_dir));
-  KVTIER_ASSIGN_OR_RETURN(url.params["key_file"], WriteBenchKey(plan));
+  url.params["key_file"] = plan.key_file;
   bool swept = true;
   {
     KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, row.inflight_bytes, &swept));
-    KVTIER_ASSIGN_OR_RETURN(row.write, WritePass(*tier, *area));
+    KVTIER_ASSIGN_OR_RETURN(row.write, WritePass(*tier, *area, IodepthFor(row.inflight_bytes, plan.chunk_bytes)));
   }
   KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, row.inflight_bytes, &swept));
@@ -558,6 +571,9 @@ Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
     KVTIER_ASSIGN_OR_RETURN(work, WorkDir::Create(url.path, "kvtier-bench"));
     plan.bench_dir = work.path();
     plan.tier_dir = plan.bench_dir + "/tier";
+    if (c.run_encrypted) {
+      KVTIER_ASSIGN_OR_RETURN(plan.key_file, WriteBenchKey(plan));
+    }
   }
   url = UrlForBench(url, plan);
   DatapathResult r = Header(c, plan);
@@ -604,6 +620,10 @@ Result<DatapathResult> RunDatapath(const DatapathConfig& c) {
     r.verify_copy = MemcpyReference(area.Span().first(n * plan.chunk_bytes), area.Source(),
                                     plan.chunk_bytes, /*checksum=*/true);
     Progress(c, "  verify + copy (CPU only): " + GbpsText(r.verify_copy->BytesPerSecond()));
+    if (!plan.key_file.empty()) {  // the CPU bound of the encrypted writes, next to the disk's figures
+      KVTIER_ASSIGN_OR_RETURN(r.seal_cpu, SealReference(area, n));
+      Progress(c, "  seal (CPU only, one thread): " + GbpsText(r.seal_cpu->BytesPerSecond()));
+    }
   }
   if (c.keep_files) work.Keep();
   if (!s.ok()) return s;

@@ -24,9 +24,12 @@
 //            master, redis/plain_reference.h, which is also the write reference); JSON
 //            `ratio_to_reference`, `ratio_write_to_reference`. The bench's chunks are removed from the
 //            store at the end unless keep_files.
-//   encrypted (directory targets) the plain chunks are removed, the same chunks are written again with
-//            a fresh random key_file= (AES-256-GCM) and read cold at the largest bytes in flight: one
-//            row next to the plain figures at that point.
+//   encrypted (directory targets) at each bound on bytes in flight, before the point's plain write, the
+//            same chunks are Put with a fresh random key_file= (AES-256-GCM) from the same threads into
+//            an emptied folder (`encrypted_write`, `ratio_encrypted_write_to_plain`); after the sweep
+//            they are written so once more at the largest bound and read cold: one row next to the
+//            plain figures at that point. At the end, one thread seals chunks without I/O (`seal_cpu`):
+//            the CPU bound of those writes.
 // Directory targets (file://, fs://) get a work folder DIR/kvtier-bench.<pid>.XXXXXX/ holding tier/,
 // removed at the end unless keep_files. It carries a marker naming its process, so the next
 // run removes the folder of a run that was killed (core/work_dir.h).
@@ -55,7 +58,7 @@ struct DatapathConfig {
   uint32_t repeat = 1;                 // runs per sweep point; the median is kept (noisy hosts)
   bool run_fio = true;
   bool run_serial = true;
-  bool run_encrypted = true;           // directory targets: the encrypted row
+  bool run_encrypted = true;           // directory targets: the encrypted writes and row
   bool keep_files = false;
   uint64_t context_tokens = 32768;     // the context of the prefix hit, its load time and the verdict
   std::optional<GpuProfile> gpu;       // for the verdict against recompute
@@ -68,6 +71,7 @@ struct DatapathPlan {
   uint64_t chunks = 0;
   bool directory_target = false;
   std::string bench_dir, tier_dir;  // directory targets only; RunDatapath adds a suffix
+  std::string key_file;             // the encrypted passes' key (RunDatapath makes it), or empty
   uint64_t need_bytes = 0;                   // on the target filesystem, or in memory for mem://
   std::string need_breakdown;                // e.g. "4.00 GiB of chunk files + 4.00 GiB for fio"
   std::vector<uint64_t> inflight;

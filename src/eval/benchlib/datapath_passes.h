@@ -81,6 +81,10 @@ Result<PhaseResult> WritePass(Tier& tier, const ReadArea& area, unsigned writers
 // per-chunk completion time (see LatencyPass).
 PhaseResult ReadPass(Tier& tier, ReadArea* area);
 
+// The CPU bound of an encrypted write: one thread seals the first `chunks` chunks of `area` piece by
+// piece (AES-256-GCM under a throwaway key, io/chunk_encode.h) into one chunk-sized buffer, no I/O.
+Result<PhaseResult> SealReference(const ReadArea& area, uint64_t chunks);
+
 // The read pass of a file:// tier without the tier: every chunk file under `tier_dir` read by a
 // ChunkReader with the tier's defaults and `inflight` bytes in flight, payload checksums on or off
 // (ReaderOptions::verify_payload). With verification off it is the unverified row of the sweep: the

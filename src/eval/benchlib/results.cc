@@ -103,6 +103,8 @@ nlohmann::json SummaryJson(const DatapathResult& r) {
            MinRatio(r, [](const SweepPoint& p) { return p.reference ? p.RatioToReference() : -1; })},
           {"min_ratio_write_to_fio",
            MinRatio(r, [](const SweepPoint& p) { return p.write && p.fio_write ? p.RatioWriteToFio() : -1; })},
+          {"min_ratio_encrypted_write_to_plain",
+           MinRatio(r, [](const SweepPoint& p) { return p.write && p.encrypted_write ? p.RatioEncryptedWriteToPlain() : -1; })},
           {"min_ratio_write_to_reference",
            MinRatio(r, [](const SweepPoint& p) { return p.write && p.write_reference ? p.RatioWriteToReference() : -1; })},
           {"min_ratio_verified_to_unverified",
@@ -188,6 +190,9 @@ nlohmann::json ToJson(const DatapathResult& r) {
                      {"write", p.write ? WritePhaseJson(*p.write) : nlohmann::json(nullptr)},
                      {"fio_write", FioJson(p.fio_write)},
                      {"ratio_write_to_fio", p.write && p.fio_write ? nlohmann::json(p.RatioWriteToFio()) : nullptr},
+                     {"encrypted_write", OptionalPhase(p.encrypted_write)},
+                     {"ratio_encrypted_write_to_plain",
+                      p.write && p.encrypted_write ? nlohmann::json(p.RatioEncryptedWriteToPlain()) : nullptr},
                      {"write_reference", OptionalPhase(p.write_reference)},
                      {"ratio_write_to_reference",
                       p.write && p.write_reference ? nlohmann::json(p.RatioWriteToReference()) : nullptr},
@@ -220,6 +225,7 @@ nlohmann::json ToJson(const DatapathResult& r) {
       {"memcpy", OptionalPhase(r.memcpy_ref)},
       {"memcpy_parallel", OptionalPhase(r.memcpy_parallel)},
       {"verify_copy", OptionalPhase(r.verify_copy)},
+      {"seal_cpu", OptionalPhase(r.seal_cpu)},
       {"encrypted", r.encrypted ? nlohmann::json{{"inflight_bytes", r.encrypted->inflight_bytes},
                                                  {"write", WritePhaseJson(r.encrypted->write)},
                                                  {"read", PhaseJson(r.encrypted->read)},
@@ -291,6 +297,11 @@ std::string FormatSummary(const DatapathResult& r) {
         out += line;
       }
       out += "\n";
+      if (p.encrypted_write) {
+        std::snprintf(line, sizeof(line), "%11s  encrypted write (key_file=, same threads) %.2f GB/s = %.0f%% of plain\n",
+                      "", Gbps(p.encrypted_write->BytesPerSecond()), 100 * p.RatioEncryptedWriteToPlain());
+        out += line;
+      }
     }
     if (p.unverified) {
       std::snprintf(line, sizeof(line), "%11s  same load, payload checksums off: %.2f GB/s; verified = %.0f%%\n",
@@ -343,6 +354,10 @@ std::string FormatSummary(const DatapathResult& r) {
   if (r.verify_copy) {
     out += "verify + copy, no I/O (one thread, the CPU work of a verified load): " +
            Fmt("%.2f GB/s", Gbps(r.verify_copy->BytesPerSecond())) + "\n";
+  }
+  if (r.seal_cpu) {
+    out += "seal AES-256-GCM, no I/O (one thread, the CPU work an encrypted write adds): " +
+           Fmt("%.2f GB/s", Gbps(r.seal_cpu->BytesPerSecond())) + " per core\n";
   }
   const nlohmann::json j = ToJson(r);
   const auto& s = j["summary"];

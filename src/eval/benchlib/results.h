@@ -78,6 +78,14 @@ struct SweepPoint {
   std::optional<PhaseResult> write;
   std::optional<FioResult> fio_write;
   std::optional<PhaseResult> write_reference;
+  // Directory targets (without --no-encrypted): the same chunks Put with key_file= (AES-256-GCM) from the
+  // same threads into an emptied folder, right before `write`.
+  std::optional<PhaseResult> encrypted_write;
+  double RatioEncryptedWriteToPlain() const {
+    return write && encrypted_write && write->BytesPerSecond() > 0
+               ? encrypted_write->BytesPerSecond() / write->BytesPerSecond()
+               : 0;
+  }
   double RatioWriteToFio() const {
     return write && fio_write && fio_write->bytes_per_second > 0
                ? write->BytesPerSecond() / fio_write->bytes_per_second
@@ -135,6 +143,7 @@ struct DatapathResult {
   std::optional<PhaseResult> memcpy_ref;    // mem:// only
   std::optional<PhaseResult> memcpy_parallel;  // mem:// only: N-thread memcpy, N = chunks (cores)
   std::optional<PhaseResult> verify_copy;   // one thread: checksum + copy per chunk, no I/O
+  std::optional<PhaseResult> seal_cpu;      // with encrypted writes: one thread sealing chunks, no I/O
   std::optional<EncryptedRow> encrypted;    // directory targets, unless disabled
   uint64_t context_tokens = 0;
   std::optional<GpuProfile> gpu;

@@ -246,6 +246,9 @@ TEST(DatapathTest, FileTargetSweepsColdReadsWithoutErrors) {
     ASSERT_TRUE(p.write.has_value()) << "a write row at every point";
     EXPECT_EQ(p.write->chunks, r->write.chunks);
     EXPECT_FALSE(p.fio_write.has_value()) << "fio is off in this run";
+    ASSERT_TRUE(p.encrypted_write.has_value()) << "an encrypted write next to the plain one at every point";
+    EXPECT_EQ(p.encrypted_write->chunks, r->write.chunks);
+    EXPECT_GT(p.RatioEncryptedWriteToPlain(), 0);
     // A classic layout's hit reads every byte: 32768 tokens ask for more than --total holds, so the
     // hit is every chunk written.
     ASSERT_TRUE(p.hit.has_value());
@@ -259,6 +262,12 @@ TEST(DatapathTest, FileTargetSweepsColdReadsWithoutErrors) {
   }
   ASSERT_TRUE(r->serial_pread.has_value());
   EXPECT_EQ(r->serial_pread->chunks, r->write.chunks);
+  // The encrypted row sets its write against the last point's plain write; the seal rate is the bound.
+  ASSERT_TRUE(r->encrypted.has_value());
+  EXPECT_DOUBLE_EQ(r->encrypted->plain_write.seconds, r->sweep.back().write->seconds);
+  EXPECT_EQ(r->encrypted->read.errors, 0u);
+  ASSERT_TRUE(r->seal_cpu.has_value());
+  EXPECT_GT(r->seal_cpu->BytesPerSecond(), 0);
   EXPECT_TRUE(r->target.cold);
   EXPECT_EQ(r->repeat, 2u);
   EXPECT_FALSE(std::filesystem::exists(r->target.directory)) << "bench files left behind";

@@ -46,6 +46,7 @@ DatapathResult Sample() {
   p.fio = f;
   p.unverified = PhaseResult{128, 4ull << 30, 1.6, 0, 0, 0};  // verified 2.0 s: 80% of unverified
   p.write = PhaseResult{128, 4ull << 30, 4.0, 0, 0, 0};  // 1.07 GB/s
+  p.encrypted_write = PhaseResult{128, 4ull << 30, 5.0, 0, 0, 0};  // 80% of the plain write
   FioResult fw = f;
   fw.bytes_per_second = 2.0e9;  // fio's O_DIRECT writes at the same depth
   p.fio_write = fw;
@@ -70,6 +71,27 @@ TEST(ResultsJsonTest, WriteRatiosAgainstFio) {
   EXPECT_TRUE(j["sweep"][0]["ratio_write_to_reference"].is_null());
   EXPECT_NE(FormatSummary(Sample()).find("fio O_DIRECT writes, same depth: 2.00 GB/s"), std::string::npos)
       << FormatSummary(Sample());
+}
+
+// Each point's encrypted write is compared with the plain write of the same point; the summary keeps
+// the lowest, and a point without an encrypted write has no ratio.
+TEST(ResultsJsonTest, EncryptedWriteRatioAtEachPoint) {
+  DatapathResult r = Sample();
+  SweepPoint second = r.sweep[0];
+  second.inflight_bytes *= 2;
+  second.encrypted_write->seconds = 8.0;  // half the plain write's rate
+  SweepPoint third = r.sweep[0];
+  third.encrypted_write.reset();
+  r.sweep.push_back(second);
+  r.sweep.push_back(third);
+  const nlohmann::json j = ToJson(r);
+  EXPECT_DOUBLE_EQ(j["sweep"][0]["ratio_encrypted_write_to_plain"].get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(j["sweep"][1]["ratio_encrypted_write_to_plain"].get<double>(), 0.5);
+  EXPECT_TRUE(j["sweep"][2]["ratio_encrypted_write_to_plain"].is_null());
+  EXPECT_DOUBLE_EQ(j["summary"]["min_ratio_encrypted_write_to_plain"].get<double>(), 0.5);
+  EXPECT_NE(FormatSummary(r).find("encrypted write (key_file=, same threads) 0.86 GB/s = 80% of plain"),
+            std::string::npos)
+      << FormatSummary(r);
 }
 
 TEST(ResultsJsonTest, KeySetIsStable) {
@@ -101,6 +123,10 @@ TEST(ResultsJsonTest, KeySetIsStable) {
       "sweep.[].fio_write.ioengine", "sweep.[].fio_write.iodepth", "sweep.[].fio_write.memory",
       "sweep.[].fio_write.command", "sweep.[].ratio_write_to_fio", "sweep.[].write_reference",
       "sweep.[].ratio_write_to_reference", "summary.min_ratio_write_to_fio",
+      "sweep.[].encrypted_write", "sweep.[].encrypted_write.chunks", "sweep.[].encrypted_write.bytes",
+      "sweep.[].encrypted_write.seconds", "sweep.[].encrypted_write.gbps", "sweep.[].encrypted_write.errors",
+      "sweep.[].encrypted_write.p50_us", "sweep.[].encrypted_write.p99_us",
+      "sweep.[].ratio_encrypted_write_to_plain", "summary.min_ratio_encrypted_write_to_plain",
       "sweep.[].hit", "sweep.[].hit.tokens", "sweep.[].hit.chunks", "sweep.[].hit.loaded_chunks",
       "sweep.[].hit.bytes_read", "sweep.[].hit.skipped_bytes", "sweep.[].hit.minimum_bytes",
       "sweep.[].hit.naive_bytes", "sweep.[].hit.ratio_to_minimum", "sweep.[].hit.ratio_to_naive",
@@ -108,7 +134,7 @@ TEST(ResultsJsonTest, KeySetIsStable) {
       "summary.min_ratio_write_to_reference", "summary.min_ratio_to_reference",
       "serial_pread", "serial_pread.chunks", "serial_pread.bytes", "serial_pread.seconds",
       "serial_pread.gbps", "serial_pread.errors", "serial_pread.p50_us", "serial_pread.p99_us",
-      "memcpy", "memcpy_parallel", "verify_copy", "encrypted",
+      "memcpy", "memcpy_parallel", "verify_copy", "seal_cpu", "encrypted",
       "summary", "summary.best_inflight_bytes", "summary.gbps", "summary.p50_us", "summary.p99_us",
       "summary.fio_gbps", "summary.ratio_to_fio", "summary.best_fio_gbps",
       "summary.ratio_to_best_fio", "summary.serial_gbps", "summary.speedup_over_serial",

@@ -3,21 +3,25 @@
 // released.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <chrono>
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include "tiers/file/file_test_util.h"
 #include "tiers/file/file_tier.h"
 #include "tiers/fs/counting_fs.h"
 #include "core/chunk_cipher.h"
 #include "io/chunk_io.h"
+#include "io/seal_spread.h"
 #include "kvtier/store.h"
 
 namespace kvtier::testing {
@@ -176,6 +180,96 @@ TEST(FileSavePathTest, EncryptedChunksAreWrittenWithODirect) {
   EXPECT_EQ(watching->direct_at.load(), 4u);  // three windows and the header
   EXPECT_TRUE(internal::VerifyChunkFile(*watching, "e.kvc", id, cipher->get()).ok());
   EXPECT_TRUE(internal::VerifyChunkFile(*watching, "e.kvc", id).status().IsCorruption());  // no key: refused
+}
+
+// With fewer threads sealing than cores, one writer's windows are sealed on idle cores too: each window
+// of two or more pieces hands at least one piece to a helper thread (io/seal_spread.h), and the chunk
+// still authenticates piece by piece at its offsets (a piece sealed into another's place fails its tag).
+TEST(FileSavePathTest, OneWritersPiecesAreSealedOnIdleCoresToo) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: nothing to spread over";
+  TempDir tmp;
+  auto posix = Posix(tmp.path());
+  const std::string key_file = tmp.path() + "/key";
+  {
+    std::FILE* f = std::fopen(key_file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(std::string(64, 'd').c_str(), f);
+    std::fclose(f);
+    ::chmod(key_file.c_str(), 0600);
+  }
+  auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
+  ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
+  const Namespace ns = BigNamespace();
+  const size_t bytes = (19u << 20) / 2;  // ten pieces: windows of 4, 4 and 2
+  const ChunkId id = ChunkId::Of(ns, KeyNo(ns, 5));
+  const std::vector<std::byte> payload = PayloadFor(KeyNo(ns, 5), bytes);
+  const std::span<const std::byte> src[] = {payload};
+  for (bool direct : {true, false}) {
+    const std::string name = direct ? "d.kvc" : "b.kvc";
+    auto fd = posix->CreateNew(name, false);
+    ASSERT_TRUE(fd.ok());
+    const uint64_t before = internal::PiecesSealedByHelpers();
+    auto written = internal::WriteChunkBody(*posix, fd->get(), name, id, src,
+                                            internal::WriteOptions{.direct = direct, .cipher = *cipher});
+    ASSERT_TRUE(written.ok()) << written.status().ToString();
+    if (direct) {
+      EXPECT_GE(internal::PiecesSealedByHelpers() - before, 3u);
+    }
+    auto header = internal::VerifyChunkFile(*posix, name, id, cipher->get());
+    ASSERT_TRUE(header.ok()) << name << ": " << header.status().ToString();
+    std::vector<std::byte> back(bytes);
+    const std::span<std::byte> dst[] = {back};
+    const ByteRange whole[] = {{0, bytes}};
+    auto read = internal::ReadChunkRanges(*posix, name, id, bytes, cipher->get(), whole, dst);
+    ASSERT_TRUE(read.ok()) << name << ": " << read.status().ToString();
+    EXPECT_TRUE(back == payload) << name;
+  }
+}
+
+// A child forked after the helper pool was made has none of its threads: its encrypted writes seal
+// alone instead of waiting for helpers that never come, and the chunk authenticates.
+TEST(FileSavePathTest, AForkedChildSealsWithoutTheParentsHelpers) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: no helpers to lose";
+  TempDir tmp;
+  auto posix = Posix(tmp.path());
+  const std::string key_file = tmp.path() + "/key";
+  {
+    std::FILE* f = std::fopen(key_file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(std::string(64, 'e').c_str(), f);
+    std::fclose(f);
+    ::chmod(key_file.c_str(), 0600);
+  }
+  auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
+  ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
+  const Namespace ns = BigNamespace();
+  const size_t bytes = (19u << 20) / 2;
+  const ChunkId id = ChunkId::Of(ns, KeyNo(ns, 6));
+  const std::vector<std::byte> payload = PayloadFor(KeyNo(ns, 6), bytes);
+  const std::span<const std::byte> src[] = {payload};
+  const internal::WriteOptions o{.direct = false, .io_uring = false, .cipher = *cipher};
+  auto write = [&](const std::string& name) {
+    auto fd = posix->CreateNew(name, false);
+    return fd.ok() && internal::WriteChunkBody(*posix, fd->get(), name, id, src, o).ok();
+  };
+  const uint64_t before = internal::PiecesSealedByHelpers();
+  ASSERT_TRUE(write("parent.kvc"));
+  ASSERT_GT(internal::PiecesSealedByHelpers(), before);  // the pool exists and helped
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(write("child.kvc") ? 0 : 1);
+  int status = -1;
+  for (int waited_ms = 0; waited_ms < 60000; waited_ms += 10) {
+    if (::waitpid(child, &status, WNOHANG) == child) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!WIFEXITED(status)) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    FAIL() << "the forked child's encrypted write did not finish";
+  }
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(internal::VerifyChunkFile(*posix, "child.kvc", id, cipher->get()).ok());
 }
 
 // Listed pieces (grouped layouts) need not end on a 4 KiB block: the window writes its whole blocks and
