@@ -164,40 +164,28 @@ class CurlPutWindow {
              uint64_t* issued) {
     uint64_t active = 0;
     Status first;
-    const auto start = [&](uint64_t k) {
-      const uint64_t i = (*issued)++;
-      object_of_[k] = i;
-      std::memcpy(buf_.get() + k * bytes_, &i, std::min<uint64_t>(sizeof(i), bytes_));
-      sources_[k].sent = 0;
-      sources_[k].reply.clear();
-      curl_easy_setopt(easies_[k], CURLOPT_URL, urls[i].c_str());
-      curl_multi_add_handle(multi_, easies_[k]);
-      ++active;
-    };
     const auto t0 = std::chrono::steady_clock::now();
-    for (uint64_t k = 0; k < easies_.size() && *issued < urls.size(); ++k) start(k);
+    for (uint64_t k = 0; k < easies_.size() && *issued < urls.size(); ++k) {
+      Start(k, urls, issued);
+      ++active;
+    }
     while (active > 0) {
       int running = 0;
       curl_multi_perform(multi_, &running);
       int left = 0;
       while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
         if (msg->msg != CURLMSG_DONE) continue;
-        void* priv = nullptr;
-        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
-        const uint64_t k = reinterpret_cast<uintptr_t>(priv);
-        S3Request r;  // only for S3Status's mapping
-        r.method = "PUT";
-        r.curl = msg->data.result;
-        curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &r.http);
-        r.text = sources_[k].reply;
-        curl_multi_remove_handle(multi_, easies_[k]);
+        uint64_t k = 0;
+        const Status s = Ended(msg, urls, access_key, &k);
         --active;
-        const Status s = S3Status(r, "PUT " + urls[object_of_[k]], access_key);
         w->objects += s.ok() ? 1 : 0;
         w->bytes += s.ok() ? bytes_ : 0;
         w->errors += s.ok() ? 0 : 1;
         if (first.ok()) first = s;
-        if (first.ok() && *issued < urls.size()) start(k);
+        if (first.ok() && *issued < urls.size()) {
+          Start(k, urls, issued);
+          ++active;
+        }
       }
       if (active > 0) curl_multi_poll(multi_, nullptr, 0, 1000, nullptr);
     }
@@ -206,6 +194,30 @@ class CurlPutWindow {
   }
 
  private:
+  // Starts the PUT of object *issued on handle k (its buffer tagged with the object's index).
+  void Start(uint64_t k, const std::vector<std::string>& urls, uint64_t* issued) {
+    const uint64_t i = (*issued)++;
+    object_of_[k] = i;
+    std::memcpy(buf_.get() + k * bytes_, &i, std::min<uint64_t>(sizeof(i), bytes_));
+    sources_[k].sent = 0;
+    sources_[k].reply.clear();
+    curl_easy_setopt(easies_[k], CURLOPT_URL, urls[i].c_str());
+    curl_multi_add_handle(multi_, easies_[k]);
+  }
+  // Takes the ended transfer `msg` off the multi handle: its handle's index into *k, its Status.
+  Status Ended(CURLMsg* msg, const std::vector<std::string>& urls, const std::string& access_key, uint64_t* k) {
+    void* priv = nullptr;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+    *k = reinterpret_cast<uintptr_t>(priv);
+    S3Request r;  // only for S3Status's mapping
+    r.method = "PUT";
+    r.curl = msg->data.result;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &r.http);
+    r.text = sources_[*k].reply;
+    curl_multi_remove_handle(multi_, easies_[*k]);
+    return S3Status(r, "PUT " + urls[object_of_[*k]], access_key);
+  }
+
   CURLM* multi_;
   uint64_t bytes_;
   std::unique_ptr<std::byte[]> buf_;
