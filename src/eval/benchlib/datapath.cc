@@ -372,11 +372,13 @@ constexpr const char* kPlainHiredisReference =
     "raw hiredis, pipelined SETs then GETs of values of the same size, with kvtier's values in flight and "
     "connections per master at each bound, a sliding window per connection (redis/plain_reference.h)";
 constexpr const char* kPlainRadosReference =
-    "plain librados reads (rados_aio_read of whole objects, a window of inflight= bytes at a time; "
-    "rados/rados_reference.h)";
+    "plain librados writes then reads (rados_aio_write_full of whole objects, inflight= bytes of them in "
+    "flight, a new write as the oldest completes; rados_aio_read of whole objects, a window of inflight= "
+    "bytes at a time; rados/rados_reference.h)";
 constexpr const char* kPlainCurlReference =
-    "raw libcurl GETs (one easy handle per object of a window of inflight= bytes on one multi handle, "
-    "SigV4, the body copied into a buffer of its own; s3/s3_reference.h)";
+    "raw libcurl PUTs then GETs (PUTs: one easy handle per object in flight, inflight= bytes of them, a new "
+    "PUT as one ends; GETs: one easy handle per object of a window of inflight= bytes; one multi handle, "
+    "SigV4, each body from or into a buffer of its own; s3/s3_reference.h)";
 constexpr const char* kRawClientReference =
     "the backend's object client without kvtier's framing, verification or copy (object/object_reference.h)";
 
@@ -389,9 +391,10 @@ PhaseResult PhaseOf(uint64_t values, uint64_t bytes, uint64_t errors, double sec
   return p;
 }
 
-// The references of one point: redis:// against raw pipelined hiredis (writes and reads, shaped as the
-// tier's own traffic at this bound), rados:// against plain librados, s3:// against raw libcurl GETs;
-// other object tiers against their client without framing (reads only).
+// The references of one point, writes and reads: redis:// against raw pipelined hiredis (shaped as the
+// tier's own traffic at this bound), rados:// against plain librados, s3:// against raw libcurl, each
+// with as many objects in flight as the bound admits; other object tiers against their client without
+// framing (reads only).
 Status RawReferences(const TierUrl& url, object::ObjectTier& tier, const DatapathPlan& plan, SweepPoint* point) {
   const uint64_t value_bytes = internal::kChunkHeaderSize + plan.chunk_bytes;
   const uint64_t bound = tier.options().inflight_bytes;
@@ -406,10 +409,12 @@ Status RawReferences(const TierUrl& url, object::ObjectTier& tier, const Datapat
                                      redis::ReadShapeOf(bound, value_bytes)));
     point->write_reference = PhaseOf(p.write.values, p.write.bytes, p.write.errors, p.write.seconds);
     raw = object::RawReadResult{p.read.values, p.read.bytes, p.read.errors, p.read.seconds};
-  } else if (url.scheme == "rados") {
-    KVTIER_ASSIGN_OR_RETURN(raw, rados::PlainRadosReadReference(url, value_bytes, plan.chunks, streams));
-  } else if (url.scheme == "s3") {
-    KVTIER_ASSIGN_OR_RETURN(raw, s3::PlainCurlGetReference(url, value_bytes, plan.chunks, streams));
+  } else if (url.scheme == "rados" || url.scheme == "s3") {
+    KVTIER_ASSIGN_OR_RETURN(object::RawRoundTrip p,
+                            url.scheme == "rados" ? rados::PlainRadosReference(url, value_bytes, plan.chunks, streams)
+                                                  : s3::PlainCurlReference(url, value_bytes, plan.chunks, streams));
+    point->write_reference = PhaseOf(p.write.objects, p.write.bytes, p.write.errors, p.write.seconds);
+    raw = p.read;
   } else {
     KVTIER_ASSIGN_OR_RETURN(raw, object::RawReadReference(tier, plan.chunk_bytes, plan.chunks));
   }
@@ -446,7 +451,7 @@ Result<SweepPoint> MeasureObjectPoint(const DatapathConfig& c, const DatapathPla
                   GbpsText(point.kvtier.BytesPerSecond()) + ", " + std::to_string(point.kvtier.errors) +
                   " errors; raw client GETs " + GbpsText(point.reference->BytesPerSecond()));
   Progress(c, "  write: " + GbpsText(point.write->BytesPerSecond()) +
-                  (point.write_reference ? "; raw client SETs " + GbpsText(point.write_reference->BytesPerSecond())
+                  (point.write_reference ? "; raw client writes " + GbpsText(point.write_reference->BytesPerSecond())
                                          : std::string()));
   Progress(c, "  " + HitText(*point.hit));
   return point;

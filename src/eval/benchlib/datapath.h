@@ -21,7 +21,9 @@
 //            the backend's raw client GETs objects of the same size with the same bound, written by the
 //            reference itself without kvtier's header (object/object_reference.h; redis:// instead: raw
 //            hiredis, pipelined SETs then GETs with kvtier's values in flight and connections per
-//            master, redis/plain_reference.h, which is also the write reference); JSON
+//            master, redis/plain_reference.h; rados:// plain librados aio writes then reads,
+//            rados/rados_reference.h; s3:// raw libcurl PUTs then GETs, s3/s3_reference.h; these three
+//            are also the write reference, with as many objects in flight as the bound admits); JSON
 //            `ratio_to_reference`, `ratio_write_to_reference`. The bench's chunks are removed from the
 //            store at the end unless keep_files.
 //   encrypted (directory targets) at each bound on bytes in flight, before the point's plain write, the

@@ -74,7 +74,8 @@ struct SweepPoint {
   // The write row at this bound: kvtier's Puts into an empty tier from depth = inflight / chunk
   // threads, then its reference: fio's O_DIRECT sequential writes of files of the same size at the same
   // depth (directory targets), or a memcpy of the same bytes (mem://, `write_reference`), or the
-  // backend's raw client writing objects of the same size at the same bound (redis://, `write_reference`).
+  // backend's raw client writing objects of the same size at the same bound (redis://, rados://, s3://,
+  // `write_reference`).
   std::optional<PhaseResult> write;
   std::optional<FioResult> fio_write;
   std::optional<PhaseResult> write_reference;

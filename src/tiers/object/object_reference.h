@@ -14,10 +14,16 @@
 namespace kvtier::object {
 
 struct RawReadResult {
-  uint64_t objects = 0;  // read back whole and byte-exact
+  uint64_t objects = 0;  // read back whole and byte-exact (for a write reference: written)
   uint64_t bytes = 0;    // their bytes
   uint64_t errors = 0;   // failed or wrong
-  double seconds = 0;    // the reads only
+  double seconds = 0;    // the reads (the writes) only
+};
+
+// A backend reference that times its writes as well (rados/rados_reference.h, s3/s3_reference.h):
+// its writes, then its reads of what it wrote.
+struct RawRoundTrip {
+  RawReadResult write, read;
 };
 
 // The bytes of reference object `i`: its index as a tag, then a fixed pattern. Shared by the backends'

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -95,55 +96,180 @@ class CurlWindow {
   std::vector<curl_slist*> headers_;
 };
 
+// One PUT's body (a buffer of the reference's own, sent by the read callback) and the start of its
+// reply's body (an error's code, for S3Status).
+struct PutSource {
+  const std::byte* at = nullptr;
+  size_t size = 0;
+  size_t sent = 0;
+  std::string reply;
+};
+
+size_t FromPutSource(char* out, size_t size, size_t n, void* arg) {
+  auto* s = static_cast<PutSource*>(arg);
+  const size_t len = std::min(size * n, s->size - s->sent);
+  std::memcpy(out, s->at + s->sent, len);
+  s->sent += len;
+  return len;
+}
+
+size_t ToPutReply(char* data, size_t size, size_t n, void* arg) {
+  auto* s = static_cast<PutSource*>(arg);
+  const size_t len = size * n;
+  s->reply.append(data, std::min(len, (size_t{4} << 10) - std::min(s->reply.size(), size_t{4} << 10)));
+  return len;
+}
+
+// The reference's timed PUTs: one easy handle per object in flight (reused, so its connection stays
+// open) on one multi handle, each with a buffer of reference bytes of its own whose tag is set per object.
+class CurlPutWindow {
+ public:
+  CurlPutWindow(const S3Endpoint& endpoint, uint64_t window, uint64_t object_bytes)
+      : multi_(curl_multi_init()),
+        bytes_(object_bytes),
+        buf_(std::make_unique_for_overwrite<std::byte[]>(window * object_bytes)),
+        sources_(window),
+        easies_(window),
+        headers_(window),
+        object_of_(window) {
+    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+    for (uint64_t k = 0; k < window; ++k) {
+      object::FillReferenceObject(std::span(buf_.get() + k * object_bytes, object_bytes), 0);
+      sources_[k].at = buf_.get() + k * object_bytes;
+      sources_[k].size = object_bytes;
+      easies_[k] = curl_easy_init();
+      headers_[k] = SetUpSigning(easies_[k], endpoint);
+      curl_easy_setopt(easies_[k], CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt(easies_[k], CURLOPT_READFUNCTION, FromPutSource);
+      curl_easy_setopt(easies_[k], CURLOPT_READDATA, &sources_[k]);
+      curl_easy_setopt(easies_[k], CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(object_bytes));
+      curl_easy_setopt(easies_[k], CURLOPT_WRITEFUNCTION, ToPutReply);
+      curl_easy_setopt(easies_[k], CURLOPT_WRITEDATA, &sources_[k]);
+      curl_easy_setopt(easies_[k], CURLOPT_PRIVATE, reinterpret_cast<void*>(static_cast<uintptr_t>(k)));
+    }
+  }
+  ~CurlPutWindow() {
+    for (size_t k = 0; k < easies_.size(); ++k) {
+      curl_easy_cleanup(easies_[k]);
+      curl_slist_free_all(headers_[k]);
+    }
+    curl_multi_cleanup(multi_);
+  }
+  CurlPutWindow(const CurlPutWindow&) = delete;
+  CurlPutWindow& operator=(const CurlPutWindow&) = delete;
+
+  // PUTs object i to urls[i] for i in [0, urls.size()), a new PUT on a handle as soon as its last one
+  // ended, until one fails; *issued: how many were started. The first failure's Status (S3Status).
+  Status Run(const std::vector<std::string>& urls, const std::string& access_key, object::RawReadResult* w,
+             uint64_t* issued) {
+    uint64_t active = 0;
+    Status first;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t k = 0; k < easies_.size() && *issued < urls.size(); ++k) {
+      Start(k, urls, issued);
+      ++active;
+    }
+    while (active > 0) {
+      int running = 0;
+      curl_multi_perform(multi_, &running);
+      int left = 0;
+      while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        uint64_t k = 0;
+        const Status s = Ended(msg, urls, access_key, &k);
+        --active;
+        w->objects += s.ok() ? 1 : 0;
+        w->bytes += s.ok() ? bytes_ : 0;
+        w->errors += s.ok() ? 0 : 1;
+        if (first.ok()) first = s;
+        if (first.ok() && *issued < urls.size()) {
+          Start(k, urls, issued);
+          ++active;
+        }
+      }
+      if (active > 0) curl_multi_poll(multi_, nullptr, 0, 1000, nullptr);
+    }
+    w->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return first;
+  }
+
+ private:
+  // Starts the PUT of object *issued on handle k (its buffer tagged with the object's index).
+  void Start(uint64_t k, const std::vector<std::string>& urls, uint64_t* issued) {
+    const uint64_t i = (*issued)++;
+    object_of_[k] = i;
+    std::memcpy(buf_.get() + k * bytes_, &i, std::min<uint64_t>(sizeof(i), bytes_));
+    sources_[k].sent = 0;
+    sources_[k].reply.clear();
+    curl_easy_setopt(easies_[k], CURLOPT_URL, urls[i].c_str());
+    curl_multi_add_handle(multi_, easies_[k]);
+  }
+  // Takes the ended transfer `msg` off the multi handle: its handle's index into *k, its Status.
+  Status Ended(CURLMsg* msg, const std::vector<std::string>& urls, const std::string& access_key, uint64_t* k) {
+    void* priv = nullptr;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+    *k = reinterpret_cast<uintptr_t>(priv);
+    S3Request r;  // only for S3Status's mapping
+    r.method = "PUT";
+    r.curl = msg->data.result;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &r.http);
+    r.text = sources_[*k].reply;
+    curl_multi_remove_handle(multi_, easies_[*k]);
+    return S3Status(r, "PUT " + urls[object_of_[*k]], access_key);
+  }
+
+  CURLM* multi_;
+  uint64_t bytes_;
+  std::unique_ptr<std::byte[]> buf_;
+  std::vector<PutSource> sources_;
+  std::vector<CURL*> easies_;
+  std::vector<curl_slist*> headers_;
+  std::vector<uint64_t> object_of_;
+};
+
 }  // namespace
 
-Result<object::RawReadResult> PlainCurlGetReference(const TierUrl& url, uint64_t object_bytes, uint64_t count,
-                                                    uint64_t window) {
+Result<object::RawRoundTrip> PlainCurlReference(const TierUrl& url, uint64_t object_bytes, uint64_t count,
+                                                uint64_t window) {
   KVTIER_ASSIGN_OR_RETURN(S3Options o, ParseS3Options(url));
-  S3Http http(o.endpoint);
-  std::vector<std::string> paths(count);
+  S3Http http(o.endpoint);  // curl_global_init; the deletes at the end
+  std::vector<std::string> paths(count), urls(count);
   for (uint64_t i = 0; i < count; ++i) {
     paths[i] = "/" + UriEncode(o.bucket, false) + "/" +
                UriEncode(o.prefix + "kvtier-bench-s3-ref:" + std::to_string(::getpid()) + ":" + std::to_string(i), true);
+    urls[i] = o.endpoint.base + paths[i];
   }
-  std::vector<std::byte> bytes(object_bytes);
-  Status put;
-  uint64_t written = 0;
-  for (; written < count && put.ok(); ++written) {
-    object::FillReferenceObject(bytes, written);
-    const std::span<const std::byte> piece(bytes);
-    S3Request r;
-    r.method = "PUT";
-    r.path = paths[written];
-    r.body = GatherList(&piece, 1);
-    S3Request* p = &r;
-    http.Run(std::span(&p, 1));
-    put = S3Status(r, "PUT " + r.path, o.endpoint.credentials.access_key);
-  }
-  object::RawReadResult result;
   window = std::max<uint64_t>(1, std::min(window, count));
+  object::RawRoundTrip result;
+  uint64_t issued = 0;
+  Status put;
+  {
+    CurlPutWindow puts(o.endpoint, window, object_bytes);
+    put = puts.Run(urls, o.endpoint.credentials.access_key, &result.write, &issued);
+  }
   if (put.ok()) {
     CurlWindow gets(o.endpoint, window, object_bytes);
-    object::FillReferenceObject(bytes, 0);  // the pattern every object is checked against
-    std::vector<std::string> urls(window);
+    std::vector<std::byte> pattern(object_bytes);
+    object::FillReferenceObject(pattern, 0);  // the pattern every object is checked against
+    std::vector<std::string> batch(window);
     std::vector<uint8_t> ok;
     std::chrono::duration<double> busy{0};
     for (uint64_t first = 0; first < count; first += window) {
       const uint64_t n = std::min(window, count - first);
-      for (uint64_t k = 0; k < n; ++k) urls[k] = o.endpoint.base + paths[first + k];
+      for (uint64_t k = 0; k < n; ++k) batch[k] = urls[first + k];
       const auto t0 = std::chrono::steady_clock::now();
-      gets.Get(urls, n, &ok);
+      gets.Get(batch, n, &ok);
       busy += std::chrono::steady_clock::now() - t0;
       for (uint64_t k = 0; k < n; ++k) {
-        const bool good = ok[k] && object::ReferenceObjectMatches(gets.Body(k), bytes, first + k);
-        result.objects += good ? 1 : 0;
-        result.bytes += good ? object_bytes : 0;
-        result.errors += good ? 0 : 1;
+        const bool good = ok[k] && object::ReferenceObjectMatches(gets.Body(k), pattern, first + k);
+        result.read.objects += good ? 1 : 0;
+        result.read.bytes += good ? object_bytes : 0;
+        result.read.errors += good ? 0 : 1;
       }
     }
-    result.seconds = busy.count();
+    result.read.seconds = busy.count();
   }
-  for (uint64_t i = 0; i < written; ++i) {
+  for (uint64_t i = 0; i < issued; ++i) {
     S3Request r;
     r.method = "DELETE";
     r.path = paths[i];

@@ -13,6 +13,8 @@
 #include "tiers/ceph/ceph_harness.h"
 #include "tiers/ceph/fault_cluster.h"
 #include "tiers/object/object_tier.h"
+#include "tiers/rados/rados_client.h"
+#include "tiers/rados/rados_reference.h"
 #include "store/store_fixture.h"
 
 namespace kvtier::ceph_testing {
@@ -70,6 +72,38 @@ TEST_F(RadosFault, MissingPoolIsOneClearError) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), Code::kInvalidArgument);
   EXPECT_NE(t.status().message().find("no pool 'no_such_pool'"), std::string::npos) << t.status().ToString();
+}
+
+// The bench's librados reference (rados/rados_reference.h): writes with 5 in flight, reads back in
+// windows of 5 (23 objects: the last window short), checks every object and removes them all; objects
+// smaller than the index tag too.
+TEST_F(RadosFault, PlainRadosReferenceWritesAndReadsItsObjectsAndRemovesThem) {
+  auto url = TierUrl::Parse(Url("kvtier/refns"));
+  ASSERT_TRUE(url.ok());
+  auto r = rados::PlainRadosReference(*url, 100'000, 23, 5);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->write.objects, 23u);
+  EXPECT_EQ(r->write.bytes, 23u * 100'000);
+  EXPECT_EQ(r->write.errors, 0u);
+  EXPECT_GT(r->write.seconds, 0.0);
+  EXPECT_EQ(r->read.objects, 23u);
+  EXPECT_EQ(r->read.bytes, 23u * 100'000);
+  EXPECT_EQ(r->read.errors, 0u);
+  auto tiny = rados::PlainRadosReference(*url, 5, 3, 8);
+  ASSERT_TRUE(tiny.ok()) << tiny.status().ToString();
+  EXPECT_EQ(tiny->write.objects, 3u);
+  EXPECT_EQ(tiny->read.objects, 3u);
+  EXPECT_EQ(tiny->read.errors, 0u);
+  auto options = rados::ParseRadosOptions(*url);
+  ASSERT_TRUE(options.ok());
+  auto client = rados::OpenRadosClient(*options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  int left = 0;
+  ASSERT_TRUE((*client)->List("", [&](const object::ObjectInfo&) { return ++left > 0; }).ok());
+  EXPECT_EQ(left, 0) << "the reference removes what it wrote";
+  auto missing = rados::PlainRadosReference(*TierUrl::Parse(Url("no_such_pool")), 100, 2, 1);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Code::kInvalidArgument) << missing.status().ToString();
 }
 
 TEST_F(RadosFault, PoolOverQuotaFailsPutsSoftlyAndReadsGoOn) {

@@ -11,6 +11,7 @@
 #include "tiers/ceph/fault_cluster.h"
 #include "tiers/object/object_names.h"
 #include "tiers/s3/s3_client.h"
+#include "tiers/s3/s3_reference.h"
 #include "store/store_fixture.h"
 
 namespace kvtier::ceph_testing {
@@ -80,6 +81,40 @@ TEST_F(S3Fault, ObjectsDeletedBehindTheTiersBackAreMisses) {
   ASSERT_TRUE((*t)->Get(Id(2), ScatterList(&dst, 1)).ok());
   EXPECT_TRUE(out == data);
   EXPECT_EQ((*t)->Stats().corrupt, 0u);
+}
+
+// The bench's raw libcurl reference (s3/s3_reference.h): PUTs with 5 in flight, GETs in windows of 5
+// (23 objects: the last window short), every object checked, all deleted; a refused PUT is its error.
+TEST_F(S3Fault, PlainCurlReferenceWritesAndReadsItsObjectsAndDeletesThem) {
+  auto url = TierUrl::Parse(Url("refs"));
+  ASSERT_TRUE(url.ok());
+  auto r = s3::PlainCurlReference(*url, 100'000, 23, 5);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->write.objects, 23u);
+  EXPECT_EQ(r->write.bytes, 23u * 100'000);
+  EXPECT_EQ(r->write.errors, 0u);
+  EXPECT_GT(r->write.seconds, 0.0);
+  EXPECT_EQ(r->read.objects, 23u);
+  EXPECT_EQ(r->read.bytes, 23u * 100'000);
+  EXPECT_EQ(r->read.errors, 0u);
+  auto options = s3::ParseS3Options(*url);
+  ASSERT_TRUE(options.ok());
+  auto client = s3::OpenS3Client(*options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  int left = 0;
+  ASSERT_TRUE((*client)->List("", [&](const object::ObjectInfo&) { return ++left > 0; }).ok());
+  EXPECT_EQ(left, 0) << "the reference deletes what it wrote";
+
+  const std::string bad = g_ceph->dir() + "/badref.credentials";
+  std::ofstream(bad) << "[default]\naws_access_key_id = KVTIERTESTACCESS0001\naws_secret_access_key = wrong\n";
+  ::chmod(bad.c_str(), 0600);
+  std::string bad_url = Url("refs");
+  bad_url = bad_url.substr(0, bad_url.find("&credentials_file=")) + "&credentials_file=" + bad;
+  auto refused = s3::PlainCurlReference(*TierUrl::Parse(bad_url), 1000, 3, 2);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kInvalidArgument) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("refused access key KVTIERTESTACCESS0001"), std::string::npos)
+      << refused.status().ToString();
 }
 
 TEST_F(S3Fault, RadosgwRestartedRecovers) {
