@@ -135,7 +135,7 @@ typedef struct kvtier_store_options {
   int admit_on_second_use;   /* default 0: every saved chunk goes to the lower tiers */
   uint64_t save_queue_bytes; /* default 1 GiB */
   uint32_t save_queue_chunks;  /* default 4096 */
-  uint32_t background_threads; /* default 2: writes to the lower tiers */
+  uint32_t background_threads; /* default 8: writes to the lower tiers */
   uint32_t async_threads;      /* default 4, at least 1: run kvtier_*_async operations */
   const char* key_file;        /* NULL: no encryption; else an absolute path (docs/encryption.md) */
   /* Chunk events (docs/serve.md): NULL, or a ZeroMQ endpoint the store binds and publishes its stored,

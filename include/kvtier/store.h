@@ -47,7 +47,10 @@ struct StoreOptions {
   // (counted in StoreStats::dropped_saves), never waited for.
   uint64_t save_queue_bytes = 1ull << 30;
   uint32_t save_queue_chunks = 4096;
-  uint32_t background_threads = 2;
+  // Threads that write the lower tiers, one chunk each at a time: the chunks in flight to the disk. Eight
+  // keep a disk as busy as fio's 8 requests of a chunk each (docs/qualification.md, bench save); a chunk
+  // the top tier can lend costs a writer no memory, one it cannot costs it a buffer of the chunk's size.
+  uint32_t background_threads = 8;
   // Absolute path of a key file (32 raw bytes or 64 hex characters, mode 0600 or stricter). When set,
   // every tier but mem:// (file://, fs://, object tiers) stores AES-256-GCM encrypted, authenticated
   // chunks under a key derived per namespace, and accepts no others (docs/encryption.md). Added to those URLs as

@@ -429,7 +429,7 @@ class Store(_Handle):
 
     def __init__(self, tiers: Sequence[str], *, promote_on_load: bool = True,
                  admit_on_second_use: bool = False, save_queue_bytes: int = 1 << 30,
-                 save_queue_chunks: int = 4096, background_threads: int = 2, async_threads: int = 4,
+                 save_queue_chunks: int = 4096, background_threads: int = 8, async_threads: int = 4,
                  key_file: Optional[str] = None, events: Optional[str] = None,
                  events_topic: Optional[str] = None) -> None:
         """`events`: a ZeroMQ endpoint ("tcp://127.0.0.1:5557") the store publishes its chunk events on

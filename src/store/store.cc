@@ -73,6 +73,7 @@ StoreImpl::StoreImpl(std::vector<std::unique_ptr<Tier>> tiers, const StoreOption
   for (size_t t = 0; t < tiers_.size(); ++t) {
     caps_.push_back(tiers_[t]->capabilities());
     if (!caps_[t].in_memory) background_mask_ |= uint64_t{1} << t;
+    lend_capacity_.push_back(caps_[t].in_memory ? tiers_[t]->Stats().capacity_bytes : 0);
   }
   if (options_.admission == Admission::kSecondUse) seen_ = std::make_unique<SeenTable>();
   tier_dropped_ = std::make_unique<std::atomic<uint64_t>[]>(tiers_.size());

@@ -115,6 +115,12 @@ class StoreImpl final : public Store {
   // Queues a copy of a chunk to the slower tiers; counts a drop when the queue is full.
   void EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, int source_tier, uint32_t tokens);
   void RunJob(SaveJob& job);  // on a queue worker
+  // A save job's payload for its writes, from the in-memory tier that holds it: lent (true: `lent`
+  // holds it, pinned) where that tier lends memory O_DIRECT can write from and is large enough
+  // (CanLend); otherwise CopySource copies it into the worker's buffer (its error: the chunk is gone).
+  bool CanLend(const SaveJob& job) const;
+  bool LendSource(const SaveJob& job, BorrowedChunk* lent);
+  Status CopySource(const SaveJob& job, std::vector<std::span<const std::byte>>* pieces);
   // Writes the namespace's identity beside its chunks in every tier that keeps one (first save).
   void DescribeNamespace(const Namespace& ns);
   void CountDropped(uint64_t tier_mask);  // one dropped chunk for each tier in the mask
@@ -134,6 +140,10 @@ class StoreImpl final : public Store {
   std::atomic<uint64_t> events_{0};
   const StoreOptions options_;
   uint64_t background_mask_ = 0;  // bit t: tier t is written through the queue (not in memory)
+  // Per tier: the capacity of an in-memory tier (0 for others and unknown): the background writers pin
+  // at most 1/kLendShare of it while they write lent chunks (CanLend).
+  std::vector<uint64_t> lend_capacity_;
+  static constexpr uint64_t kLendShare = 4;
   std::unique_ptr<SeenTable> seen_;  // only for Admission::kSecondUse
 
   std::atomic<uint64_t> lookups_{0}, lookup_hit_{0}, lookup_missed_{0}, loads_{0}, load_chunks_{0},

@@ -6,6 +6,7 @@
 // every tier already holding the chunk counts in neither, nor does a job withdrawn by Remove).
 // TierStats::dropped_saves counts per tier.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,48 @@ void StoreImpl::CountDropped(uint64_t tier_mask) {
   }
 }
 
+bool StoreImpl::CanLend(const SaveJob& job) const {
+  // Each worker pins at most one chunk; together they may pin a quarter of the source tier, so the
+  // pins never leave a Save without room (the rest stays evictable). A tier of unknown capacity copies.
+  const uint64_t capacity = lend_capacity_[static_cast<size_t>(job.source_tier)];
+  return capacity > 0 && job.bytes * options_.background_threads <= capacity / kLendShare;
+}
+
+namespace {
+
+// Aligned as O_DIRECT needs (every piece starts on a 4 KiB boundary and all but the last are whole
+// blocks): file:// and fs:// then write straight from the pieces, as from the worker's own buffer.
+bool LentPiecesDirectAligned(std::span<const std::span<const std::byte>> pieces) {
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (reinterpret_cast<uintptr_t>(pieces[i].data()) % kChunkAlign != 0) return false;
+    if (i + 1 < pieces.size() && pieces[i].size() % kChunkAlign != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool StoreImpl::LendSource(const SaveJob& job, BorrowedChunk* lent) {
+  if (job.source_tier < 0 || !CanLend(job)) return false;
+  auto borrowed = tiers_[job.source_tier]->Borrow(job.id);
+  // A tier that does not lend, a miss or a damaged copy: the copy below finds out and counts it.
+  if (!borrowed.ok() || borrowed->size() != job.bytes || !LentPiecesDirectAligned(borrowed->pieces())) return false;
+  *lent = std::move(borrowed).value();
+  return true;
+}
+
+Status StoreImpl::CopySource(const SaveJob& job, std::vector<std::span<const std::byte>>* pieces) {
+  // One 4 KiB aligned buffer per worker, reused (no allocation per job), so file:// can write it with
+  // O_DIRECT; the copy (not a pin) also keeps a small source tier free to evict.
+  thread_local AlignedBuffer buffer;
+  if (buffer.size() < job.bytes) buffer = AlignedBuffer::Allocate(std::max<uint64_t>(job.bytes, kChunkAlign));
+  if (buffer.data() == nullptr) return Status::IOError("out of memory for a background write", true);
+  const std::span<std::byte> dst[] = {buffer.span().first(job.bytes)};
+  KVTIER_RETURN_IF_ERROR(tiers_[job.source_tier]->Get(job.id, dst));
+  *pieces = {std::span<const std::byte>(buffer.data(), job.bytes)};
+  return Status::OK();
+}
+
 void StoreImpl::RunJob(SaveJob& job) {
   // Tiers that already hold the chunk are skipped before anything is read back.
   uint64_t targets = 0;
@@ -118,29 +161,20 @@ void StoreImpl::RunJob(SaveJob& job) {
     if (wanted && !tiers_[t]->Contains(job.id)) targets |= uint64_t{1} << t;
   }
   if (targets == 0) return;
-  // The chunk is read back into one 4 KiB aligned buffer per worker, reused (no allocation per job),
-  // so file:// can write it with O_DIRECT. It is copied rather than borrowed from the top tier: a
-  // borrow would pin the chunk there for the whole of a slow write, and a small top tier full of
-  // pinned chunks refuses Saves.
-  thread_local AlignedBuffer buffer;
+  // The payload comes from the job's staged copy, from the source tier's own memory (lent: pinned until
+  // the writes end, no copy) or from a copy of it into the worker's buffer.
   std::vector<std::span<const std::byte>> pieces = {std::span<const std::byte>(job.staged)};
-  if (job.source_tier >= 0) {
-    if (buffer.size() < job.bytes) buffer = AlignedBuffer::Allocate(std::max<uint64_t>(job.bytes, kChunkAlign));
-    Status s = buffer.data() == nullptr ? Status::IOError("out of memory for a background write", true) : Status::OK();
-    if (s.ok()) {
-      const std::span<std::byte> dst[] = {buffer.span().first(job.bytes)};
-      s = tiers_[job.source_tier]->Get(job.id, dst);
-      pieces = {std::span<const std::byte>(buffer.data(), job.bytes)};
+  BorrowedChunk lent;
+  if (LendSource(job, &lent)) {
+    pieces.assign(lent.pieces().begin(), lent.pieces().end());
+  } else if (job.source_tier >= 0 && !CopySource(job, &pieces).ok()) {  // evicted (or damaged) before now
+    if (job.is_save) {
+      dropped_saves_.fetch_add(1, std::memory_order_relaxed);
+      CountDropped(targets);
+    } else {
+      promotions_dropped_.fetch_add(1, std::memory_order_relaxed);
     }
-    if (!s.ok()) {  // evicted (or damaged) before the worker got to it
-      if (job.is_save) {
-        dropped_saves_.fetch_add(1, std::memory_order_relaxed);
-        CountDropped(targets);
-      } else {
-        promotions_dropped_.fetch_add(1, std::memory_order_relaxed);
-      }
-      return;
-    }
+    return;
   }
   bool failed = false;
   for (size_t t = 0; t < tiers_.size(); ++t) {

@@ -19,6 +19,37 @@ class StoreBackgroundTest : public StoreTestBase {
   }
 
   bool LowerHas(Tier& lower, const ChunkKey& k) { return lower.Contains(ChunkId::Of(ns_, k)); }
+  void CheckRemoveIsNotUndone(const std::string& top_options);
+  // The tier holds the chunk with the bytes that were saved.
+  bool LowerHoldsSaved(Tier& lower, const ChunkKey& k) {
+    std::vector<std::byte> got(bytes_);
+    const std::span<std::byte> dst[] = {got};
+    return lower.Get(ChunkId::Of(ns_, k), dst).ok() && got == PayloadOf(k);
+  }
+};
+
+// Records where the first byte of each Put's payload lay.
+class PayloadAddressTier : public ForwardingTier {
+ public:
+  using ForwardingTier::ForwardingTier;
+  Status Put(const ChunkId& id, GatherList payload) override {
+    {
+      internal::MutexLock lock(mu_);
+      puts_.emplace_back(id.key, payload.empty() ? nullptr : payload[0].data());
+    }
+    return ForwardingTier::Put(id, payload);
+  }
+  const std::byte* FirstByteOf(const ChunkKey& key) {
+    internal::MutexLock lock(mu_);
+    for (const auto& [k, p] : puts_) {
+      if (k == key) return p;
+    }
+    return nullptr;
+  }
+
+ private:
+  internal::Mutex mu_;
+  std::vector<std::pair<ChunkKey, const std::byte*>> puts_ GUARDED_BY(mu_);
 };
 
 TEST_F(StoreBackgroundTest, SavesReachTheLowerTierAfterFlush) {
@@ -44,13 +75,21 @@ TEST_F(StoreBackgroundTest, SavesReachTheLowerTierAfterFlush) {
 // A removal is never undone by a background write that began before it: a queued write of the chunk is
 // dropped, a running one is waited for (the old kvtier_remove removed from the tiers only, and the queued
 // write then stored the chunk again).
+// Both ways a write gets its payload: copied from a top tier of 64-byte pages, lent from one of 4 KiB pages.
 TEST_F(StoreBackgroundTest, RemoveIsNotUndoneByABackgroundWriteQueuedBeforeIt) {
+  for (const char* top : {"capacity=64KiB&page=64", "capacity=64KiB&page=4KiB"}) {
+    SCOPED_TRACE(top);
+    CheckRemoveIsNotUndone(top);
+  }
+}
+
+void StoreBackgroundTest::CheckRemoveIsNotUndone(const std::string& top) {
   auto lower = OpenSharedMem();
   auto blocking = std::make_unique<BlockingTier>(lower);
   BlockingTier* gate = blocking.get();
   StoreOptions opt;
   opt.background_threads = 1;
-  auto store = Open(OpenMem(), std::move(blocking), opt);
+  auto store = Open(OpenMem(top), std::move(blocking), opt);
   const auto keys = Keys(2);
   ASSERT_TRUE(Save(*store, std::span(keys).first(1)).ok());
   gate->WaitForWaiter();  // the worker runs the first chunk's write, held at the gate
@@ -262,6 +301,50 @@ TEST_F(StoreBackgroundTest, PromotionsBeyondTheQueueAreDroppedAndCounted) {
   const StoreStats s = store->Stats();
   EXPECT_EQ(s.promotions + s.promotions_dropped, 5u);
   EXPECT_GE(s.promotions_dropped, 3u);  // at most 2 jobs queued or running at once
+}
+
+// A top tier that lends (pages on 4 KiB boundaries) and is large enough for every writer's pin gives the
+// background writes its own memory, no copy; where the writers' pins could take more than a quarter of
+// it, they copy.
+TEST_F(StoreBackgroundTest, WritesBorrowFromATopTierLargeEnoughForTheWritersPins) {
+  for (const uint32_t threads : {1u, 32u}) {
+    SCOPED_TRACE(threads);
+    auto lower = OpenSharedMem();
+    auto recording = std::make_unique<PayloadAddressTier>(lower);
+    PayloadAddressTier* rec = recording.get();
+    StoreOptions opt;
+    opt.background_threads = threads;
+    // Two pages of 4 KiB: one writer's 128-byte chunk is within a quarter of it, 32 writers' are not.
+    auto store = Open(OpenMem("capacity=8KiB&page=4KiB"), std::move(recording), opt);
+    const auto keys = Keys(1);
+    ASSERT_TRUE(Save(*store, keys).ok());
+    ASSERT_TRUE(store->Flush().ok());
+    auto held = store->tier(0).Borrow(ChunkId::Of(ns_, keys[0]));
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    EXPECT_EQ(rec->FirstByteOf(keys[0]) == held->pieces()[0].data(), threads == 1);
+    EXPECT_TRUE(LowerHoldsSaved(*lower, keys[0]));
+    EXPECT_EQ(store->Stats().queued_saves, 1u);
+  }
+}
+
+// A lent chunk stays pinned while its write runs; the rest of the top tier can still be evicted, so
+// Saves keep finding room (a top tier of pinned chunks would refuse them with NoSpace).
+TEST_F(StoreBackgroundTest, ALentChunkLeavesTheTopTierRoomForSaves) {
+  auto lower = OpenSharedMem();
+  auto blocking = std::make_unique<BlockingTier>(lower);
+  BlockingTier* gate = blocking.get();
+  StoreOptions opt;
+  opt.background_threads = 1;
+  auto store = Open(OpenMem("capacity=16KiB&page=4KiB"), std::move(blocking), opt);  // 4 chunks
+  const auto keys = Keys(12);
+  ASSERT_TRUE(Save(*store, std::span(keys).first(1)).ok());
+  gate->WaitForWaiter();  // the first chunk's write runs, held at the gate
+  for (size_t i = 1; i < keys.size(); ++i) EXPECT_TRUE(Save(*store, std::span(keys).subspan(i, 1)).ok()) << i;
+  gate->Release();
+  ASSERT_TRUE(store->Flush().ok());
+  EXPECT_TRUE(LowerHoldsSaved(*lower, keys[0]));
+  const StoreStats s = store->Stats();
+  EXPECT_EQ(s.queued_saves + s.dropped_saves, keys.size());  // evicted before their writes: dropped
 }
 
 TEST_F(StoreBackgroundTest, DestructorDrainsTheQueue) {

@@ -60,7 +60,7 @@ struct SaveBenchArgs {
   uint32_t bisections = 3;
   std::string mem;                  // mem:// capacity; empty: queue + 2 prefixes
   std::string queue_bytes = "1GiB";
-  uint32_t queue_chunks = 4096, background_threads = 2, feeders = 0;  // feeders 0: one per GPU
+  uint32_t queue_chunks = 4096, background_threads = StoreOptions{}.background_threads, feeders = 0;  // feeders 0: one per GPU
   bool no_fio = false, keep = false;
   std::string fio_bytes = "4GiB";
   uint32_t fio_depth = 8;
@@ -80,7 +80,7 @@ struct SaveBenchConfig {
   uint32_t bisections = 3;
   uint64_t mem_bytes = 0;           // 0: queue_bytes + 2 prefixes
   uint64_t queue_bytes = 1ull << 30;
-  uint32_t queue_chunks = 4096, background_threads = 2, feeders = 1;
+  uint32_t queue_chunks = 4096, background_threads = StoreOptions{}.background_threads, feeders = 1;
   bool run_fio = true, keep_files = false;
   uint64_t fio_bytes = 4ull << 30;
   uint32_t fio_depth = 8;
