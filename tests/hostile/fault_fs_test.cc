@@ -11,6 +11,7 @@
 #include "hostile/hostile_util.h"
 #include "io/chunk_dir.h"
 #include "io/chunk_io.h"
+#include "support/key_file.h"
 #include "testing/fault_fs.h"
 
 namespace kvtier::testing {
@@ -144,14 +145,8 @@ TEST_P(FaultFsTest, ShortDirectPayloadWriteIsResumed) {
 // resumed and the chunk authenticates.
 TEST_P(FaultFsTest, EncryptedWindowWritesFailCleanlyOrResume) {
   if (kind() != Kind::kFile) GTEST_SKIP() << "the same chunk writer is below fs://";
-  const std::string key_file = base_.path() + "/key";
-  {
-    std::FILE* f = std::fopen(key_file.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fputs(std::string(64, 'c').c_str(), f);
-    std::fclose(f);
-    ::chmod(key_file.c_str(), 0600);
-  }
+  const std::string key_file = WriteKeyFile(base_.path(), 'c');
+  ASSERT_FALSE(key_file.empty());
   auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
   ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
   const ChunkId id = IdNo(ns_, 7);

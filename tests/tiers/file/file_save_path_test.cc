@@ -23,6 +23,7 @@
 #include "io/chunk_io.h"
 #include "io/seal_spread.h"
 #include "kvtier/store.h"
+#include "support/key_file.h"
 
 namespace kvtier::testing {
 namespace {
@@ -151,14 +152,8 @@ TEST(FileSavePathTest, UnalignedSourcesAreWrittenThroughThePageCache) {
 TEST(FileSavePathTest, EncryptedChunksAreWrittenWithODirect) {
   TempDir tmp;
   auto watching = std::make_shared<WatchingFs>(Posix(tmp.path()));
-  const std::string key_file = tmp.path() + "/key";
-  {
-    std::FILE* f = std::fopen(key_file.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fputs(std::string(64, 'a').c_str(), f);
-    std::fclose(f);
-    ::chmod(key_file.c_str(), 0600);
-  }
+  const std::string key_file = WriteKeyFile(tmp.path(), 'a');
+  ASSERT_FALSE(key_file.empty());
   auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
   ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
   const Namespace ns = BigNamespace();
@@ -189,14 +184,8 @@ TEST(FileSavePathTest, OneWritersPiecesAreSealedOnIdleCoresToo) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: nothing to spread over";
   TempDir tmp;
   auto posix = Posix(tmp.path());
-  const std::string key_file = tmp.path() + "/key";
-  {
-    std::FILE* f = std::fopen(key_file.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fputs(std::string(64, 'd').c_str(), f);
-    std::fclose(f);
-    ::chmod(key_file.c_str(), 0600);
-  }
+  const std::string key_file = WriteKeyFile(tmp.path(), 'd');
+  ASSERT_FALSE(key_file.empty());
   auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
   ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
   const Namespace ns = BigNamespace();
@@ -232,14 +221,8 @@ TEST(FileSavePathTest, AForkedChildSealsWithoutTheParentsHelpers) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: no helpers to lose";
   TempDir tmp;
   auto posix = Posix(tmp.path());
-  const std::string key_file = tmp.path() + "/key";
-  {
-    std::FILE* f = std::fopen(key_file.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fputs(std::string(64, 'e').c_str(), f);
-    std::fclose(f);
-    ::chmod(key_file.c_str(), 0600);
-  }
+  const std::string key_file = WriteKeyFile(tmp.path(), 'e');
+  ASSERT_FALSE(key_file.empty());
   auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
   ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
   const Namespace ns = BigNamespace();
@@ -277,14 +260,8 @@ TEST(FileSavePathTest, AForkedChildSealsWithoutTheParentsHelpers) {
 TEST(FileSavePathTest, EncryptedListedPiecesOfOddLengthsAreWrittenWithODirect) {
   TempDir tmp;
   auto watching = std::make_shared<WatchingFs>(Posix(tmp.path()));
-  const std::string key_file = tmp.path() + "/key";
-  {
-    std::FILE* f = std::fopen(key_file.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fputs(std::string(64, 'b').c_str(), f);
-    std::fclose(f);
-    ::chmod(key_file.c_str(), 0600);
-  }
+  const std::string key_file = WriteKeyFile(tmp.path(), 'b');
+  ASSERT_FALSE(key_file.empty());
   auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
   ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
   static const std::vector<uint64_t> kLengths = {3000001, 3000001, 3000001, 1000000};
