@@ -7,6 +7,7 @@
 // TierStats::dropped_saves counts per tier.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -132,24 +133,54 @@ bool LentPiecesDirectAligned(std::span<const std::span<const std::byte>> pieces)
 
 }  // namespace
 
-bool StoreImpl::LendSource(const SaveJob& job, BorrowedChunk* lent) {
-  if (job.source_tier < 0 || !CanLend(job)) return false;
-  auto borrowed = tiers_[job.source_tier]->Borrow(job.id);
-  // A tier that does not lend, a miss or a damaged copy: the copy below finds out and counts it.
-  if (!borrowed.ok() || borrowed->size() != job.bytes || !LentPiecesDirectAligned(borrowed->pieces())) return false;
-  *lent = std::move(borrowed).value();
-  return true;
+namespace {
+
+// The background worker's own 4 KiB aligned buffer of at least `bytes`, reused (no allocation per job),
+// so file:// can write it with O_DIRECT; empty when it cannot be had.
+std::span<std::byte> WorkerBuffer(uint64_t bytes) {
+  thread_local AlignedBuffer buffer;
+  if (buffer.size() < bytes) buffer = AlignedBuffer::Allocate(std::max<uint64_t>(bytes, kChunkAlign));
+  if (buffer.data() == nullptr) return {};
+  return buffer.span().first(bytes);
 }
 
-Status StoreImpl::CopySource(const SaveJob& job, std::vector<std::span<const std::byte>>* pieces) {
-  // One 4 KiB aligned buffer per worker, reused (no allocation per job), so file:// can write it with
-  // O_DIRECT; the copy (not a pin) also keeps a small source tier free to evict.
-  thread_local AlignedBuffer buffer;
-  if (buffer.size() < job.bytes) buffer = AlignedBuffer::Allocate(std::max<uint64_t>(job.bytes, kChunkAlign));
-  if (buffer.data() == nullptr) return Status::IOError("out of memory for a background write", true);
-  const std::span<std::byte> dst[] = {buffer.span().first(job.bytes)};
-  KVTIER_RETURN_IF_ERROR(tiers_[job.source_tier]->Get(job.id, dst));
-  *pieces = {std::span<const std::byte>(buffer.data(), job.bytes)};
+}  // namespace
+
+Status StoreImpl::SourcePieces(const SaveJob& job, BorrowedChunk* lent,
+                               std::vector<std::span<const std::byte>>* pieces) {
+  if (job.source_tier < 0) {
+    *pieces = {std::span<const std::byte>(job.staged)};
+    return Status::OK();
+  }
+  Tier& source = *tiers_[job.source_tier];
+  if (CanLend(job)) {
+    auto borrowed = source.Borrow(job.id);
+    if (borrowed.ok() && borrowed->size() == job.bytes) {
+      if (LentPiecesDirectAligned(borrowed->pieces())) {
+        *lent = std::move(borrowed).value();
+        pieces->assign(lent->pieces().begin(), lent->pieces().end());
+        return Status::OK();
+      }
+      // Lent, but not where O_DIRECT can write from: copied out of the view (one read of the tier).
+      const std::span<std::byte> buffer = WorkerBuffer(job.bytes);
+      if (buffer.empty()) return Status::IOError("out of memory for a background write", true);
+      size_t at = 0;
+      for (std::span<const std::byte> piece : borrowed->pieces()) {
+        std::memcpy(buffer.data() + at, piece.data(), piece.size());
+        at += piece.size();
+      }
+      *pieces = {std::span<const std::byte>(buffer)};
+      return Status::OK();
+    }
+    // Evicted or damaged since the Save: the chunk is gone (the tier counted the miss once).
+    if (!borrowed.ok() && borrowed.status().code() != Code::kNotSupported) return borrowed.status();
+  }
+  // Copied rather than lent: a pin would hold a small source tier's memory for the whole write.
+  const std::span<std::byte> buffer = WorkerBuffer(job.bytes);
+  if (buffer.empty()) return Status::IOError("out of memory for a background write", true);
+  const std::span<std::byte> dst[] = {buffer};
+  KVTIER_RETURN_IF_ERROR(source.Get(job.id, dst));
+  *pieces = {std::span<const std::byte>(buffer)};
   return Status::OK();
 }
 
@@ -163,11 +194,9 @@ void StoreImpl::RunJob(SaveJob& job) {
   if (targets == 0) return;
   // The payload comes from the job's staged copy, from the source tier's own memory (lent: pinned until
   // the writes end, no copy) or from a copy of it into the worker's buffer.
-  std::vector<std::span<const std::byte>> pieces = {std::span<const std::byte>(job.staged)};
+  std::vector<std::span<const std::byte>> pieces;
   BorrowedChunk lent;
-  if (LendSource(job, &lent)) {
-    pieces.assign(lent.pieces().begin(), lent.pieces().end());
-  } else if (job.source_tier >= 0 && !CopySource(job, &pieces).ok()) {  // evicted (or damaged) before now
+  if (!SourcePieces(job, &lent, &pieces).ok()) {  // evicted (or damaged) before now
     if (job.is_save) {
       dropped_saves_.fetch_add(1, std::memory_order_relaxed);
       CountDropped(targets);
