@@ -53,6 +53,11 @@ struct WriteOptions {
   std::shared_ptr<const ChunkCipher> cipher = nullptr;
 };
 
+// True when O_DIRECT can write `payload` in place: every piece starts on a 4 KiB boundary and every
+// piece but the last spans whole blocks (empty pieces are skipped). WriteChunkBody writes such a payload
+// straight from its pages when options.direct; others go through the page cache.
+bool DirectWritable(GatherList payload);
+
 // Encodes chunk `id` (header, payload, padding) into `fd`, a new file opened through `fs`, resuming
 // after short writes; fsyncs it when options.sync. `where` names the file in messages. Returns the
 // bytes written (StoredChunkBytes). Publication (temporary + rename) is ChunkDir::WriteChunk.

@@ -50,19 +50,6 @@ const std::array<std::byte, kChunkAlign>& Zeros() {
   return kZeros;
 }
 
-// True when O_DIRECT can write `payload` in place: every piece starts on a block boundary and every
-// piece but the last spans whole blocks (empty pieces are skipped).
-bool DirectWritable(GatherList payload) {
-  const std::span<const std::byte>* last = nullptr;
-  for (const auto& p : payload) {
-    if (p.empty()) continue;
-    if (last != nullptr && last->size() % kChunkAlign != 0) return false;
-    if (reinterpret_cast<uintptr_t>(p.data()) % kChunkAlign != 0) return false;
-    last = &p;
-  }
-  return true;
-}
-
 // Sets or clears O_DIRECT on `fd`; false when the kernel or filesystem refuses it.
 bool SetDirect(int fd, bool on) {
   const int flags = fcntl(fd, F_GETFL);
@@ -321,6 +308,17 @@ Status WriteEncryptedBody(FileSystem& fs, int fd, const std::string& path, const
 }
 
 }  // namespace
+
+bool DirectWritable(GatherList payload) {
+  const std::span<const std::byte>* last = nullptr;
+  for (const auto& p : payload) {
+    if (p.empty()) continue;
+    if (last != nullptr && last->size() % kChunkAlign != 0) return false;
+    if (reinterpret_cast<uintptr_t>(p.data()) % kChunkAlign != 0) return false;
+    last = &p;
+  }
+  return true;
+}
 
 Result<uint64_t> WriteChunkBody(FileSystem& fs, int fd, const std::string& where, const ChunkId& id,
                                 GatherList payload, const WriteOptions& options) {

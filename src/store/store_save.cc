@@ -121,20 +121,6 @@ bool StoreImpl::CanLend(const SaveJob& job) const {
 
 namespace {
 
-// Aligned as O_DIRECT needs (every piece starts on a 4 KiB boundary and all but the last are whole
-// blocks): file:// and fs:// then write straight from the pieces, as from the worker's own buffer.
-bool LentPiecesDirectAligned(std::span<const std::span<const std::byte>> pieces) {
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    if (reinterpret_cast<uintptr_t>(pieces[i].data()) % kChunkAlign != 0) return false;
-    if (i + 1 < pieces.size() && pieces[i].size() % kChunkAlign != 0) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-namespace {
-
 // The background worker's own 4 KiB aligned buffer of at least `bytes`, reused (no allocation per job),
 // so file:// can write it with O_DIRECT; empty when it cannot be had.
 std::span<std::byte> WorkerBuffer(uint64_t bytes) {
@@ -156,7 +142,7 @@ Status StoreImpl::SourcePieces(const SaveJob& job, BorrowedChunk* lent,
   if (CanLend(job)) {
     auto borrowed = source.Borrow(job.id);
     if (borrowed.ok() && borrowed->size() == job.bytes) {
-      if (LentPiecesDirectAligned(borrowed->pieces())) {
+      if (DirectWritable(borrowed->pieces())) {  // file:// and fs:// write it with O_DIRECT
         *lent = std::move(borrowed).value();
         pieces->assign(lent->pieces().begin(), lent->pieces().end());
         return Status::OK();
