@@ -1048,6 +1048,23 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
     def get_required_kvcache_layout(cls, vllm_config: Any) -> Optional[str]:
         return "HND" if cls._asks_hnd and _wants_hnd(vllm_config) else "NHD"
 
+    @classmethod
+    def requires_piecewise_for_cudagraph(cls, extra_config: Any = None) -> bool:
+        """True: on a CUDA device every attention layer's ``wait_for_layer_load`` makes the engine's
+        stream wait for that layer's bytes. A full CUDA graph replays a step without running those
+        calls, so a step whose batch looks like a decode batch (a prefix hit that leaves one prompt
+        token to compute) would read KV before it landed; vLLM then runs its piecewise graphs, which
+        run attention, and the waits in it, eagerly."""
+        return True
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        """False: kvtier is a cache, and a save lost to a preemption is a later miss, never bytes
+        read from freed blocks: a save reads the blocks of tokens computed in its own step, and
+        ``handle_preemptions`` waits for a preempted request's saves before vLLM reuses its blocks.
+        So vLLM keeps (does not drop and recompute) a preempted request's in-flight output."""
+        return False
+
 
 class KvtierHybridConnector(KvtierConnector, _HMA):  # type: ignore[misc,valid-type]
     """``KvtierConnector`` that declares vLLM's ``SupportsHMA`` (one block id list per KV cache group):

@@ -330,6 +330,21 @@ def test_adapter_reads_the_vllm_config(file_tier):
     sched.shutdown()
 
 
+def test_adapter_declares_layer_waits_and_best_effort_saves_to_vllm(file_tier):
+    """The two declarations vLLM's configuration and scheduler read (base.py @003df2961dd8): layer
+    waits that a full CUDA graph would skip ask for piecewise graphs, for both connector classes and
+    whatever the extra config says; a preempted request's output is not dropped for kvtier's saves."""
+    url, _ = file_tier
+    for cls in (vllm_v1.KvtierConnector, vllm_v1.KvtierHybridConnector):
+        assert cls.requires_piecewise_for_cudagraph({"tiers": [url]}) is True
+        assert cls.requires_piecewise_for_cudagraph({}) is True
+    cfg = vllm_config("test/llama-tiny", LAYERS, HEADS, DIM, BS, {"tiers": [url], "chunk_tokens": CHUNK})
+    for role in ("SCHEDULER", "WORKER"):
+        conn = vllm_v1.KvtierConnector(cfg, types.SimpleNamespace(name=role))
+        assert conn.requires_kv_delivery is False
+        conn.shutdown()
+
+
 # ---- TP = 2 as two processes -------------------------------------------------------------------
 
 TP_SPEC = ModelSpec(model="test/llama-tiny", revision="r1", layers=LAYERS, kv_heads=HEADS, head_dim=DIM,
