@@ -193,7 +193,8 @@ void PageArena::ReadRange(uint32_t first, uint64_t offset, uint64_t len, Scatter
   size_t piece = 0;
   uint64_t off = offset;
   while (piece < dst.size() && off >= dst[piece].size()) off -= dst[piece++].size();
-  uint64_t at = 0;  // chain offset of the run being visited
+  uint64_t at = 0;     // chain offset of the run being visited
+  uint64_t todo = len;  // bytes of the range not yet copied
   VisitRuns(pages_.data(), next_, page_bytes_, first, offset + len, [&](std::byte* p, size_t run) {
     const uint64_t run_begin = at;
     at += run;
@@ -208,6 +209,11 @@ void PageArena::ReadRange(uint32_t first, uint64_t offset, uint64_t len, Scatter
         continue;
       }
       size_t n = static_cast<size_t>(std::min<uint64_t>(left, dst[piece].size() - off));
+      // Starting a piece of a scattered copy that runs on into the next piece: that piece's page
+      // walks start now, while this one streams.
+      if (stream && off == 0 && todo > dst[piece].size() && piece + 1 < dst.size()) {
+        PrefetchPages(dst[piece + 1].data(), std::min<uint64_t>(dst[piece + 1].size(), todo - dst[piece].size()));
+      }
       if (before) {
         n = std::min(n, kReadBlock);
         before(p, n);
@@ -220,6 +226,7 @@ void PageArena::ReadRange(uint32_t first, uint64_t offset, uint64_t len, Scatter
       p += n;
       off += n;
       left -= n;
+      todo -= n;
     }
   });
   if (stream) StreamFence();
