@@ -12,7 +12,7 @@
 namespace kvtier::internal {
 namespace {
 
-constexpr size_t kPage = 4096;
+constexpr size_t kPrefetchStride = 4096;  // one prefetch per page of 4 KiB
 
 }  // namespace
 
@@ -45,8 +45,8 @@ void StreamCopyPiece(void* dst, const void* src, size_t n) {
 void PrefetchPages(const void* dst, size_t n) {
 #if defined(__x86_64__)
   const auto* d = static_cast<const char*>(dst);
-  const size_t end = std::min(n, kPrefetchPagesMax * kPage);
-  for (size_t at = 0; at < end; at += kPage) _mm_prefetch(d + at, _MM_HINT_T0);
+  const size_t end = std::min(n, kPrefetchPagesMax * kPrefetchStride);
+  for (size_t at = 0; at < end; at += kPrefetchStride) _mm_prefetch(d + at, _MM_HINT_T0);
 #else
   (void)dst;
   (void)n;
