@@ -6,9 +6,15 @@
 
 #if defined(__x86_64__)
 #include <emmintrin.h>  // SSE2: part of every x86-64 CPU
+#include <xmmintrin.h>  // _mm_prefetch (SSE)
 #endif
 
 namespace kvtier::internal {
+namespace {
+
+constexpr size_t kPrefetchStride = 4096;  // one prefetch per page of 4 KiB
+
+}  // namespace
 
 void StreamCopyPiece(void* dst, const void* src, size_t n) {
 #if defined(__x86_64__)
@@ -33,6 +39,17 @@ void StreamCopyPiece(void* dst, const void* src, size_t n) {
   std::memcpy(d, s, n);
 #else
   std::memcpy(dst, src, n);
+#endif
+}
+
+void PrefetchPages(const void* dst, size_t n) {
+#if defined(__x86_64__)
+  const auto* d = static_cast<const char*>(dst);
+  const size_t end = std::min(n, kPrefetchPagesMax * kPrefetchStride);
+  for (size_t at = 0; at < end; at += kPrefetchStride) _mm_prefetch(d + at, _MM_HINT_T0);
+#else
+  (void)dst;
+  (void)n;
 #endif
 }
 
