@@ -156,6 +156,7 @@ void FakeObjectStore::PutMany(std::span<object::ObjectWrite> ops) {
       v.reserve(TotalBytes(op.data));
       for (const auto& p : op.data) v.insert(v.end(), p.begin(), p.end());
       objects_[op.name] = std::move(v);
+      seen_.max_objects = std::max<uint64_t>(seen_.max_objects, objects_.size());
     }
   }
   End(bytes);

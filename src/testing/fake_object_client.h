@@ -45,6 +45,7 @@ class FakeObjectStore {
     uint64_t max_inflight_bytes = 0;  // largest bytes of calls running at once
     uint64_t get_calls = 0;           // GetMany calls
     uint64_t ops = 0;                 // object operations tried
+    uint64_t max_objects = 0;         // most objects held at once
   };
   Observed observed() const EXCLUDES(mu_);
 
