@@ -163,9 +163,47 @@ std::vector<Window> CutWindows(std::span<ReadOp> ops, uint64_t limit) {
   return windows;
 }
 
+// The order in which to read `ops`: round-robin over the servers the client places them on (each
+// server's ops in their own order), so that a window, and the two windows in flight, spread over as
+// many servers as they can instead of queueing on one while another idles. Empty when the client
+// places an op nowhere (Placement 0) or every op on one server: the caller's order stands.
+std::vector<size_t> SpreadOrder(const ObjectClient& client, const std::string& prefix, std::span<const ReadOp> ops) {
+  std::vector<uint64_t> servers;  // in order of first appearance
+  std::vector<std::vector<size_t>> of_server;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const uint64_t server = client.Placement(ChunkObjectName(prefix, ops[i].id));
+    if (server == 0) return {};
+    const size_t k = static_cast<size_t>(std::find(servers.begin(), servers.end(), server) - servers.begin());
+    if (k == servers.size()) {
+      servers.push_back(server);
+      of_server.emplace_back();
+    }
+    of_server[k].push_back(i);
+  }
+  if (servers.size() < 2) return {};
+  std::vector<size_t> order;
+  order.reserve(ops.size());
+  for (size_t round = 0; order.size() < ops.size(); ++round) {
+    for (const std::vector<size_t>& list : of_server) {
+      if (round < list.size()) order.push_back(list[round]);
+    }
+  }
+  return order;
+}
+
 }  // namespace
 
 void ObjectTier::GetMany(std::span<ReadOp> ops) {
+  const std::vector<size_t> order = ops.size() > 1 ? SpreadOrder(*client_, options_.prefix, ops) : std::vector<size_t>{};
+  if (order.empty()) return ReadInWindows(ops);
+  std::vector<ReadOp> spread;
+  spread.reserve(ops.size());
+  for (size_t i : order) spread.push_back(ops[i]);
+  ReadInWindows(spread);
+  for (size_t k = 0; k < order.size(); ++k) ops[order[k]].status = std::move(spread[k].status);
+}
+
+void ObjectTier::ReadInWindows(std::span<ReadOp> ops) {
   if (ops.empty()) return;
   // Two windows of at most half the bound each are in flight at once, so that while one window's last
   // objects arrive and are verified the next one's requests are already out; where two chunks do not
