@@ -6,7 +6,8 @@
 //            with O_DIRECT); encrypted (AES-256-GCM) with key_file=.
 //   read     GetMany cuts a batch into windows of at most inflight= bytes (one ByteBudget for every
 //            call of the tier), after taking the ops round-robin over the servers the client places
-//            them on (ObjectClient::Placement; the caller's order when it does not know), fetches each
+//            them on (ObjectClient::Placement; server after server when one object is read at a time;
+//            the caller's order when the client does not know), fetches each
 //            window with one client GetMany, retries retryable
 //            failures (object_retry.h) and verifies every object as it lands (header checksum,
 //            namespace, key, layout, length, piece sums or GCM tags). A client with ScatterReads()
@@ -69,6 +70,9 @@ class ObjectTier : public Tier {
   const ObjectTierOptions& options() const { return options_; }
 
  private:
+  // Whether `ops` are read two windows at a time (objects of at most half the bound), or one object
+  // at a time.
+  bool Overlaps(std::span<const ReadOp> ops) const;
   // Cuts `ops` into windows within the bound and reads them, two windows in flight at once.
   void ReadInWindows(std::span<ReadOp> ops);
   void ReadWindow(std::span<ReadOp> ops);

@@ -277,6 +277,34 @@ TEST_F(ObjectTierTest, WindowsSpreadOverTheServersTheClientNames) {
   }
 }
 
+// One object at a time (a bound below two objects): server after server, the caller's order within
+// each, whatever the order asked (servers 1, 2, 1, 2, 1, 2).
+TEST_F(ObjectTierTest, OneObjectAtATimeReadsServerAfterServer) {
+  ObjectTierOptions o;
+  o.inflight_bytes = (internal::kChunkHeaderSize + 3000) * 3 / 2;
+  auto tier = Open(o);
+  std::vector<std::vector<std::byte>> out(6, std::vector<std::byte>(3000));
+  std::vector<std::span<std::byte>> pieces;
+  std::vector<ReadOp> ops;
+  for (auto& b : out) pieces.emplace_back(b);
+  for (uint32_t i = 0; i < 6; ++i) {
+    const ChunkId id = ObjId(ns_, 90 + i);
+    ASSERT_TRUE(Put(*tier, id).ok());
+    store_->Place(Name(id), 1 + i % 2);
+    ops.push_back(ReadOp{id, ScatterList(&pieces[i], 1), Status::OK()});
+  }
+  tier->GetMany(ops);
+  for (uint32_t i = 0; i < 6; ++i) {
+    EXPECT_TRUE(ops[i].status.ok()) << i << ": " << ops[i].status.ToString();
+    EXPECT_EQ(out[i], ObjPayload(ObjId(ns_, 90 + i), 3000)) << i;
+  }
+  std::vector<std::string> read;
+  for (const auto& b : store_->get_batches()) read.insert(read.end(), b.begin(), b.end());
+  const std::vector<uint32_t> want = {90, 92, 94, 91, 93, 95};
+  ASSERT_EQ(read.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(read[k], Name(ObjId(ns_, want[k]))) << k;
+}
+
 TEST_F(ObjectTierTest, NamesRoundTripAndForeignNamesAreSkipped) {
   const ChunkId id = ObjId(ns_, 60);
   const std::string name = object::ChunkObjectName("pfx/", id);
