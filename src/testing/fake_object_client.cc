@@ -104,6 +104,22 @@ void FakeObjectStore::End(uint64_t bytes) {
   inflight_ -= bytes;
 }
 
+void FakeObjectStore::Place(const std::string& name, uint64_t server) {
+  internal::MutexLock lock(mu_);
+  placement_[name] = server;
+}
+
+uint64_t FakeObjectStore::PlacementOf(std::string_view name) const {
+  internal::MutexLock lock(mu_);
+  auto it = placement_.find(name);
+  return it == placement_.end() ? 0 : it->second;
+}
+
+std::vector<std::vector<std::string>> FakeObjectStore::get_batches() const {
+  internal::MutexLock lock(mu_);
+  return get_batches_;
+}
+
 void FakeObjectStore::FailNextMidway(uint32_t ops, Status status, bool erase) {
   internal::MutexLock lock(mu_);
   midway_next_ = ops;
@@ -118,6 +134,10 @@ void FakeObjectStore::GetMany(std::span<object::ObjectRead> ops) {
   {
     internal::MutexLock lock(mu_);
     ++seen_.get_calls;
+    if (!placement_.empty()) {
+      get_batches_.emplace_back();
+      for (const auto& op : ops) get_batches_.back().push_back(op.name);
+    }
     for (auto& op : ops) {
       op.bytes = 0;
       op.status = NextFault(false);
@@ -156,6 +176,7 @@ void FakeObjectStore::PutMany(std::span<object::ObjectWrite> ops) {
       v.reserve(TotalBytes(op.data));
       for (const auto& p : op.data) v.insert(v.end(), p.begin(), p.end());
       objects_[op.name] = std::move(v);
+      seen_.max_objects = std::max<uint64_t>(seen_.max_objects, objects_.size());
     }
   }
   End(bytes);

@@ -45,8 +45,15 @@ class FakeObjectStore {
     uint64_t max_inflight_bytes = 0;  // largest bytes of calls running at once
     uint64_t get_calls = 0;           // GetMany calls
     uint64_t ops = 0;                 // object operations tried
+    uint64_t max_objects = 0;         // most objects held at once
   };
   Observed observed() const EXCLUDES(mu_);
+
+  // Placement: which server the client says holds `name` (0: unknown, the default). Once any is
+  // placed, the names of every GetMany call are kept (get_batches).
+  void Place(const std::string& name, uint64_t server) EXCLUDES(mu_);
+  uint64_t PlacementOf(std::string_view name) const EXCLUDES(mu_);
+  std::vector<std::vector<std::string>> get_batches() const EXCLUDES(mu_);
 
   // The client's side (FakeObjectClient calls these).
   void GetMany(std::span<object::ObjectRead> ops) EXCLUDES(mu_);
@@ -72,6 +79,8 @@ class FakeObjectStore {
   bool midway_erase_ GUARDED_BY(mu_) = false;
   uint64_t inflight_ GUARDED_BY(mu_) = 0;
   Observed seen_ GUARDED_BY(mu_);
+  std::map<std::string, uint64_t, std::less<>> placement_ GUARDED_BY(mu_);
+  std::vector<std::vector<std::string>> get_batches_ GUARDED_BY(mu_);
 };
 
 class FakeObjectClient : public object::ObjectClient {
@@ -81,6 +90,7 @@ class FakeObjectClient : public object::ObjectClient {
       : store_(std::move(store)), scatter_(scatter) {}
   std::string Describe() const override { return "fake in-memory object store"; }
   bool ScatterReads() const override { return scatter_; }
+  uint64_t Placement(std::string_view name) const override { return store_->PlacementOf(name); }
   void GetMany(std::span<object::ObjectRead> ops) override;
   void PutMany(std::span<object::ObjectWrite> ops) override;
   Status Delete(std::string_view name) override;

@@ -429,8 +429,10 @@ void RemoveObjectChunks(Tier& tier, const ReadArea& area) {
 
 // Object tiers (object/object_tier.h): per bound on bytes in flight, the tier reopened with inflight=,
 // its chunks removed and written again from depth = bound / chunk threads (the write row), a read pass
-// and a latency pass, then the backend's raw client at the same object size and bound
-// (RawReferences).
+// right after the writes, a latency pass and the prefix hit; then the chunks are removed and the
+// backend's raw client runs at the same object size and bound (RawReferences: its writes, its reads
+// right after them, its deletes). So kvtier and the reference each write onto a store that holds none
+// of the bench's values, just after the other's were removed, and each reads right after its writes.
 Result<SweepPoint> MeasureObjectPoint(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
                                       uint64_t inflight, ReadArea* area) {
   bool swept = false;
@@ -440,13 +442,14 @@ Result<SweepPoint> MeasureObjectPoint(const DatapathConfig& c, const DatapathPla
   SweepPoint point;
   point.inflight_bytes = object_tier->options().inflight_bytes;
   const uint32_t depth = IodepthFor(point.inflight_bytes, plan.chunk_bytes);
-  RemoveObjectChunks(*tier, *area);  // each write row starts on a store without the bench's chunks
+  RemoveObjectChunks(*tier, *area);  // what an earlier, interrupted run left
   KVTIER_ASSIGN_OR_RETURN(point.write, WritePass(*tier, *area, depth));
   point.kvtier = ReadPass(*tier, area);
   LatencyPass(*tier, area, depth, std::max<uint64_t>(16, 4ull * depth), &point.kvtier);
-  KVTIER_RETURN_IF_ERROR(RawReferences(url, *object_tier, plan, &point));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> hit_tier, OpenTierForPass(url, inflight, &swept));
   KVTIER_ASSIGN_OR_RETURN(point.hit, HitPass(std::move(hit_tier), area, plan.hit_chunks));
+  RemoveObjectChunks(*tier, *area);
+  KVTIER_RETURN_IF_ERROR(RawReferences(url, *object_tier, plan, &point));
   Progress(c, "  read, " + FormatBytes(point.inflight_bytes) + " in flight: " +
                   GbpsText(point.kvtier.BytesPerSecond()) + ", " + std::to_string(point.kvtier.errors) +
                   " errors; raw client GETs " + GbpsText(point.reference->BytesPerSecond()));
@@ -477,6 +480,8 @@ Status RunObjectSweep(const DatapathConfig& c, const DatapathPlan& plan, const T
     }
     r->sweep.push_back(MedianPoint(std::move(runs)));
   }
+  // Every point removed its chunks before its reference ran: written once more (not timed) to be kept.
+  if (c.keep_files) KVTIER_RETURN_IF_ERROR(WritePass(tier, *area).status());
   return Status::OK();
 }
 

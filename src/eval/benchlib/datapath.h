@@ -17,15 +17,18 @@
 //   memcpy   (mem:// only) a plain memcpy of the same bytes, on one thread and on one per core.
 //   reference (object tiers: redis://, rados://, s3://, ...) instead of fio: for each bound on bytes in
 //            flight (by default 1, 2, 4, 8, 16 whole objects, header included), the tier's chunks are
-//            removed and written again from depth = bound / chunk threads (the point's write row), and
-//            the backend's raw client GETs objects of the same size with the same bound, written by the
-//            reference itself without kvtier's header (object/object_reference.h; redis:// instead: raw
-//            hiredis, pipelined SETs then GETs with kvtier's values in flight and connections per
+//            removed and written again from depth = bound / chunk threads (the point's write row) and
+//            read right after (the read row); the latency and hit passes follow and the chunks are
+//            removed again. Only then the backend's raw client writes objects of the same size with the
+//            same bound, its own without kvtier's header (object/object_reference.h; redis:// instead:
+//            raw hiredis, pipelined SETs then GETs with kvtier's values in flight and connections per
 //            master, redis/plain_reference.h; rados:// plain librados aio writes then reads,
 //            rados/rados_reference.h; s3:// raw libcurl PUTs then GETs, s3/s3_reference.h; these three
-//            are also the write reference, with as many objects in flight as the bound admits); JSON
-//            `ratio_to_reference`, `ratio_write_to_reference`. The bench's chunks are removed from the
-//            store at the end unless keep_files.
+//            are also the write reference, with as many objects in flight as the bound admits), and
+//            reads them right after. So each writes onto a store holding none of the other's values
+//            and reads right after its own writes. JSON `ratio_to_reference`,
+//            `ratio_write_to_reference`. The bench's chunks are removed from the store at the end
+//            unless keep_files (then written once more after the sweep).
 //   encrypted (directory targets) at each bound on bytes in flight, before the point's plain write, the
 //            same chunks are Put with a fresh random key_file= (AES-256-GCM) from the same threads into
 //            an emptied folder (`encrypted_write`, `ratio_encrypted_write_to_plain`); after the sweep

@@ -106,6 +106,11 @@ class ObjectClient {
   // Whether GetMany honours ObjectRead::rest (reads land in the caller's pieces). Default: no.
   virtual bool ScatterReads() const { return false; }
 
+  // Which server holds `name` as far as the client knows now (equal numbers: the same server), or 0
+  // when it does not know (the default). A hint: ObjectTier spreads a batch's windows over the servers
+  // with it, and a stale answer only costs speed.
+  virtual uint64_t Placement(std::string_view /*name*/) const { return 0; }
+
   // Runs a batch; sets every op's status. The client overlaps the ops as its store allows (pipelines,
   // async operations, one connection per shard); the caller bounds the batch's bytes.
   virtual void GetMany(std::span<ObjectRead> ops) = 0;

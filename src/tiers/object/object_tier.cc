@@ -163,16 +163,64 @@ std::vector<Window> CutWindows(std::span<ReadOp> ops, uint64_t limit) {
   return windows;
 }
 
+// The order in which to read `ops` by the servers the client places them on (each server's ops in
+// their own order). `interleave`: round-robin over the servers, so that a window, and the two windows
+// in flight, spread over as many servers as they can instead of queueing on one while another idles;
+// otherwise (one object at a time) server after server, each kept busy while its turn lasts. Empty
+// when the client places an op nowhere (Placement 0) or every op on one server: the caller's order.
+std::vector<size_t> SpreadOrder(const ObjectClient& client, const std::string& prefix, std::span<const ReadOp> ops,
+                                bool interleave) {
+  std::vector<uint64_t> servers;  // in order of first appearance
+  std::vector<std::vector<size_t>> of_server;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const uint64_t server = client.Placement(ChunkObjectName(prefix, ops[i].id));
+    if (server == 0) return {};
+    const size_t k = static_cast<size_t>(std::find(servers.begin(), servers.end(), server) - servers.begin());
+    if (k == servers.size()) {
+      servers.push_back(server);
+      of_server.emplace_back();
+    }
+    of_server[k].push_back(i);
+  }
+  if (servers.size() < 2) return {};
+  std::vector<size_t> order;
+  order.reserve(ops.size());
+  if (!interleave) {
+    for (const std::vector<size_t>& list : of_server) order.insert(order.end(), list.begin(), list.end());
+    return order;
+  }
+  for (size_t round = 0; order.size() < ops.size(); ++round) {
+    for (const std::vector<size_t>& list : of_server) {
+      if (round < list.size()) order.push_back(list[round]);
+    }
+  }
+  return order;
+}
+
 }  // namespace
 
 void ObjectTier::GetMany(std::span<ReadOp> ops) {
+  if (ops.size() < 2) return ReadInWindows(ops);
+  const std::vector<size_t> order = SpreadOrder(*client_, options_.prefix, ops, Overlaps(ops));
+  if (order.empty()) return ReadInWindows(ops);
+  std::vector<ReadOp> spread;
+  spread.reserve(ops.size());
+  for (size_t i : order) spread.push_back(ops[i]);
+  ReadInWindows(spread);
+  for (size_t k = 0; k < order.size(); ++k) ops[order[k]].status = std::move(spread[k].status);
+}
+
+bool ObjectTier::Overlaps(std::span<const ReadOp> ops) const {
+  return ops.size() > 1 && ObjectBytes(ops[0].dst) <= options_.inflight_bytes / 2;
+}
+
+void ObjectTier::ReadInWindows(std::span<ReadOp> ops) {
   if (ops.empty()) return;
   // Two windows of at most half the bound each are in flight at once, so that while one window's last
   // objects arrive and are verified the next one's requests are already out; where two chunks do not
   // fit in the bound, one window of up to the whole bound at a time.
-  const uint64_t half = options_.inflight_bytes / 2;
-  const bool overlap = ops.size() > 1 && ObjectBytes(ops[0].dst) <= half;
-  const std::vector<Window> windows = CutWindows(ops, overlap ? half : options_.inflight_bytes);
+  const bool overlap = Overlaps(ops);
+  const std::vector<Window> windows = CutWindows(ops, overlap ? options_.inflight_bytes / 2 : options_.inflight_bytes);
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t w; (w = next.fetch_add(1)) < windows.size();) {

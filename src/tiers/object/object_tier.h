@@ -5,7 +5,10 @@
 //            core/chunk_format.h without the 4 KiB tail padding files carry (nothing reads objects
 //            with O_DIRECT); encrypted (AES-256-GCM) with key_file=.
 //   read     GetMany cuts a batch into windows of at most inflight= bytes (one ByteBudget for every
-//            call of the tier), fetches each window with one client GetMany, retries retryable
+//            call of the tier), after taking the ops round-robin over the servers the client places
+//            them on (ObjectClient::Placement; server after server when one object is read at a time;
+//            the caller's order when the client does not know), fetches each
+//            window with one client GetMany, retries retryable
 //            failures (object_retry.h) and verifies every object as it lands (header checksum,
 //            namespace, key, layout, length, piece sums or GCM tags). A client with ScatterReads()
 //            lands the payload straight in the caller's pieces and it is checked there; otherwise
@@ -67,6 +70,11 @@ class ObjectTier : public Tier {
   const ObjectTierOptions& options() const { return options_; }
 
  private:
+  // Whether `ops` are read two windows at a time (objects of at most half the bound), or one object
+  // at a time.
+  bool Overlaps(std::span<const ReadOp> ops) const;
+  // Cuts `ops` into windows within the bound and reads them, two windows in flight at once.
+  void ReadInWindows(std::span<ReadOp> ops);
   void ReadWindow(std::span<ReadOp> ops);
   // Checks an object that landed (whole in read.dst, or header in read.dst and payload in op.dst).
   Status Verify(const ReadOp& op, const ObjectRead& read) const;

@@ -57,6 +57,13 @@ class RedisClient final : public object::ObjectClient {
 
   bool ScatterReads() const override { return true; }
 
+  // The shard (1-based) whose slots hold the key, in the current map.
+  uint64_t Placement(std::string_view name) const override {
+    auto map = CurrentMap();
+    const Shard* shard = map ? map->ShardFor(KeySlot(Key(name))) : nullptr;
+    return shard == nullptr ? 0 : static_cast<uint64_t>(shard - map->shards().data()) + 1;
+  }
+
   // Every reply is read straight from the socket into its op's buffers (Conn::ReadDirect), and the op
   // is handed to its `landed` callback on the node's thread while later replies are still arriving.
   void GetMany(std::span<object::ObjectRead> ops) override {

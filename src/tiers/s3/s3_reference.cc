@@ -18,6 +18,38 @@
 namespace kvtier::s3 {
 namespace {
 
+// One multi handle and `count` easy handles signed for the endpoint (SetUpSigning, whose header lists
+// live as long as their handles), freed together: what the reference's GETs and PUTs both run on.
+class CurlHandles {
+ public:
+  CurlHandles(const S3Endpoint& endpoint, uint64_t count)
+      : multi_(curl_multi_init()), easies_(count), headers_(count) {
+    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+    for (uint64_t k = 0; k < count; ++k) {
+      easies_[k] = curl_easy_init();
+      headers_[k] = SetUpSigning(easies_[k], endpoint);
+    }
+  }
+  ~CurlHandles() {
+    for (size_t k = 0; k < easies_.size(); ++k) {
+      curl_easy_cleanup(easies_[k]);
+      curl_slist_free_all(headers_[k]);
+    }
+    curl_multi_cleanup(multi_);
+  }
+  CurlHandles(const CurlHandles&) = delete;
+  CurlHandles& operator=(const CurlHandles&) = delete;
+
+  CURLM* multi() const { return multi_; }
+  CURL* easy(uint64_t k) const { return easies_[k]; }
+  uint64_t size() const { return easies_.size(); }
+
+ private:
+  CURLM* multi_;
+  std::vector<CURL*> easies_;
+  std::vector<curl_slist*> headers_;
+};
+
 // Where one GET's body goes.
 struct Sink {
   std::byte* at = nullptr;
@@ -38,62 +70,46 @@ size_t ToSink(char* data, size_t size, size_t n, void* arg) {
 class CurlWindow {
  public:
   CurlWindow(const S3Endpoint& endpoint, uint64_t window, uint64_t object_bytes)
-      : multi_(curl_multi_init()),
-        buf_(std::make_unique_for_overwrite<std::byte[]>(window * object_bytes)),
+      : buf_(std::make_unique_for_overwrite<std::byte[]>(window * object_bytes)),
         sinks_(window),
-        easies_(window),
-        headers_(window) {
-    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+        curl_(endpoint, window) {
     for (uint64_t k = 0; k < window; ++k) {
-      easies_[k] = curl_easy_init();
-      headers_[k] = SetUpSigning(easies_[k], endpoint);
       sinks_[k] = Sink{buf_.get() + k * object_bytes, object_bytes, 0};
-      curl_easy_setopt(easies_[k], CURLOPT_WRITEFUNCTION, ToSink);
-      curl_easy_setopt(easies_[k], CURLOPT_WRITEDATA, &sinks_[k]);
+      curl_easy_setopt(curl_.easy(k), CURLOPT_WRITEFUNCTION, ToSink);
+      curl_easy_setopt(curl_.easy(k), CURLOPT_WRITEDATA, &sinks_[k]);
     }
   }
-  ~CurlWindow() {
-    for (size_t k = 0; k < easies_.size(); ++k) {
-      curl_easy_cleanup(easies_[k]);
-      curl_slist_free_all(headers_[k]);
-    }
-    curl_multi_cleanup(multi_);
-  }
-  CurlWindow(const CurlWindow&) = delete;
-  CurlWindow& operator=(const CurlWindow&) = delete;
 
   // GETs urls[0..n) together; whether each came back 200 and whole is for Body(k) and ok[k].
   void Get(const std::vector<std::string>& urls, uint64_t n, std::vector<uint8_t>* ok) {
     for (uint64_t k = 0; k < n; ++k) {
       sinks_[k].got = 0;
-      curl_easy_setopt(easies_[k], CURLOPT_URL, urls[k].c_str());
-      curl_multi_add_handle(multi_, easies_[k]);
+      curl_easy_setopt(curl_.easy(k), CURLOPT_URL, urls[k].c_str());
+      curl_multi_add_handle(curl_.multi(), curl_.easy(k));
     }
     int running = 0;
     do {
-      curl_multi_perform(multi_, &running);
-      if (running > 0) curl_multi_poll(multi_, nullptr, 0, 1000, nullptr);
+      curl_multi_perform(curl_.multi(), &running);
+      if (running > 0) curl_multi_poll(curl_.multi(), nullptr, 0, 1000, nullptr);
     } while (running > 0);
     ok->assign(n, 0);
     int left = 0;
-    while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+    while (CURLMsg* msg = curl_multi_info_read(curl_.multi(), &left)) {
       if (msg->msg != CURLMSG_DONE) continue;
       long http = 0;
       curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &http);
       for (uint64_t k = 0; k < n; ++k) {
-        if (easies_[k] == msg->easy_handle) (*ok)[k] = msg->data.result == CURLE_OK && http == 200;
+        if (curl_.easy(k) == msg->easy_handle) (*ok)[k] = msg->data.result == CURLE_OK && http == 200;
       }
     }
-    for (uint64_t k = 0; k < n; ++k) curl_multi_remove_handle(multi_, easies_[k]);
+    for (uint64_t k = 0; k < n; ++k) curl_multi_remove_handle(curl_.multi(), curl_.easy(k));
   }
   std::span<const std::byte> Body(uint64_t k) const { return {sinks_[k].at, sinks_[k].got}; }
 
  private:
-  CURLM* multi_;
   std::unique_ptr<std::byte[]> buf_;
   std::vector<Sink> sinks_;
-  std::vector<CURL*> easies_;
-  std::vector<curl_slist*> headers_;
+  CurlHandles curl_;  // last: its handles, which point into sinks_, are freed first
 };
 
 // One PUT's body (a buffer of the reference's own, sent by the read callback) and the start of its
@@ -125,38 +141,25 @@ size_t ToPutReply(char* data, size_t size, size_t n, void* arg) {
 class CurlPutWindow {
  public:
   CurlPutWindow(const S3Endpoint& endpoint, uint64_t window, uint64_t object_bytes)
-      : multi_(curl_multi_init()),
-        bytes_(object_bytes),
+      : bytes_(object_bytes),
         buf_(std::make_unique_for_overwrite<std::byte[]>(window * object_bytes)),
         sources_(window),
-        easies_(window),
-        headers_(window),
-        object_of_(window) {
-    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+        object_of_(window),
+        curl_(endpoint, window) {
     for (uint64_t k = 0; k < window; ++k) {
       object::FillReferenceObject(std::span(buf_.get() + k * object_bytes, object_bytes), 0);
       sources_[k].at = buf_.get() + k * object_bytes;
       sources_[k].size = object_bytes;
-      easies_[k] = curl_easy_init();
-      headers_[k] = SetUpSigning(easies_[k], endpoint);
-      curl_easy_setopt(easies_[k], CURLOPT_UPLOAD, 1L);
-      curl_easy_setopt(easies_[k], CURLOPT_READFUNCTION, FromPutSource);
-      curl_easy_setopt(easies_[k], CURLOPT_READDATA, &sources_[k]);
-      curl_easy_setopt(easies_[k], CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(object_bytes));
-      curl_easy_setopt(easies_[k], CURLOPT_WRITEFUNCTION, ToPutReply);
-      curl_easy_setopt(easies_[k], CURLOPT_WRITEDATA, &sources_[k]);
-      curl_easy_setopt(easies_[k], CURLOPT_PRIVATE, reinterpret_cast<void*>(static_cast<uintptr_t>(k)));
+      CURL* e = curl_.easy(k);
+      curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt(e, CURLOPT_READFUNCTION, FromPutSource);
+      curl_easy_setopt(e, CURLOPT_READDATA, &sources_[k]);
+      curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(object_bytes));
+      curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, ToPutReply);
+      curl_easy_setopt(e, CURLOPT_WRITEDATA, &sources_[k]);
+      curl_easy_setopt(e, CURLOPT_PRIVATE, reinterpret_cast<void*>(static_cast<uintptr_t>(k)));
     }
   }
-  ~CurlPutWindow() {
-    for (size_t k = 0; k < easies_.size(); ++k) {
-      curl_easy_cleanup(easies_[k]);
-      curl_slist_free_all(headers_[k]);
-    }
-    curl_multi_cleanup(multi_);
-  }
-  CurlPutWindow(const CurlPutWindow&) = delete;
-  CurlPutWindow& operator=(const CurlPutWindow&) = delete;
 
   // PUTs object i to urls[i] for i in [0, urls.size()), a new PUT on a handle as soon as its last one
   // ended, until one fails; *issued: how many were started. The first failure's Status (S3Status).
@@ -165,15 +168,15 @@ class CurlPutWindow {
     uint64_t active = 0;
     Status first;
     const auto t0 = std::chrono::steady_clock::now();
-    for (uint64_t k = 0; k < easies_.size() && *issued < urls.size(); ++k) {
+    for (uint64_t k = 0; k < curl_.size() && *issued < urls.size(); ++k) {
       Start(k, urls, issued);
       ++active;
     }
     while (active > 0) {
       int running = 0;
-      curl_multi_perform(multi_, &running);
+      curl_multi_perform(curl_.multi(), &running);
       int left = 0;
-      while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+      while (CURLMsg* msg = curl_multi_info_read(curl_.multi(), &left)) {
         if (msg->msg != CURLMSG_DONE) continue;
         uint64_t k = 0;
         const Status s = Ended(msg, urls, access_key, &k);
@@ -187,7 +190,7 @@ class CurlPutWindow {
           ++active;
         }
       }
-      if (active > 0) curl_multi_poll(multi_, nullptr, 0, 1000, nullptr);
+      if (active > 0) curl_multi_poll(curl_.multi(), nullptr, 0, 1000, nullptr);
     }
     w->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return first;
@@ -201,8 +204,8 @@ class CurlPutWindow {
     std::memcpy(buf_.get() + k * bytes_, &i, std::min<uint64_t>(sizeof(i), bytes_));
     sources_[k].sent = 0;
     sources_[k].reply.clear();
-    curl_easy_setopt(easies_[k], CURLOPT_URL, urls[i].c_str());
-    curl_multi_add_handle(multi_, easies_[k]);
+    curl_easy_setopt(curl_.easy(k), CURLOPT_URL, urls[i].c_str());
+    curl_multi_add_handle(curl_.multi(), curl_.easy(k));
   }
   // Takes the ended transfer `msg` off the multi handle: its handle's index into *k, its Status.
   Status Ended(CURLMsg* msg, const std::vector<std::string>& urls, const std::string& access_key, uint64_t* k) {
@@ -214,17 +217,15 @@ class CurlPutWindow {
     r.curl = msg->data.result;
     curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &r.http);
     r.text = sources_[*k].reply;
-    curl_multi_remove_handle(multi_, easies_[*k]);
+    curl_multi_remove_handle(curl_.multi(), curl_.easy(*k));
     return S3Status(r, "PUT " + urls[object_of_[*k]], access_key);
   }
 
-  CURLM* multi_;
   uint64_t bytes_;
   std::unique_ptr<std::byte[]> buf_;
   std::vector<PutSource> sources_;
-  std::vector<CURL*> easies_;
-  std::vector<curl_slist*> headers_;
   std::vector<uint64_t> object_of_;
+  CurlHandles curl_;  // last: its handles, which point into sources_, are freed first
 };
 
 }  // namespace

@@ -148,6 +148,9 @@ TEST(DatapathTest, ObjectTierRunsWithTheRawClientReference) {
   EXPECT_NE(j["reference_name"].get<std::string>().find("object/object_reference.h"), std::string::npos);
   // The bench removed its chunks and the reference its objects.
   EXPECT_EQ(testing::FakeStoreAt("/datapath-bench")->size(), 0u);
+  // kvtier's chunks were removed before the reference wrote: each writes onto a store holding none
+  // of the other's objects.
+  EXPECT_EQ(testing::FakeStoreAt("/datapath-bench")->observed().max_objects, r->write.chunks);
 }
 
 TEST(DatapathTest, RefusesATargetWithoutEnoughFreeSpace) {

@@ -244,6 +244,67 @@ TEST_F(ObjectTierTest, BoundBelowTwoObjectsReadsOneWindowAtATime) {
   EXPECT_EQ(store_->observed().max_inflight_bytes, object_bytes);
 }
 
+// The client places the first three objects on server 1 and the rest on server 2: the tier takes them
+// round-robin, so each window of two holds one of each, and every result lands where the caller asked.
+TEST_F(ObjectTierTest, WindowsSpreadOverTheServersTheClientNames) {
+  ObjectTierOptions o;
+  const uint64_t object_bytes = internal::kChunkHeaderSize + 3000;
+  o.inflight_bytes = 4 * object_bytes;  // two windows of two objects in flight at once
+  auto tier = Open(o);
+  std::vector<std::vector<std::byte>> out(6, std::vector<std::byte>(3000));
+  std::vector<std::span<std::byte>> pieces;
+  std::vector<ReadOp> ops;
+  for (auto& b : out) pieces.emplace_back(b);
+  for (uint32_t i = 0; i < 6; ++i) {
+    const ChunkId id = ObjId(ns_, i < 5 ? 80 + i : 99);  // 99 is never written: a miss
+    if (i < 5) {
+      ASSERT_TRUE(Put(*tier, id).ok());
+    }
+    store_->Place(Name(id), i < 3 ? 1 : 2);
+    ops.push_back(ReadOp{id, ScatterList(&pieces[i], 1), Status::OK()});
+  }
+  tier->GetMany(ops);
+  for (uint32_t i = 0; i < 5; ++i) {
+    EXPECT_TRUE(ops[i].status.ok()) << i << ": " << ops[i].status.ToString();
+    EXPECT_EQ(out[i], ObjPayload(ObjId(ns_, 80 + i), 3000)) << i;
+  }
+  EXPECT_TRUE(ops[5].status.IsNotFound()) << ops[5].status.ToString();
+  const std::vector<std::vector<std::string>> batches = store_->get_batches();
+  ASSERT_EQ(batches.size(), 3u);
+  for (const auto& b : batches) {
+    ASSERT_EQ(b.size(), 2u);
+    EXPECT_NE(store_->PlacementOf(b[0]), store_->PlacementOf(b[1])) << b[0] << " and " << b[1];
+  }
+}
+
+// One object at a time (a bound below two objects): server after server, the caller's order within
+// each, whatever the order asked (servers 1, 2, 1, 2, 1, 2).
+TEST_F(ObjectTierTest, OneObjectAtATimeReadsServerAfterServer) {
+  ObjectTierOptions o;
+  o.inflight_bytes = (internal::kChunkHeaderSize + 3000) * 3 / 2;
+  auto tier = Open(o);
+  std::vector<std::vector<std::byte>> out(6, std::vector<std::byte>(3000));
+  std::vector<std::span<std::byte>> pieces;
+  std::vector<ReadOp> ops;
+  for (auto& b : out) pieces.emplace_back(b);
+  for (uint32_t i = 0; i < 6; ++i) {
+    const ChunkId id = ObjId(ns_, 90 + i);
+    ASSERT_TRUE(Put(*tier, id).ok());
+    store_->Place(Name(id), 1 + i % 2);
+    ops.push_back(ReadOp{id, ScatterList(&pieces[i], 1), Status::OK()});
+  }
+  tier->GetMany(ops);
+  for (uint32_t i = 0; i < 6; ++i) {
+    EXPECT_TRUE(ops[i].status.ok()) << i << ": " << ops[i].status.ToString();
+    EXPECT_EQ(out[i], ObjPayload(ObjId(ns_, 90 + i), 3000)) << i;
+  }
+  std::vector<std::string> read;
+  for (const auto& b : store_->get_batches()) read.insert(read.end(), b.begin(), b.end());
+  const std::vector<uint32_t> want = {90, 92, 94, 91, 93, 95};
+  ASSERT_EQ(read.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(read[k], Name(ObjId(ns_, want[k]))) << k;
+}
+
 TEST_F(ObjectTierTest, NamesRoundTripAndForeignNamesAreSkipped) {
   const ChunkId id = ObjId(ns_, 60);
   const std::string name = object::ChunkObjectName("pfx/", id);

@@ -3,6 +3,7 @@
 // slot migrates, MOVED once it has moved) with 0 wrong bytes.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "tiers/redis/plain_reference.h"
@@ -70,6 +71,17 @@ TEST_P(RedisTopology, RoundTripLargeObjectsAcrossShards) {
     slots.insert(KeySlot(names.back()) * 3 / kSlotCount);  // the thirds of the slot space (3 masters)
   }
   ASSERT_GE(slots.size(), 2u) << "the names must spread over shards";
+  // Placement names the shard: one for every name on a single instance, one per third on 3 masters.
+  std::map<int, std::set<uint64_t>> placed;  // third of the slot space -> placements seen
+  std::set<uint64_t> all;
+  for (const std::string& n : names) {
+    const uint64_t p = client_->Placement(n);
+    EXPECT_NE(p, 0u) << n;
+    placed[KeySlot(n) * 3 / kSlotCount].insert(p);
+    all.insert(p);
+  }
+  for (const auto& [third, ps] : placed) EXPECT_EQ(ps.size(), 1u) << "third " << third;
+  EXPECT_EQ(all.size(), GetParam() == 1 ? 1u : slots.size());
   std::vector<std::span<const std::byte>> pieces;
   for (auto& d : data) pieces.emplace_back(d);
   // Each object in two pieces: the client sends them as one value.
