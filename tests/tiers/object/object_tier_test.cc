@@ -13,6 +13,18 @@ using object::ObjectTierOptions;
 
 class ObjectTierTest : public ObjectTierTestBase {};
 
+// One read per id, each into a destination of its own of the fake chunks' 3000 payload bytes.
+struct ReadBatch {
+  std::vector<std::vector<std::byte>> out;
+  std::vector<std::span<std::byte>> pieces;
+  std::vector<ReadOp> ops;
+
+  explicit ReadBatch(const std::vector<ChunkId>& ids) : out(ids.size(), std::vector<std::byte>(3000)) {
+    for (auto& b : out) pieces.emplace_back(b);  // complete before any op points into it
+    for (size_t i = 0; i < ids.size(); ++i) ops.push_back(ReadOp{ids[i], ScatterList(&pieces[i], 1), Status::OK()});
+  }
+};
+
 TEST_F(ObjectTierTest, MissLeavesTheDestinationUntouched) {
   auto tier = Open();
   std::vector<std::byte> out;
@@ -194,16 +206,12 @@ TEST_F(ObjectTierTest, BatchesAreCutIntoWindowsWithinTheBound) {
     ids.push_back(ObjId(ns_, 50 + i));
     ASSERT_TRUE(Put(*tier, ids.back()).ok());
   }
-  std::vector<std::vector<std::byte>> out(ids.size(), std::vector<std::byte>(3000));
-  std::vector<std::span<std::byte>> pieces;
-  for (auto& b : out) pieces.emplace_back(b);
-  std::vector<ReadOp> ops;
-  for (size_t i = 0; i < ids.size(); ++i) ops.push_back(ReadOp{ids[i], ScatterList(&pieces[i], 1), Status::OK()});
+  ReadBatch batch(ids);
   const uint64_t calls = store_->observed().get_calls;
-  tier->GetMany(ops);
+  tier->GetMany(batch.ops);
   for (size_t i = 0; i < ids.size(); ++i) {
-    EXPECT_TRUE(ops[i].status.ok()) << i;
-    EXPECT_EQ(out[i], ObjPayload(ids[i], 3000)) << i;
+    EXPECT_TRUE(batch.ops[i].status.ok()) << i;
+    EXPECT_EQ(batch.out[i], ObjPayload(ids[i], 3000)) << i;
   }
   EXPECT_EQ(store_->observed().get_calls - calls, 4u);  // 3 + 3 + 3 + 1
   EXPECT_EQ(store_->observed().max_batch_bytes, 3 * object_bytes);
@@ -212,12 +220,8 @@ TEST_F(ObjectTierTest, BatchesAreCutIntoWindowsWithinTheBound) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
-      std::vector<std::vector<std::byte>> mine(ids.size(), std::vector<std::byte>(3000));
-      std::vector<std::span<std::byte>> p;
-      for (auto& b : mine) p.emplace_back(b);
-      std::vector<ReadOp> my_ops;
-      for (size_t i = 0; i < ids.size(); ++i) my_ops.push_back(ReadOp{ids[i], ScatterList(&p[i], 1), Status::OK()});
-      for (int round = 0; round < 20; ++round) tier->GetMany(my_ops);
+      ReadBatch mine(ids);
+      for (int round = 0; round < 20; ++round) tier->GetMany(mine.ops);
     });
   }
   for (auto& th : threads) th.join();
@@ -229,17 +233,15 @@ TEST_F(ObjectTierTest, BoundBelowTwoObjectsReadsOneWindowAtATime) {
   const uint64_t object_bytes = internal::kChunkHeaderSize + 3000;
   o.inflight_bytes = object_bytes * 3 / 2;
   auto tier = Open(o);
-  std::vector<std::vector<std::byte>> out(5, std::vector<std::byte>(3000));
-  std::vector<std::span<std::byte>> pieces;
-  std::vector<ReadOp> ops;
-  for (auto& b : out) pieces.emplace_back(b);
+  std::vector<ChunkId> ids;
   for (uint32_t i = 0; i < 5; ++i) {
-    ASSERT_TRUE(Put(*tier, ObjId(ns_, 70 + i)).ok());
-    ops.push_back(ReadOp{ObjId(ns_, 70 + i), ScatterList(&pieces[i], 1), Status::OK()});
+    ids.push_back(ObjId(ns_, 70 + i));
+    ASSERT_TRUE(Put(*tier, ids.back()).ok());
   }
+  ReadBatch batch(ids);
   const uint64_t calls = store_->observed().get_calls;
-  tier->GetMany(ops);
-  for (uint32_t i = 0; i < 5; ++i) EXPECT_EQ(out[i], ObjPayload(ObjId(ns_, 70 + i), 3000)) << i;
+  tier->GetMany(batch.ops);
+  for (uint32_t i = 0; i < 5; ++i) EXPECT_EQ(batch.out[i], ObjPayload(ids[i], 3000)) << i;
   EXPECT_EQ(store_->observed().get_calls - calls, 5u);
   EXPECT_EQ(store_->observed().max_inflight_bytes, object_bytes);
 }
@@ -251,24 +253,21 @@ TEST_F(ObjectTierTest, WindowsSpreadOverTheServersTheClientNames) {
   const uint64_t object_bytes = internal::kChunkHeaderSize + 3000;
   o.inflight_bytes = 4 * object_bytes;  // two windows of two objects in flight at once
   auto tier = Open(o);
-  std::vector<std::vector<std::byte>> out(6, std::vector<std::byte>(3000));
-  std::vector<std::span<std::byte>> pieces;
-  std::vector<ReadOp> ops;
-  for (auto& b : out) pieces.emplace_back(b);
+  std::vector<ChunkId> ids;
   for (uint32_t i = 0; i < 6; ++i) {
-    const ChunkId id = ObjId(ns_, i < 5 ? 80 + i : 99);  // 99 is never written: a miss
+    ids.push_back(ObjId(ns_, i < 5 ? 80 + i : 99));  // 99 is never written: a miss
     if (i < 5) {
-      ASSERT_TRUE(Put(*tier, id).ok());
+      ASSERT_TRUE(Put(*tier, ids.back()).ok());
     }
-    store_->Place(Name(id), i < 3 ? 1 : 2);
-    ops.push_back(ReadOp{id, ScatterList(&pieces[i], 1), Status::OK()});
+    store_->Place(Name(ids.back()), i < 3 ? 1 : 2);
   }
-  tier->GetMany(ops);
+  ReadBatch batch(ids);
+  tier->GetMany(batch.ops);
   for (uint32_t i = 0; i < 5; ++i) {
-    EXPECT_TRUE(ops[i].status.ok()) << i << ": " << ops[i].status.ToString();
-    EXPECT_EQ(out[i], ObjPayload(ObjId(ns_, 80 + i), 3000)) << i;
+    EXPECT_TRUE(batch.ops[i].status.ok()) << i << ": " << batch.ops[i].status.ToString();
+    EXPECT_EQ(batch.out[i], ObjPayload(ids[i], 3000)) << i;
   }
-  EXPECT_TRUE(ops[5].status.IsNotFound()) << ops[5].status.ToString();
+  EXPECT_TRUE(batch.ops[5].status.IsNotFound()) << batch.ops[5].status.ToString();
   const std::vector<std::vector<std::string>> batches = store_->get_batches();
   ASSERT_EQ(batches.size(), 3u);
   for (const auto& b : batches) {
@@ -283,20 +282,17 @@ TEST_F(ObjectTierTest, OneObjectAtATimeReadsServerAfterServer) {
   ObjectTierOptions o;
   o.inflight_bytes = (internal::kChunkHeaderSize + 3000) * 3 / 2;
   auto tier = Open(o);
-  std::vector<std::vector<std::byte>> out(6, std::vector<std::byte>(3000));
-  std::vector<std::span<std::byte>> pieces;
-  std::vector<ReadOp> ops;
-  for (auto& b : out) pieces.emplace_back(b);
+  std::vector<ChunkId> ids;
   for (uint32_t i = 0; i < 6; ++i) {
-    const ChunkId id = ObjId(ns_, 90 + i);
-    ASSERT_TRUE(Put(*tier, id).ok());
-    store_->Place(Name(id), 1 + i % 2);
-    ops.push_back(ReadOp{id, ScatterList(&pieces[i], 1), Status::OK()});
+    ids.push_back(ObjId(ns_, 90 + i));
+    ASSERT_TRUE(Put(*tier, ids.back()).ok());
+    store_->Place(Name(ids.back()), 1 + i % 2);
   }
-  tier->GetMany(ops);
+  ReadBatch batch(ids);
+  tier->GetMany(batch.ops);
   for (uint32_t i = 0; i < 6; ++i) {
-    EXPECT_TRUE(ops[i].status.ok()) << i << ": " << ops[i].status.ToString();
-    EXPECT_EQ(out[i], ObjPayload(ObjId(ns_, 90 + i), 3000)) << i;
+    EXPECT_TRUE(batch.ops[i].status.ok()) << i << ": " << batch.ops[i].status.ToString();
+    EXPECT_EQ(batch.out[i], ObjPayload(ids[i], 3000)) << i;
   }
   std::vector<std::string> read;
   for (const auto& b : store_->get_batches()) read.insert(read.end(), b.begin(), b.end());
