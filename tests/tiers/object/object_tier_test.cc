@@ -11,7 +11,17 @@ namespace {
 
 using object::ObjectTierOptions;
 
-class ObjectTierTest : public ObjectTierTestBase {};
+class ObjectTierTest : public ObjectTierTestBase {
+ protected:
+  static constexpr uint64_t kObjectBytes = internal::kChunkHeaderSize + 3000;  // one fake chunk's object
+
+  // A tier whose reads keep at most `bound` bytes in flight.
+  std::unique_ptr<object::ObjectTier> OpenBounded(uint64_t bound) {
+    ObjectTierOptions o;
+    o.inflight_bytes = bound;
+    return Open(o);
+  }
+};
 
 // One read per id, each into a destination of its own of the fake chunks' 3000 payload bytes.
 struct ReadBatch {
@@ -197,10 +207,8 @@ TEST_F(ObjectTierTest, EncryptedRoundTripAndWrongKey) {
 }
 
 TEST_F(ObjectTierTest, BatchesAreCutIntoWindowsWithinTheBound) {
-  ObjectTierOptions o;
-  const uint64_t object_bytes = internal::kChunkHeaderSize + 3000;
-  o.inflight_bytes = 6 * object_bytes;  // two windows of three objects in flight at once
-  auto tier = Open(o);
+  const uint64_t bound = 6 * kObjectBytes;  // two windows of three objects in flight at once
+  auto tier = OpenBounded(bound);
   std::vector<ChunkId> ids;
   for (uint32_t i = 0; i < 10; ++i) {
     ids.push_back(ObjId(ns_, 50 + i));
@@ -214,7 +222,7 @@ TEST_F(ObjectTierTest, BatchesAreCutIntoWindowsWithinTheBound) {
     EXPECT_EQ(batch.out[i], ObjPayload(ids[i], 3000)) << i;
   }
   EXPECT_EQ(store_->observed().get_calls - calls, 4u);  // 3 + 3 + 3 + 1
-  EXPECT_EQ(store_->observed().max_batch_bytes, 3 * object_bytes);
+  EXPECT_EQ(store_->observed().max_batch_bytes, 3 * kObjectBytes);
 
   // Many threads at once: the bound holds for the tier as a whole.
   std::vector<std::thread> threads;
@@ -225,14 +233,11 @@ TEST_F(ObjectTierTest, BatchesAreCutIntoWindowsWithinTheBound) {
     });
   }
   for (auto& th : threads) th.join();
-  EXPECT_LE(store_->observed().max_inflight_bytes, o.inflight_bytes);
+  EXPECT_LE(store_->observed().max_inflight_bytes, bound);
 }
 
 TEST_F(ObjectTierTest, BoundBelowTwoObjectsReadsOneWindowAtATime) {
-  ObjectTierOptions o;
-  const uint64_t object_bytes = internal::kChunkHeaderSize + 3000;
-  o.inflight_bytes = object_bytes * 3 / 2;
-  auto tier = Open(o);
+  auto tier = OpenBounded(kObjectBytes * 3 / 2);
   std::vector<ChunkId> ids;
   for (uint32_t i = 0; i < 5; ++i) {
     ids.push_back(ObjId(ns_, 70 + i));
@@ -243,16 +248,13 @@ TEST_F(ObjectTierTest, BoundBelowTwoObjectsReadsOneWindowAtATime) {
   tier->GetMany(batch.ops);
   for (uint32_t i = 0; i < 5; ++i) EXPECT_EQ(batch.out[i], ObjPayload(ids[i], 3000)) << i;
   EXPECT_EQ(store_->observed().get_calls - calls, 5u);
-  EXPECT_EQ(store_->observed().max_inflight_bytes, object_bytes);
+  EXPECT_EQ(store_->observed().max_inflight_bytes, kObjectBytes);
 }
 
 // The client places the first three objects on server 1 and the rest on server 2: the tier takes them
 // round-robin, so each window of two holds one of each, and every result lands where the caller asked.
 TEST_F(ObjectTierTest, WindowsSpreadOverTheServersTheClientNames) {
-  ObjectTierOptions o;
-  const uint64_t object_bytes = internal::kChunkHeaderSize + 3000;
-  o.inflight_bytes = 4 * object_bytes;  // two windows of two objects in flight at once
-  auto tier = Open(o);
+  auto tier = OpenBounded(4 * kObjectBytes);  // two windows of two objects in flight at once
   std::vector<ChunkId> ids;
   for (uint32_t i = 0; i < 6; ++i) {
     ids.push_back(ObjId(ns_, i < 5 ? 80 + i : 99));  // 99 is never written: a miss
@@ -279,9 +281,7 @@ TEST_F(ObjectTierTest, WindowsSpreadOverTheServersTheClientNames) {
 // One object at a time (a bound below two objects): server after server, the caller's order within
 // each, whatever the order asked (servers 1, 2, 1, 2, 1, 2).
 TEST_F(ObjectTierTest, OneObjectAtATimeReadsServerAfterServer) {
-  ObjectTierOptions o;
-  o.inflight_bytes = (internal::kChunkHeaderSize + 3000) * 3 / 2;
-  auto tier = Open(o);
+  auto tier = OpenBounded(kObjectBytes * 3 / 2);
   std::vector<ChunkId> ids;
   for (uint32_t i = 0; i < 6; ++i) {
     ids.push_back(ObjId(ns_, 90 + i));
