@@ -21,6 +21,16 @@ class ObjectTierTest : public ObjectTierTestBase {
     o.inflight_bytes = bound;
     return Open(o);
   }
+
+  // Puts the fake chunks `first` .. `first + n - 1`; their ids in that order.
+  std::vector<ChunkId> PutChunks(Tier& tier, uint32_t first, uint32_t n) {
+    std::vector<ChunkId> ids;
+    for (uint32_t i = 0; i < n; ++i) {
+      ids.push_back(ObjId(ns_, first + i));
+      EXPECT_TRUE(Put(tier, ids.back()).ok()) << first + i;
+    }
+    return ids;
+  }
 };
 
 // One read per id, each into a destination of its own of the fake chunks' 3000 payload bytes.
@@ -209,11 +219,7 @@ TEST_F(ObjectTierTest, EncryptedRoundTripAndWrongKey) {
 TEST_F(ObjectTierTest, BatchesAreCutIntoWindowsWithinTheBound) {
   const uint64_t bound = 6 * kObjectBytes;  // two windows of three objects in flight at once
   auto tier = OpenBounded(bound);
-  std::vector<ChunkId> ids;
-  for (uint32_t i = 0; i < 10; ++i) {
-    ids.push_back(ObjId(ns_, 50 + i));
-    ASSERT_TRUE(Put(*tier, ids.back()).ok());
-  }
+  const std::vector<ChunkId> ids = PutChunks(*tier, 50, 10);
   ReadBatch batch(ids);
   const uint64_t calls = store_->observed().get_calls;
   tier->GetMany(batch.ops);
@@ -238,11 +244,7 @@ TEST_F(ObjectTierTest, BatchesAreCutIntoWindowsWithinTheBound) {
 
 TEST_F(ObjectTierTest, BoundBelowTwoObjectsReadsOneWindowAtATime) {
   auto tier = OpenBounded(kObjectBytes * 3 / 2);
-  std::vector<ChunkId> ids;
-  for (uint32_t i = 0; i < 5; ++i) {
-    ids.push_back(ObjId(ns_, 70 + i));
-    ASSERT_TRUE(Put(*tier, ids.back()).ok());
-  }
+  const std::vector<ChunkId> ids = PutChunks(*tier, 70, 5);
   ReadBatch batch(ids);
   const uint64_t calls = store_->observed().get_calls;
   tier->GetMany(batch.ops);
@@ -282,12 +284,8 @@ TEST_F(ObjectTierTest, WindowsSpreadOverTheServersTheClientNames) {
 // each, whatever the order asked (servers 1, 2, 1, 2, 1, 2).
 TEST_F(ObjectTierTest, OneObjectAtATimeReadsServerAfterServer) {
   auto tier = OpenBounded(kObjectBytes * 3 / 2);
-  std::vector<ChunkId> ids;
-  for (uint32_t i = 0; i < 6; ++i) {
-    ids.push_back(ObjId(ns_, 90 + i));
-    ASSERT_TRUE(Put(*tier, ids.back()).ok());
-    store_->Place(Name(ids.back()), 1 + i % 2);
-  }
+  const std::vector<ChunkId> ids = PutChunks(*tier, 90, 6);
+  for (uint32_t i = 0; i < 6; ++i) store_->Place(Name(ids[i]), 1 + i % 2);
   ReadBatch batch(ids);
   tier->GetMany(batch.ops);
   for (uint32_t i = 0; i < 6; ++i) {
