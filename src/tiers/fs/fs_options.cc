@@ -25,7 +25,7 @@ Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url) {
   KVTIER_ASSIGN_OR_RETURN(o.inflight_bytes, url.GetSize("inflight", 256ull << 20));
   KVTIER_ASSIGN_OR_RETURN(o.sync, url.GetBool("sync", false));
   KVTIER_ASSIGN_OR_RETURN(o.create, url.GetBool("create", true));
-  KVTIER_ASSIGN_OR_RETURN(uint64_t verify_threads, url.GetUint("verify_threads", 0, 64));
+  KVTIER_ASSIGN_OR_RETURN(uint64_t verify_threads, url.GetUint("verify_threads", DefaultVerifyThreads(), 64));
   o.verify_threads = static_cast<unsigned>(verify_threads);
   // A day bounds these: a longer negative cache would hide other hosts' chunks for too long, a
   // longer positive one would answer hits for chunks long evicted.

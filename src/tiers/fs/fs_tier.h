@@ -40,7 +40,9 @@
 //   inflight=256MiB      bound on bytes being read at once
 //   sync=false           fsync each chunk before publishing it
 //   create=true          create the pool when the directory has none
-//   verify_threads=0     threads that verify or decrypt the pieces of one chunk in parallel (0-64)
+//   verify_threads=N     threads that verify (or decrypt) and copy out pieces of chunks as they land,
+//                        while the reader keeps reading (0-64; default as file://: one per core, 1 to 8;
+//                        0: the reading thread does it, and submits nothing meanwhile)
 //   key_file=PATH        encrypted, authenticated chunks (docs/encryption.md)
 //
 // Read-only (TierOpenOptions::read_only, used by `kvtier inspect`, `stats`, `verify`): the pool must
@@ -63,6 +65,7 @@
 
 #include "core/chunk_cipher.h"
 #include "tiers/fs/read_probe.h"
+#include "io/chunk_io.h"
 #include "io/filesystem.h"
 #include "kvtier/tier.h"
 
@@ -82,7 +85,7 @@ struct FsTierOptions {
   bool create = true;
   bool read_only = false;
   bool repair = false;  // `kvtier verify --repair`: writable, but nothing evicted, at open or later
-  unsigned verify_threads = 0;  // threads verifying or decrypting one chunk's pieces in parallel
+  unsigned verify_threads = DefaultVerifyThreads();  // threads verifying pieces as they land (0: the reader's)
   // optional: the filesystem under the pool (tests inject faults here; direct=auto then times no probe)
   std::shared_ptr<FileSystem> fs = nullptr;
   std::shared_ptr<const ChunkCipher> cipher = nullptr;  // key_file=: encrypted chunks only (docs/encryption.md)

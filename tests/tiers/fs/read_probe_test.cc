@@ -75,6 +75,11 @@ TEST(ReadModeRuleTest, ParsesModesAndKeepsDirectUnlessClearlySlower) {
   EXPECT_EQ(ParseFsDirectMode("maybe").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(ParseFsTierOptions(*TierUrl::Parse("fs:///x?direct=maybe")).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(ParseFsTierOptions(*TierUrl::Parse("fs:///x"))->direct, FsDirectMode::kAuto);
+  // Reads verify on a pool as file:// does (a verifying ring thread submits nothing meanwhile).
+  EXPECT_EQ(ParseFsTierOptions(*TierUrl::Parse("fs:///x"))->verify_threads, DefaultVerifyThreads());
+  EXPECT_EQ(FsTierOptions{}.verify_threads, DefaultVerifyThreads());
+  EXPECT_GE(DefaultVerifyThreads(), 1u);
+  EXPECT_EQ(ParseFsTierOptions(*TierUrl::Parse("fs:///x?verify_threads=0"))->verify_threads, 0u);
   EXPECT_FALSE(KeepDirect(0.62, 1.0));  // ceph-fuse as measured in issue 14
   EXPECT_TRUE(KeepDirect(0.85, 1.0));
   EXPECT_TRUE(KeepDirect(2.2, 0.7));
