@@ -485,6 +485,32 @@ Status RunObjectSweep(const DatapathConfig& c, const DatapathPlan& plan, const T
   return Status::OK();
 }
 
+// The longest reason a writer process passes back to the bench (its Status text, cut there).
+constexpr size_t kWriterReasonMax = 4096;
+
+// Writes or reads exactly `n` bytes through a pipe end; false on an error or a short transfer.
+bool WriteAllTo(int fd, const void* data, size_t n) {
+  for (const char* p = static_cast<const char*>(data); n > 0;) {
+    const ssize_t k = ::write(fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool ReadAllFrom(int fd, void* data, size_t n) {
+  for (char* p = static_cast<char*>(data); n > 0;) {
+    const ssize_t k = ::read(fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
 // shm:// is shared between processes, so it is measured as it is used: a child process (fork) writes
 // the chunks into the pool and exits; this process maps the pool afresh and reads what the child wrote.
 // The bench's chunks are removed from the pool afterwards (the pool itself stays; `kvtier shm remove`).
@@ -497,26 +523,38 @@ Status RunSharedMemory(const DatapathConfig& c, const DatapathPlan& plan, const 
   if (child == 0) {
     ::close(fds[0]);
     PhaseResult out;
-    bool ok = false;
+    Status why;
     {
       auto tier = OpenTier(url.ToString());
-      if (tier.ok()) {
-        auto written = WritePass(**tier, *area);
-        ok = written.ok();
-        if (ok) out = *written;
-      }
+      auto written = tier.ok() ? WritePass(**tier, *area) : Result<PhaseResult>(tier.status());
+      if (written.ok()) out = *written;
+      why = written.status();
     }
-    const bool sent = ::write(fds[1], &ok, sizeof(ok)) == sizeof(ok) && ::write(fds[1], &out, sizeof(out)) == sizeof(out);
+    const bool ok = why.ok();
+    const std::string text = why.ToString().substr(0, kWriterReasonMax);
+    const uint32_t len = static_cast<uint32_t>(text.size());
+    const bool sent = WriteAllTo(fds[1], &ok, sizeof(ok)) && WriteAllTo(fds[1], &out, sizeof(out)) &&
+                      WriteAllTo(fds[1], &len, sizeof(len)) && WriteAllTo(fds[1], text.data(), len);
     ::_exit(sent && ok ? 0 : 1);
   }
   ::close(fds[1]);
   bool ok = false;
   PhaseResult written;
-  const bool got = ::read(fds[0], &ok, sizeof(ok)) == sizeof(ok) && ::read(fds[0], &written, sizeof(written)) == sizeof(written);
+  uint32_t len = 0;
+  std::string why;
+  bool got = ReadAllFrom(fds[0], &ok, sizeof(ok)) && ReadAllFrom(fds[0], &written, sizeof(written)) &&
+             ReadAllFrom(fds[0], &len, sizeof(len)) && len <= kWriterReasonMax;
+  if (got) {
+    why.resize(len);
+    got = ReadAllFrom(fds[0], why.data(), len);
+  }
   ::close(fds[0]);
   int status = 0;
   ::waitpid(child, &status, 0);
-  if (!got || !ok) return Status::IOError("the writer process (pid " + std::to_string(child) + ") failed to write " + url.ToString());
+  if (!got || !ok) {
+    return Status::IOError("the writer process (pid " + std::to_string(child) + ") failed to write " + url.ToString() +
+                           ": " + (got ? why : std::string("it ended without saying why")));
+  }
   r->write = written;
   Progress(c, "  write (process " + std::to_string(child) + "): " + GbpsText(r->write.BytesPerSecond()));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTier(url.ToString()));

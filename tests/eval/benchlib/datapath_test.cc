@@ -177,6 +177,17 @@ TEST(DatapathTest, RefusesAMemoryTargetLargerThanMemory) {
   EXPECT_NE(r.status().message().find("memory"), std::string::npos);
 }
 
+// shm:// is written by a child process: when it cannot, the bench's error carries the child's reason.
+TEST(DatapathTest, SharedMemoryWriterFailureSaysWhy) {
+  TempDir dir;  // a plain directory, not a hugetlbfs mount
+  ASSERT_FALSE(dir.path().empty());
+  auto r = RunDatapath(SmallConfig("shm://datapath-why?capacity=8MiB&hugepages=" + dir.path()));
+  ASSERT_FALSE(r.ok());
+  const std::string msg = r.status().message();
+  EXPECT_NE(msg.find("writer process"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not a hugetlbfs mount"), std::string::npos) << msg;
+}
+
 TEST(DatapathTest, CheckEnoughSpaceSaysHowMuch) {
   EXPECT_TRUE(CheckEnoughSpace("d", 10, 10, "x").ok());
   const Status s = CheckEnoughSpace("target directory /d", 1ull << 30, 3ull << 30, "a + b");
