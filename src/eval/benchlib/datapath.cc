@@ -488,21 +488,11 @@ Status RunObjectSweep(const DatapathConfig& c, const DatapathPlan& plan, const T
 // The longest reason a writer process passes back to the bench (its Status text, cut there).
 constexpr size_t kWriterReasonMax = 4096;
 
-// Writes or reads exactly `n` bytes through a pipe end; false on an error or a short transfer.
-bool WriteAllTo(int fd, const void* data, size_t n) {
-  for (const char* p = static_cast<const char*>(data); n > 0;) {
-    const ssize_t k = ::write(fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-bool ReadAllFrom(int fd, void* data, size_t n) {
+// Writes (`write`) or reads exactly `n` bytes at `data` through a pipe end; false on an error or a
+// short transfer.
+bool PipeAll(int fd, void* data, size_t n, bool write) {
   for (char* p = static_cast<char*>(data); n > 0;) {
-    const ssize_t k = ::read(fd, p, n);
+    const ssize_t k = write ? ::write(fd, p, n) : ::read(fd, p, n);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) return false;
     p += k;
@@ -530,11 +520,11 @@ Status RunSharedMemory(const DatapathConfig& c, const DatapathPlan& plan, const 
       if (written.ok()) out = *written;
       why = written.status();
     }
-    const bool ok = why.ok();
-    const std::string text = why.ToString().substr(0, kWriterReasonMax);
-    const uint32_t len = static_cast<uint32_t>(text.size());
-    const bool sent = WriteAllTo(fds[1], &ok, sizeof(ok)) && WriteAllTo(fds[1], &out, sizeof(out)) &&
-                      WriteAllTo(fds[1], &len, sizeof(len)) && WriteAllTo(fds[1], text.data(), len);
+    bool ok = why.ok();
+    std::string text = why.ToString().substr(0, kWriterReasonMax);
+    uint32_t len = static_cast<uint32_t>(text.size());
+    const bool sent = PipeAll(fds[1], &ok, sizeof(ok), true) && PipeAll(fds[1], &out, sizeof(out), true) &&
+                      PipeAll(fds[1], &len, sizeof(len), true) && PipeAll(fds[1], text.data(), len, true);
     ::_exit(sent && ok ? 0 : 1);
   }
   ::close(fds[1]);
@@ -542,11 +532,11 @@ Status RunSharedMemory(const DatapathConfig& c, const DatapathPlan& plan, const 
   PhaseResult written;
   uint32_t len = 0;
   std::string why;
-  bool got = ReadAllFrom(fds[0], &ok, sizeof(ok)) && ReadAllFrom(fds[0], &written, sizeof(written)) &&
-             ReadAllFrom(fds[0], &len, sizeof(len)) && len <= kWriterReasonMax;
+  bool got = PipeAll(fds[0], &ok, sizeof(ok), false) && PipeAll(fds[0], &written, sizeof(written), false) &&
+             PipeAll(fds[0], &len, sizeof(len), false) && len <= kWriterReasonMax;
   if (got) {
     why.resize(len);
-    got = ReadAllFrom(fds[0], why.data(), len);
+    got = PipeAll(fds[0], why.data(), len, false);
   }
   ::close(fds[0]);
   int status = 0;
