@@ -76,8 +76,10 @@ class TierHolder {
     store_.reset();
     Open();
   }
-  // The whole stored chunk `key`, read from the tier itself.
+  // The whole stored chunk `key`, read from the tier itself once the Store's background writes to it
+  // (file:// is not a memory tier: its Puts are queued) have landed.
   std::vector<std::byte> Chunk(const Namespace& ns, const ChunkKey& key) {
+    EXPECT_TRUE(store_->Flush().ok());
     std::vector<std::byte> out(ns.layout().BytesPerChunk());
     const std::span<std::byte> all(out);
     const Status s = store_->tier(0).Get(ChunkId::Of(ns, key), ScatterList(&all, 1));
