@@ -53,16 +53,19 @@ def chunk_file(tier_dir: pathlib.Path, kv_key: bytes) -> pathlib.Path:
     return found[0]
 
 
-def corrupt_chunk(tier_dir: pathlib.Path, kv_key: bytes, payload_offset: int = 1) -> None:
-    """Flips one payload byte (at ``payload_offset``) of the chunk's file, as a failing disk would."""
-    path = chunk_file(tier_dir, kv_key)
-    size = path.stat().st_size
-    assert size > HEADER_BYTES + payload_offset
+def flip_payload_byte(path: pathlib.Path, payload_offset: int) -> None:
+    """Flips the payload byte at ``payload_offset`` of a chunk file, as a failing disk would."""
+    assert path.stat().st_size > HEADER_BYTES + payload_offset
     with open(path, "r+b") as f:
         f.seek(HEADER_BYTES + payload_offset)  # the payload follows the header (the file may be padded)
         b = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([b[0] ^ 0x5A]))
+
+
+def corrupt_chunk(tier_dir: pathlib.Path, kv_key: bytes, payload_offset: int = 1) -> None:
+    """Flips one payload byte (at ``payload_offset``) of the chunk's file, as a failing disk would."""
+    flip_payload_byte(chunk_file(tier_dir, kv_key), payload_offset)
 
 
 def wait_for(predicate, what: str, limit_s: float = 60.0):

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import kvtier
-from connector_helpers import CHUNK_SUFFIX, HEADER_BYTES, file_tier, requires_library  # noqa: F401
+from connector_helpers import (CHUNK_SUFFIX, HEADER_BYTES, file_tier, flip_payload_byte,  # noqa: F401
+                               requires_library)
 from test_sglang import MHATokenToKVPoolHost, host_indices, page_data, page_key, storage_config
 
 pytestmark = requires_library
@@ -150,12 +151,7 @@ def test_corrupt_state_is_a_miss_of_its_prefix_never_a_stale_hit(file_tier):
         backup_node(backend, kv, mamba, [0, 1, 2], state_slot=0)
         backup_node(backend, kv, mamba, [3, 4, 5], state_slot=1)
         backend.store.flush()
-        path = state_file(tier_dir, 5)
-        with open(path, "r+b") as f:
-            f.seek(HEADER_BYTES + 7)
-            b = f.read(1)
-            f.seek(HEADER_BYTES + 7)
-            f.write(bytes([b[0] ^ 0x5A]))
+        flip_payload_byte(state_file(tier_dir, 5), 7)
         mamba.fill(5, 99)
         assert load_state(backend, 5, slot=5) == [False]
         assert not any(mamba.state(5)), "the corrupt state's slot must be zeroed"
@@ -479,12 +475,7 @@ def test_corrupt_window_page_is_a_miss_of_its_prefix_never_a_wrong_window(file_t
     try:
         swa_backup(backend, kv, swa, list(range(8)), window_pages=8)
         backend.store.flush()
-        path = window_file(tier_dir, 7)
-        with open(path, "r+b") as f:
-            f.seek(HEADER_BYTES + 11)
-            b = f.read(1)
-            f.seek(HEADER_BYTES + 11)
-            f.write(bytes([b[0] ^ 0x5A]))
+        flip_payload_byte(window_file(tier_dir, 7), 11)
         swa.fill(14, 999)  # what the slot held before the load
         result, got_kv, got_window = swa_prefetch(backend, 8, window_pages=3, kv_first=8, swa_first=12)
         assert result.kv_hit_pages == 8 and got_kv == [True] * 8  # lookups count, loads verify
