@@ -227,6 +227,17 @@ def expected_chunk(tokens: list, start: int, n: int, zero_window_rows: int = 0) 
     return torch.cat(parts).numpy()
 
 
+def saved_chunk_keys(engine_class, url: str, tokens: list) -> list:
+    """Runs ``tokens`` as request "a" through a fresh engine of ``engine_class`` on ``url`` (which saves
+    its chunks), closes it, and returns the prompt's chunk keys."""
+    engine = engine_class(url)
+    engine.add("a", tokens)
+    engine.run()
+    keys = engine.worker.namespace.chunk_keys(tokens)
+    engine.close()
+    return keys
+
+
 def prompt(seed: int, n: int) -> list:
     return [(seed * 7919 + i * 31) % 32000 for i in range(n)]
 
@@ -271,11 +282,7 @@ def test_a_corrupt_chunk_reports_its_blocks_of_every_group(file_tier):
     blocks never."""
     url, tier_dir = file_tier
     a = prompt(4, 6 * 8 + 3)
-    first = HybridEngine(url)
-    first.add("a", a)
-    first.run()
-    keys = first.worker.namespace.chunk_keys(a)
-    first.close()
+    keys = saved_chunk_keys(HybridEngine, url, a)
     corrupt_chunk(tier_dir, keys[5])
     second = HybridEngine(url)
     second.add("a", a)
@@ -608,11 +615,7 @@ def test_a_corrupt_mamba_state_is_a_load_error_of_the_whole_load_never_a_hit_wit
     block), no block takes the bad state, and the next lookup ends at chunk 5."""
     url, tier_dir = file_tier
     a = prompt(7, 6 * 8 + 3)
-    first = MambaEngine(url)
-    first.add("a", a)
-    first.run()
-    keys = first.worker.namespace.chunk_keys(a)
-    first.close()
+    keys = saved_chunk_keys(MambaEngine, url, a)
     kv_bytes = HEADS * 2 * 2 * 8 * DIM * 4  # chunk 5's kv group: heads x 2 layers x K, V x 8 tokens x dim x fp32
     corrupt_chunk(tier_dir, keys[5], payload_offset=kv_bytes + 3 * 240 + 100)  # layer 4's SSM state
     second = MambaEngine(url)
