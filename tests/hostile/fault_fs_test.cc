@@ -145,10 +145,8 @@ TEST_P(FaultFsTest, ShortDirectPayloadWriteIsResumed) {
 // resumed and the chunk authenticates.
 TEST_P(FaultFsTest, EncryptedWindowWritesFailCleanlyOrResume) {
   if (kind() != Kind::kFile) GTEST_SKIP() << "the same chunk writer is below fs://";
-  const std::string key_file = WriteKeyFile(base_.path(), 'c');
-  ASSERT_FALSE(key_file.empty());
-  auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
-  ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
+  const auto cipher = KeyFileCipher(base_.path(), 'c');
+  ASSERT_NE(cipher, nullptr);
   const ChunkId id = IdNo(ns_, 7);
   const std::vector<std::byte> payload = PayloadFor(id.key, (19u << 20) / 2);
   const std::span<const std::byte> src[] = {payload};
@@ -159,7 +157,7 @@ TEST_P(FaultFsTest, EncryptedWindowWritesFailCleanlyOrResume) {
   for (bool direct : {true, false}) {
     if (direct && !direct_allowed) continue;  // this filesystem refuses O_DIRECT: the page cache half only
     SCOPED_TRACE(direct ? "O_DIRECT" : "page cache");
-    const internal::WriteOptions o{.direct = direct, .io_uring = GetParam().uring, .cipher = *cipher};
+    const internal::WriteOptions o{.direct = direct, .io_uring = GetParam().uring, .cipher = cipher};
     for (int64_t offset : {kPayloadAt, kPayloadAt + (4 << 20), int64_t{0}}) {
       const size_t rule = faults_->Add({.op = FsOp::kWrite, .error = EIO, .offset = offset});
       EXPECT_FALSE(internal::WriteChunkFileAtomic(*faults_, "e.kvc", id, src, o).ok()) << offset;
@@ -172,7 +170,7 @@ TEST_P(FaultFsTest, EncryptedWindowWritesFailCleanlyOrResume) {
     ASSERT_TRUE(internal::WriteChunkFileAtomic(*faults_, "e.kvc", id, src, o).ok());
     EXPECT_EQ(faults_->Fired(rule), 1u);
     faults_->Clear();
-    auto header = internal::VerifyChunkFile(*faults_, "e.kvc", id, cipher->get());
+    auto header = internal::VerifyChunkFile(*faults_, "e.kvc", id, cipher.get());
     EXPECT_TRUE(header.ok()) << header.status().ToString();
     ASSERT_TRUE(faults_->Unlink("e.kvc").ok());
   }

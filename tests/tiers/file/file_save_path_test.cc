@@ -152,10 +152,8 @@ TEST(FileSavePathTest, UnalignedSourcesAreWrittenThroughThePageCache) {
 TEST(FileSavePathTest, EncryptedChunksAreWrittenWithODirect) {
   TempDir tmp;
   auto watching = std::make_shared<WatchingFs>(Posix(tmp.path()));
-  const std::string key_file = WriteKeyFile(tmp.path(), 'a');
-  ASSERT_FALSE(key_file.empty());
-  auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
-  ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
+  const auto cipher = KeyFileCipher(tmp.path(), 'a');
+  ASSERT_NE(cipher, nullptr);
   const Namespace ns = BigNamespace();
   const size_t bytes = (19u << 20) / 2;
   const ChunkId id = ChunkId::Of(ns, KeyNo(ns, 3));
@@ -164,7 +162,7 @@ TEST(FileSavePathTest, EncryptedChunksAreWrittenWithODirect) {
   auto fd = watching->CreateNew("e.kvc", false);
   ASSERT_TRUE(fd.ok());
   auto written = internal::WriteChunkBody(*watching, fd->get(), "e.kvc", id, src,
-                                          internal::WriteOptions{.direct = true, .cipher = *cipher});
+                                          internal::WriteOptions{.direct = true, .cipher = cipher});
   ASSERT_TRUE(written.ok()) << written.status().ToString();
   EXPECT_EQ(*written, StoredChunkBytes(bytes));
   EXPECT_EQ(std::filesystem::file_size(tmp.path() + "/e.kvc"), StoredChunkBytes(bytes));
@@ -173,7 +171,7 @@ TEST(FileSavePathTest, EncryptedChunksAreWrittenWithODirect) {
   ::close(probe);
   EXPECT_EQ(watching->buffered_at.load(), 0u) << "encrypted bytes went through the page cache";
   EXPECT_EQ(watching->direct_at.load(), 4u);  // three windows and the header
-  EXPECT_TRUE(internal::VerifyChunkFile(*watching, "e.kvc", id, cipher->get()).ok());
+  EXPECT_TRUE(internal::VerifyChunkFile(*watching, "e.kvc", id, cipher.get()).ok());
   EXPECT_TRUE(internal::VerifyChunkFile(*watching, "e.kvc", id).status().IsCorruption());  // no key: refused
 }
 
@@ -184,10 +182,8 @@ TEST(FileSavePathTest, OneWritersPiecesAreSealedOnIdleCoresToo) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: nothing to spread over";
   TempDir tmp;
   auto posix = Posix(tmp.path());
-  const std::string key_file = WriteKeyFile(tmp.path(), 'd');
-  ASSERT_FALSE(key_file.empty());
-  auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
-  ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
+  const auto cipher = KeyFileCipher(tmp.path(), 'd');
+  ASSERT_NE(cipher, nullptr);
   const Namespace ns = BigNamespace();
   const size_t bytes = (19u << 20) / 2;  // ten pieces: windows of 4, 4 and 2
   const ChunkId id = ChunkId::Of(ns, KeyNo(ns, 5));
@@ -199,17 +195,17 @@ TEST(FileSavePathTest, OneWritersPiecesAreSealedOnIdleCoresToo) {
     ASSERT_TRUE(fd.ok());
     const uint64_t before = internal::PiecesSealedByHelpers();
     auto written = internal::WriteChunkBody(*posix, fd->get(), name, id, src,
-                                            internal::WriteOptions{.direct = direct, .cipher = *cipher});
+                                            internal::WriteOptions{.direct = direct, .cipher = cipher});
     ASSERT_TRUE(written.ok()) << written.status().ToString();
     if (direct) {
       EXPECT_GE(internal::PiecesSealedByHelpers() - before, 3u);
     }
-    auto header = internal::VerifyChunkFile(*posix, name, id, cipher->get());
+    auto header = internal::VerifyChunkFile(*posix, name, id, cipher.get());
     ASSERT_TRUE(header.ok()) << name << ": " << header.status().ToString();
     std::vector<std::byte> back(bytes);
     const std::span<std::byte> dst[] = {back};
     const ByteRange whole[] = {{0, bytes}};
-    auto read = internal::ReadChunkRanges(*posix, name, id, bytes, cipher->get(), whole, dst);
+    auto read = internal::ReadChunkRanges(*posix, name, id, bytes, cipher.get(), whole, dst);
     ASSERT_TRUE(read.ok()) << name << ": " << read.status().ToString();
     EXPECT_TRUE(back == payload) << name;
   }
@@ -221,16 +217,14 @@ TEST(FileSavePathTest, AForkedChildSealsWithoutTheParentsHelpers) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: no helpers to lose";
   TempDir tmp;
   auto posix = Posix(tmp.path());
-  const std::string key_file = WriteKeyFile(tmp.path(), 'e');
-  ASSERT_FALSE(key_file.empty());
-  auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
-  ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
+  const auto cipher = KeyFileCipher(tmp.path(), 'e');
+  ASSERT_NE(cipher, nullptr);
   const Namespace ns = BigNamespace();
   const size_t bytes = (19u << 20) / 2;
   const ChunkId id = ChunkId::Of(ns, KeyNo(ns, 6));
   const std::vector<std::byte> payload = PayloadFor(KeyNo(ns, 6), bytes);
   const std::span<const std::byte> src[] = {payload};
-  const internal::WriteOptions o{.direct = false, .io_uring = false, .cipher = *cipher};
+  const internal::WriteOptions o{.direct = false, .io_uring = false, .cipher = cipher};
   auto write = [&](const std::string& name) {
     auto fd = posix->CreateNew(name, false);
     return fd.ok() && internal::WriteChunkBody(*posix, fd->get(), name, id, src, o).ok();
@@ -252,7 +246,7 @@ TEST(FileSavePathTest, AForkedChildSealsWithoutTheParentsHelpers) {
     FAIL() << "the forked child's encrypted write did not finish";
   }
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  EXPECT_TRUE(internal::VerifyChunkFile(*posix, "child.kvc", id, cipher->get()).ok());
+  EXPECT_TRUE(internal::VerifyChunkFile(*posix, "child.kvc", id, cipher.get()).ok());
 }
 
 // Listed pieces (grouped layouts) need not end on a 4 KiB block: the window writes its whole blocks and
@@ -260,10 +254,8 @@ TEST(FileSavePathTest, AForkedChildSealsWithoutTheParentsHelpers) {
 TEST(FileSavePathTest, EncryptedListedPiecesOfOddLengthsAreWrittenWithODirect) {
   TempDir tmp;
   auto watching = std::make_shared<WatchingFs>(Posix(tmp.path()));
-  const std::string key_file = WriteKeyFile(tmp.path(), 'b');
-  ASSERT_FALSE(key_file.empty());
-  auto cipher = internal::ChunkCipher::FromKeyFile(key_file);
-  ASSERT_TRUE(cipher.ok()) << cipher.status().ToString();
+  const auto cipher = KeyFileCipher(tmp.path(), 'b');
+  ASSERT_NE(cipher, nullptr);
   static const std::vector<uint64_t> kLengths = {3000001, 3000001, 3000001, 1000000};
   const size_t bytes = 10000003;
   const Namespace ns = BigNamespace();
@@ -274,7 +266,7 @@ TEST(FileSavePathTest, EncryptedListedPiecesOfOddLengthsAreWrittenWithODirect) {
   auto fd = watching->CreateNew("l.kvc", false);
   ASSERT_TRUE(fd.ok());
   auto written = internal::WriteChunkBody(*watching, fd->get(), "l.kvc", id, src,
-                                          internal::WriteOptions{.direct = true, .cipher = *cipher});
+                                          internal::WriteOptions{.direct = true, .cipher = cipher});
   ASSERT_TRUE(written.ok()) << written.status().ToString();
   EXPECT_EQ(std::filesystem::file_size(tmp.path() + "/l.kvc"), StoredChunkBytes(bytes));
   const int probe = ::open((tmp.path() + "/probe").c_str(), O_CREAT | O_WRONLY | O_DIRECT, 0600);
@@ -283,7 +275,7 @@ TEST(FileSavePathTest, EncryptedListedPiecesOfOddLengthsAreWrittenWithODirect) {
   EXPECT_EQ(watching->buffered_at.load(), 0u) << "encrypted bytes went through the page cache";
   // The whole blocks of the first two windows (each carries its partial block on), the rest, the header.
   EXPECT_EQ(watching->direct_at.load(), 4u);
-  auto header = internal::VerifyChunkFile(*watching, "l.kvc", id, cipher->get());
+  auto header = internal::VerifyChunkFile(*watching, "l.kvc", id, cipher.get());
   ASSERT_TRUE(header.ok()) << header.status().ToString();
   EXPECT_TRUE(header->listed());
   EXPECT_EQ(header->pieces(), kLengths.size());
