@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "tiers/ceph/ceph_harness.h"
+#include "tiers/object/object_client.h"
 #include "tiers/object/object_reference.h"
 
 namespace kvtier::ceph_testing {
@@ -22,5 +23,12 @@ inline void ExpectWholeRoundTrip(const object::RawRoundTrip& r, uint64_t objects
   EXPECT_EQ(r.read.objects, objects);
   EXPECT_EQ(r.read.bytes, objects * bytes);
   EXPECT_EQ(r.read.errors, 0u);
+}
+
+// The store `client` reaches lists no object: a reference removed everything it wrote.
+inline void ExpectNoObjectsLeft(object::ObjectClient& client) {
+  int left = 0;
+  ASSERT_TRUE(client.List("", [&](const object::ObjectInfo&) { return ++left > 0; }).ok());
+  EXPECT_EQ(left, 0) << "the reference removes what it wrote";
 }
 }  // namespace kvtier::ceph_testing
