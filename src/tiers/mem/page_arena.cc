@@ -193,8 +193,8 @@ void PageArena::ReadRange(uint32_t first, uint64_t offset, uint64_t len, Scatter
   size_t piece = 0;
   uint64_t off = offset;
   while (piece < dst.size() && off >= dst[piece].size()) off -= dst[piece++].size();
-  uint64_t at = 0;           // chain offset of the run being visited
-  uint64_t todo = len;        // bytes of the range not yet copied
+  uint64_t at = 0;          // chain offset of the run being visited
+  uint64_t uncopied = len;  // bytes of the range not yet copied
   size_t prefetched = piece;  // the pieces up to this one need no prefetch
   VisitRuns(pages_.data(), next_, page_bytes_, first, offset + len, [&](std::byte* p, size_t run) {
     const uint64_t run_begin = at;
@@ -213,8 +213,8 @@ void PageArena::ReadRange(uint32_t first, uint64_t offset, uint64_t len, Scatter
       // In a piece of a scattered copy that runs on into the next piece: that piece's page walks
       // start now, while this one streams.
       const uint64_t rest = dst[piece].size() - off;  // of this piece
-      if (stream && prefetched <= piece && piece + 1 < dst.size() && todo > rest) {
-        PrefetchPages(dst[piece + 1].data(), static_cast<size_t>(std::min<uint64_t>(dst[piece + 1].size(), todo - rest)));
+      if (stream && prefetched <= piece && piece + 1 < dst.size() && uncopied > rest) {
+        PrefetchPages(dst[piece + 1].data(), static_cast<size_t>(std::min<uint64_t>(dst[piece + 1].size(), uncopied - rest)));
         prefetched = piece + 1;
       }
       if (before) {
@@ -229,7 +229,7 @@ void PageArena::ReadRange(uint32_t first, uint64_t offset, uint64_t len, Scatter
       p += n;
       off += n;
       left -= n;
-      todo -= n;
+      uncopied -= n;
     }
   });
   if (stream) StreamFence();
