@@ -138,22 +138,26 @@ Status RecreateDir(const std::string& dir) {
   return fs->SyncAll();
 }
 
+// The encrypted write of one point (with a key file): the tier's folder emptied, every chunk Put with
+// the key from depth = inflight / chunk threads into the tier opened with inflight=.
+Status MeasureEncryptedWrite(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
+                             uint64_t inflight, const ReadArea& area, SweepPoint* point) {
+  bool swept = true;
+  KVTIER_RETURN_IF_ERROR(RecreateDir(plan.tier_dir));
+  TierUrl keyed = url;
+  keyed.params["key_file"] = plan.key_file;
+  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(keyed, inflight, &swept));
+  KVTIER_ASSIGN_OR_RETURN(point->encrypted_write, WritePass(*tier, area, IodepthFor(inflight, plan.chunk_bytes)));
+  Progress(c, "  encrypted write, " + FormatBytes(inflight) + " in flight: " +
+                  GbpsText(point->encrypted_write->BytesPerSecond()));
+  return Status::OK();
+}
+
 // The write row of one point: the tier's folder emptied, every chunk Put from depth = inflight / chunk
-// threads into the tier opened with inflight=, then (fio on PATH) fio writing as many files of the same
-// size at the same depth with O_DIRECT, removed after. The chunks stay for the point's read.
+// threads into the tier opened with inflight=. The chunks stay for the point's read.
 Status MeasureWrite(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url, uint64_t inflight,
                     const ReadArea& area, SweepPoint* point) {
   bool swept = true;
-  if (!plan.key_file.empty()) {  // the encrypted write first: the plain chunks stay for the point's read
-    KVTIER_RETURN_IF_ERROR(RecreateDir(plan.tier_dir));
-    TierUrl keyed = url;
-    keyed.params["key_file"] = plan.key_file;
-    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(keyed, inflight, &swept));
-    KVTIER_ASSIGN_OR_RETURN(point->encrypted_write, WritePass(*tier, area, IodepthFor(inflight, plan.chunk_bytes)));
-    tier.reset();
-    Progress(c, "  encrypted write, " + FormatBytes(inflight) + " in flight: " +
-                    GbpsText(point->encrypted_write->BytesPerSecond()));
-  }
   KVTIER_RETURN_IF_ERROR(RecreateDir(plan.tier_dir));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, &swept));
   KVTIER_ASSIGN_OR_RETURN(point->write, WritePass(*tier, area, IodepthFor(inflight, plan.chunk_bytes)));
@@ -162,22 +166,20 @@ Status MeasureWrite(const DatapathConfig& c, const DatapathPlan& plan, const Tie
   return Status::OK();
 }
 
+// The write reference at one point: fio writing as many files of the chunk file's size at the same
+// depth with O_DIRECT, removed after.
 void RunFioWritePoint(const DatapathConfig& c, const DatapathPlan& plan, SweepPoint* point, std::string* engine,
                       std::string* note) {
-  if (*engine == "dd" || !point->write) return;  // dd has no write reference here: reads only
+  if (*engine == "dd") return;  // dd has no write reference here: reads only
   FioJob job = FioJobFor(plan, point->inflight_bytes, /*write=*/true);
   point->fio_write = RunFioJob(c, job, "write", engine, note);
   std::error_code ec;
   fs::remove_all(job.link_dir, ec);  // fio unlinks its files; this removes what a failed run left
 }
 
-// One cold kvtier read (bandwidth, then per-chunk latency) and, after it, one fio run.
-Result<SweepPoint> MeasurePoint(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
-                                uint64_t inflight, ReadArea* area, DatapathResult* r, bool* swept,
-                                std::string* fio_engine) {
-  SweepPoint point;
-  point.inflight_bytes = inflight;
-  KVTIER_RETURN_IF_ERROR(MeasureWrite(c, plan, url, inflight, *area, &point));
+// kvtier's cold read pass over the chunks just written (no per-chunk latency: that is timed apart).
+Result<PhaseResult> ColdRead(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
+                             uint64_t inflight, ReadArea* area, DatapathResult* r, bool* swept) {
   KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, swept));
   const TierCapabilities caps = tier->capabilities();
@@ -186,28 +188,49 @@ Result<SweepPoint> MeasurePoint(const DatapathConfig& c, const DatapathPlan& pla
   r->target.direct_io = caps.direct_io;
   r->target.cold = true;
   r->target.cold_method = caps.direct_io ? "O_DIRECT" : "posix_fadvise(DONTNEED)";
-  point.kvtier = ReadPass(*tier, area);
+  PhaseResult read = ReadPass(*tier, area);
+  Progress(c, "  read, " + FormatBytes(inflight) + " in flight: " + GbpsText(read.BytesPerSecond()) + ", " +
+                  std::to_string(read.errors) + " errors");
+  return read;
+}
+
+// One run of a point. The encrypted write (with a key file) goes first, as the plain chunks must stay
+// for the read; then kvtier's plain writes and fio's writes run back to back, then kvtier's cold read and
+// fio's read of the same files, and the order inside each pair alternates from run to run (`run`): the
+// disk's throughput drifts by several percent within seconds, so each side is measured next to its
+// reference and neither always goes first. Then the per-chunk latency, the prefix hit and (file://)
+// the unverified read, which have no fio counterpart.
+Result<SweepPoint> MeasurePoint(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
+                                uint64_t inflight, uint32_t run, ReadArea* area, DatapathResult* r, bool* swept,
+                                std::string* fio_engine) {
+  SweepPoint point;
+  point.inflight_bytes = inflight;
+  const bool fio_first = run % 2 == 1;
+  if (!plan.key_file.empty()) KVTIER_RETURN_IF_ERROR(MeasureEncryptedWrite(c, plan, url, inflight, *area, &point));
+  if (c.run_fio && fio_first) RunFioWritePoint(c, plan, &point, fio_engine, &r->fio_note);
+  KVTIER_RETURN_IF_ERROR(MeasureWrite(c, plan, url, inflight, *area, &point));
+  if (c.run_fio && !fio_first) RunFioWritePoint(c, plan, &point, fio_engine, &r->fio_note);
+  if (c.run_fio && fio_first) RunFioPoint(c, plan, &point, fio_engine, &r->fio_note);
+  KVTIER_ASSIGN_OR_RETURN(point.kvtier, ColdRead(c, plan, url, inflight, area, r, swept));
+  if (c.run_fio && !fio_first) RunFioPoint(c, plan, &point, fio_engine, &r->fio_note);
   KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
-  const uint32_t depth = IodepthFor(inflight, plan.chunk_bytes);
-  LatencyPass(*tier, area, depth, std::max<uint64_t>(16, 4ull * depth), &point.kvtier);
-  tier.reset();
-  Progress(c, "  read, " + FormatBytes(inflight) + " in flight: " +
-                  GbpsText(point.kvtier.BytesPerSecond()) + ", " +
-                  std::to_string(point.kvtier.errors) + " errors");
+  {
+    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, swept));
+    const uint32_t depth = IodepthFor(inflight, plan.chunk_bytes);
+    LatencyPass(*tier, area, depth, std::max<uint64_t>(16, 4ull * depth), &point.kvtier);
+  }
   KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> hit_tier, OpenTierForPass(url, inflight, swept));
   KVTIER_ASSIGN_OR_RETURN(point.hit, HitPass(std::move(hit_tier), area, plan.hit_chunks));
   Progress(c, "  " + HitText(*point.hit));
   if (url.scheme == "file") {  // the unverified row: the same load with payload checksums off
     KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
-    auto unverified = FileReaderPass(plan.tier_dir, area, inflight, caps.direct_io, /*verify=*/false);
+    auto unverified = FileReaderPass(plan.tier_dir, area, inflight, r->target.direct_io, /*verify=*/false);
     if (unverified.ok()) {
       point.unverified = *unverified;
       Progress(c, "  same load, checksums off: " + GbpsText(unverified->BytesPerSecond()));
     }
   }
-  if (c.run_fio) RunFioPoint(c, plan, &point, fio_engine, &r->fio_note);
-  if (c.run_fio) RunFioWritePoint(c, plan, &point, fio_engine, &r->fio_note);
   return point;
 }
 
@@ -224,12 +247,15 @@ std::optional<T> MedianOf(const std::vector<std::optional<T>>& runs, Rate rate) 
 }
 
 // The run with the median bandwidth, for kvtier, its writes, fio and the references independently;
-// errors of every run count.
+// errors of every run count; each run's kvtier/fio ratios, for the paired ratio (SweepPoint).
 SweepPoint MedianPoint(std::vector<SweepPoint> runs) {
   uint64_t errors = 0;
   std::vector<std::optional<FioResult>> fio, fio_write;
   std::vector<std::optional<PhaseResult>> write, encrypted_write, reference, write_reference;
+  std::vector<double> read_ratios, write_ratios;  // per run, where fio ran in it
   for (const SweepPoint& p : runs) {
+    if (p.fio) read_ratios.push_back(p.RatioToFio());
+    if (p.write && p.fio_write) write_ratios.push_back(p.RatioWriteToFio());
     errors += p.kvtier.errors;
     fio.push_back(p.fio);
     fio_write.push_back(p.fio_write);
@@ -251,6 +277,10 @@ SweepPoint MedianPoint(std::vector<SweepPoint> runs) {
   out.encrypted_write = MedianOf(encrypted_write, rate);
   out.reference = MedianOf(reference, rate);
   out.write_reference = MedianOf(write_reference, rate);
+  // Paired only where every run has its pair: a run without fio (it failed and was turned off) would
+  // leave the ratio to a subset of the runs.
+  if (read_ratios.size() == runs.size()) out.read_ratios_to_fio = std::move(read_ratios);
+  if (write_ratios.size() == runs.size()) out.write_ratios_to_fio = std::move(write_ratios);
   return out;
 }
 
@@ -270,7 +300,7 @@ Status RunDirectorySweep(const DatapathConfig& c, const DatapathPlan& plan, cons
     bool swept = true;
     for (uint32_t i = 0; i < std::max<uint32_t>(c.repeat, 1); ++i) {
       KVTIER_ASSIGN_OR_RETURN(SweepPoint point,
-                              MeasurePoint(c, plan, url, inflight, area, r, &swept, &fio_engine));
+                              MeasurePoint(c, plan, url, inflight, i, area, r, &swept, &fio_engine));
       runs.push_back(std::move(point));
     }
     r->sweep.push_back(MedianPoint(std::move(runs)));

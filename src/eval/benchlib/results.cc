@@ -1,5 +1,6 @@
 #include "eval/benchlib/results.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 
@@ -178,6 +179,25 @@ const SweepPoint* DatapathResult::Best() const {
   return best;
 }
 
+namespace {
+
+// " (runs 92, 99, 79%)" for two runs' ratios or more; empty for fewer.
+std::string PerRunText(const std::vector<double>& ratios) {
+  if (ratios.size() < 2) return "";
+  std::string out = " (runs ";
+  for (size_t i = 0; i < ratios.size(); ++i) out += (i ? ", " : "") + Fmt("%.0f", 100 * ratios[i]);
+  return out + "%)";
+}
+
+}  // namespace
+
+double MedianRatio(std::vector<double> ratios) {
+  if (ratios.empty()) return 0;
+  std::sort(ratios.begin(), ratios.end());
+  const size_t n = ratios.size();
+  return n % 2 == 1 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+}
+
 nlohmann::json ToJson(const DatapathResult& r) {
   nlohmann::json sweep = nlohmann::json::array();
   for (const SweepPoint& p : r.sweep) {
@@ -185,11 +205,13 @@ nlohmann::json ToJson(const DatapathResult& r) {
                      {"kvtier", PhaseJson(p.kvtier)},
                      {"fio", FioJson(p.fio)},
                      {"ratio_to_fio", p.fio ? nlohmann::json(p.RatioToFio()) : nullptr},
+                     {"read_ratios_to_fio", p.read_ratios_to_fio},
                      {"reference", OptionalPhase(p.reference)},
                      {"ratio_to_reference", p.reference ? nlohmann::json(p.RatioToReference()) : nullptr},
                      {"write", p.write ? WritePhaseJson(*p.write) : nlohmann::json(nullptr)},
                      {"fio_write", FioJson(p.fio_write)},
                      {"ratio_write_to_fio", p.write && p.fio_write ? nlohmann::json(p.RatioWriteToFio()) : nullptr},
+                     {"write_ratios_to_fio", p.write_ratios_to_fio},
                      {"encrypted_write", OptionalPhase(p.encrypted_write)},
                      {"ratio_encrypted_write_to_plain",
                       p.write && p.encrypted_write ? nlohmann::json(p.RatioEncryptedWriteToPlain()) : nullptr},
@@ -254,7 +276,10 @@ std::string FormatSummary(const DatapathResult& r) {
          " per chunk; " + std::to_string(r.write.chunks) + " chunks, " + FormatBytes(r.write.bytes) +
          "\n";
   out += "write: " + Fmt("%.2f GB/s", Gbps(r.write.BytesPerSecond())) + "\n";
-  if (r.repeat > 1) out += "each row is the median of " + std::to_string(r.repeat) + " runs\n";
+  if (r.repeat > 1) {
+    out += "each row is the median of " + std::to_string(r.repeat) + " runs; kvtier/fio is the median of the runs' "
+           "ratios (each run's kvtier and fio passes back to back, their order alternating), per run in brackets\n";
+  }
   out += "  in flight   kvtier GB/s  p50 ms  p99 ms |  fio GB/s  p50 ms  p99 ms | kvtier/fio\n";
   for (const SweepPoint& p : r.sweep) {
     std::snprintf(line, sizeof(line), "%11s  %11.2f %7.1f %7.1f |", FormatBytes(p.inflight_bytes).c_str(),
@@ -263,7 +288,7 @@ std::string FormatSummary(const DatapathResult& r) {
     if (p.fio) {
       std::snprintf(line, sizeof(line), " %9.2f %7.1f %7.1f | %9.0f%%", Gbps(p.fio->bytes_per_second),
                     p.fio->p50_us / 1e3, p.fio->p99_us / 1e3, 100 * p.RatioToFio());
-      out += line;
+      out += line + PerRunText(p.read_ratios_to_fio);
     } else {
       out += "       n/a                     |       n/a";
     }
@@ -282,7 +307,7 @@ std::string FormatSummary(const DatapathResult& r) {
       if (p.fio_write) {
         std::snprintf(line, sizeof(line), "; fio O_DIRECT writes, same depth: %.2f GB/s; kvtier = %.0f%%",
                       Gbps(p.fio_write->bytes_per_second), 100 * p.RatioWriteToFio());
-        out += line;
+        out += line + PerRunText(p.write_ratios_to_fio);
       }
       if (p.write_reference) {
         const bool memory = r.target.scheme == "mem" || r.target.scheme == "shm";

@@ -58,6 +58,9 @@ struct HitResult {
   double RatioToNaive() const { return Ratio(bytes_read, naive_bytes); }
 };
 
+// The median of `ratios` (the mean of the middle two for an even count); 0 when empty.
+double MedianRatio(std::vector<double> ratios);
+
 // kvtier and fio (directory targets) or the backend's raw client (object tiers, `reference`) at one
 // bound on bytes in flight.
 struct SweepPoint {
@@ -68,7 +71,13 @@ struct SweepPoint {
   double RatioToReference() const {
     return reference && reference->BytesPerSecond() > 0 ? kvtier.BytesPerSecond() / reference->BytesPerSecond() : 0;
   }
+  // Each run's kvtier/fio ratio, reads and writes (directory targets, fio in every run), the two passes of
+  // a run taken back to back (datapath.cc MeasurePoint). Where present, RatioToFio and RatioWriteToFio are
+  // their median, not the ratio of the median bandwidths: the disk's throughput drifts by several percent
+  // from one run to the next, and a paired ratio compares passes seconds apart.
+  std::vector<double> read_ratios_to_fio, write_ratios_to_fio;
   double RatioToFio() const {
+    if (!read_ratios_to_fio.empty()) return MedianRatio(read_ratios_to_fio);
     return fio && fio->bytes_per_second > 0 ? kvtier.BytesPerSecond() / fio->bytes_per_second : 0;
   }
   // The write row at this bound: kvtier's Puts into an empty tier from depth = inflight / chunk
@@ -88,6 +97,7 @@ struct SweepPoint {
                : 0;
   }
   double RatioWriteToFio() const {
+    if (!write_ratios_to_fio.empty()) return MedianRatio(write_ratios_to_fio);
     return write && fio_write && fio_write->bytes_per_second > 0
                ? write->BytesPerSecond() / fio_write->bytes_per_second
                : 0;

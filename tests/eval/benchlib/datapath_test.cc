@@ -287,5 +287,38 @@ TEST(DatapathTest, FileTargetSweepsColdReadsWithoutErrors) {
   EXPECT_FALSE(std::filesystem::exists(r->target.directory)) << "bench files left behind";
 }
 
+// Each run of a point takes kvtier's writes next to fio's and kvtier's read next to fio's, fio first in
+// every second run, and the point's ratios are the runs' paired ratios.
+TEST(DatapathTest, EachPassRunsNextToItsFioReferenceInAlternatingOrder) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  DatapathConfig c = SmallConfig("file://" + dir.path());
+  c.inflight = {196608};
+  c.repeat = 2;
+  c.run_fio = true;
+  c.run_serial = false;
+  c.run_encrypted = false;
+  std::vector<std::string> order;  // "kvtier write", "fio write", "kvtier read", "fio read"
+  c.progress = [&](const std::string& line) {
+    if (line.rfind("  write, ", 0) == 0) order.push_back("kvtier write");
+    if (line.rfind("  read, ", 0) == 0) order.push_back("kvtier read");
+    if (line.rfind("  fio write ", 0) == 0) order.push_back("fio write");
+    if (line.rfind("  fio read ", 0) == 0) order.push_back("fio read");
+  };
+  auto r = RunDatapath(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  if (!r->fio_note.empty()) GTEST_SKIP() << "no fio reference here: " << r->fio_note;
+  const std::vector<std::string> want = {"kvtier write", "fio write",    "kvtier read", "fio read",
+                                         "fio write",    "kvtier write", "fio read",    "kvtier read"};
+  EXPECT_EQ(order, want);
+  ASSERT_EQ(r->sweep.size(), 1u);
+  const SweepPoint& p = r->sweep[0];
+  ASSERT_EQ(p.read_ratios_to_fio.size(), 2u);
+  ASSERT_EQ(p.write_ratios_to_fio.size(), 2u);
+  EXPECT_DOUBLE_EQ(p.RatioToFio(), (p.read_ratios_to_fio[0] + p.read_ratios_to_fio[1]) / 2);
+  EXPECT_DOUBLE_EQ(p.RatioWriteToFio(), (p.write_ratios_to_fio[0] + p.write_ratios_to_fio[1]) / 2);
+  EXPECT_EQ(p.kvtier.errors, 0u);
+}
+
 }  // namespace
 }  // namespace kvtier::internal

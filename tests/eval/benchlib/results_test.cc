@@ -75,6 +75,26 @@ TEST(ResultsJsonTest, WriteRatiosAgainstFio) {
 
 // Each point's encrypted write is compared with the plain write of the same point; the summary keeps
 // the lowest, and a point without an encrypted write has no ratio.
+// With the runs' paired ratios present, a point's ratios are their median (the mean of the middle two
+// for an even count), not the ratio of the median bandwidths; the summary's lowest follows, and the text
+// shows each run's ratio.
+TEST(ResultsJsonTest, PairedRunRatiosGiveThePointsRatio) {
+  DatapathResult r = Sample();
+  r.repeat = 3;
+  r.sweep[0].read_ratios_to_fio = {1.10, 0.80, 0.95};
+  r.sweep[0].write_ratios_to_fio = {0.79, 0.99, 0.92, 0.90};
+  const nlohmann::json j = ToJson(r);
+  EXPECT_DOUBLE_EQ(j["sweep"][0]["ratio_to_fio"].get<double>(), 0.95);
+  EXPECT_DOUBLE_EQ(j["summary"]["min_ratio_to_fio"].get<double>(), 0.95);
+  EXPECT_DOUBLE_EQ(j["sweep"][0]["ratio_write_to_fio"].get<double>(), 0.91);
+  EXPECT_DOUBLE_EQ(j["summary"]["min_ratio_write_to_fio"].get<double>(), 0.91);
+  EXPECT_EQ(j["sweep"][0]["read_ratios_to_fio"].size(), 3u);
+  const std::string text = FormatSummary(r);
+  EXPECT_NE(text.find("(runs 110, 80, 95%)"), std::string::npos) << text;
+  EXPECT_NE(text.find("kvtier = 91% (runs 79, 99, 92, 90%)"), std::string::npos) << text;
+  EXPECT_DOUBLE_EQ(MedianRatio({}), 0);
+}
+
 TEST(ResultsJsonTest, EncryptedWriteRatioAtEachPoint) {
   DatapathResult r = Sample();
   SweepPoint second = r.sweep[0];
@@ -123,6 +143,7 @@ TEST(ResultsJsonTest, KeySetIsStable) {
       "sweep.[].fio_write.ioengine", "sweep.[].fio_write.iodepth", "sweep.[].fio_write.memory",
       "sweep.[].fio_write.command", "sweep.[].ratio_write_to_fio", "sweep.[].write_reference",
       "sweep.[].ratio_write_to_reference", "summary.min_ratio_write_to_fio",
+      "sweep.[].read_ratios_to_fio", "sweep.[].write_ratios_to_fio",
       "sweep.[].encrypted_write", "sweep.[].encrypted_write.chunks", "sweep.[].encrypted_write.bytes",
       "sweep.[].encrypted_write.seconds", "sweep.[].encrypted_write.gbps", "sweep.[].encrypted_write.errors",
       "sweep.[].encrypted_write.p50_us", "sweep.[].encrypted_write.p99_us",
