@@ -175,6 +175,10 @@ void RunFioWritePoint(const DatapathConfig& c, const DatapathPlan& plan, SweepPo
   point->fio_write = RunFioJob(c, job, "write", engine, note);
   std::error_code ec;
   fs::remove_all(job.link_dir, ec);  // fio unlinks its files; this removes what a failed run left
+  // Their removal committed now, as RecreateDir does for kvtier's chunks: on a filesystem mounted with
+  // `discard` the trims of fio's files would otherwise run under the pass that follows (kvtier's read).
+  auto committed = OpenPosixFileSystem(plan.bench_dir);
+  if (committed.ok()) (void)(*committed)->SyncAll();
 }
 
 // kvtier's cold read pass over the chunks just written (no per-chunk latency: that is timed apart).
