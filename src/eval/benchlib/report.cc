@@ -74,12 +74,23 @@ void TargetTable(const ReportInputs& in, std::ostringstream& md) {
   }
 }
 
+// True when a result's kvtier/fio ratios are the median of its runs' paired ratios (results.h), which
+// results written before 2026-12-03 17:08 UTC do not carry.
+bool PairedRatios(const nlohmann::json& d) {
+  for (const auto& p : Get(d, "sweep")) {
+    if (p.is_object() && p.contains("read_ratios_to_fio") && p["read_ratios_to_fio"].size() > 1) return true;
+  }
+  return false;
+}
+
 void SweepTables(const ReportInputs& in, std::ostringstream& md) {
   for (const auto& [file, d] : in.datapath) {
     md << "\n**" << Str(Get(Get(d, "target"), "url")) << ", "
        << Str(Get(Get(d, "model"), "layout")) << "** (`" << file << "`, "
-       << Str(Get(d, "started_at")) << ", median of " << Int(Get(d, "repeat"))
-       << " run(s) per row)\n\n";
+       << Str(Get(d, "started_at")) << ", median of " << Int(Get(d, "repeat")) << " run(s) per row"
+       << (PairedRatios(d) ? "; kvtier / fio is the median of the runs' ratios, kvtier and fio back to back in each run"
+                           : "")
+       << ")\n\n";
     md << "| In flight | kvtier GB/s | p50 ms | p99 ms | fio GB/s | fio p50 ms | fio p99 ms | kvtier / fio "
           "| errors |\n|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& p : Get(d, "sweep")) {
