@@ -103,21 +103,6 @@ TEST_P(FaultFsTest, WriteFailsWithEioOrEnospcAtAnyWrite) {
   }
 }
 
-// The chunk file's space is taken before its writes: a full disk there fails the Put as a write would,
-// with NoSpace and nothing left; a filesystem without fallocate has its chunks written all the same.
-TEST_P(FaultFsTest, PreallocationNoSpaceFailsAndNoFallocateWritesAnyway) {
-  auto t = Open();
-  ASSERT_TRUE(PutNo(*t, ns_, 0).ok());  // the directories exist
-  faults_->Add({.op = FsOp::kPreallocate, .path = ".kvtmp.", .error = ENOSPC});
-  EXPECT_EQ(PutNo(*t, ns_, 1).code(), Code::kNoSpace);
-  faults_->Clear();
-  ExpectPutFailsCleanly(*t, 1, faults_->Add({.op = FsOp::kPreallocate, .path = ".kvtmp.", .error = ENOSPC}));
-  const size_t none = faults_->Add({.op = FsOp::kPreallocate, .path = ".kvtmp.", .error = EOPNOTSUPP});
-  ASSERT_TRUE(PutNo(*t, ns_, 2).ok());
-  EXPECT_EQ(faults_->Fired(none), 1u);
-  EXPECT_TRUE(GetNo(*t, ns_, 2).ok());
-}
-
 TEST_P(FaultFsTest, ShortWritesAreResumed) {
   auto t = Open();
   const size_t rule = faults_->Add({.op = FsOp::kWrite, .short_write = true, .times = 3});
