@@ -126,43 +126,48 @@ void RunFioPoint(const DatapathConfig& c, const DatapathPlan& plan, SweepPoint* 
   point->fio = RunFioJob(c, FioJobFor(plan, point->inflight_bytes, /*write=*/false), "read", engine, note);
 }
 
-// Empties `dir` and waits until the filesystem has committed the removal (syncfs), so the blocks
-// freed (and, on a filesystem mounted with `discard`, their trims) are not written back during the
-// next pass: each write pass starts on a settled disk, as fio's does.
+// Waits until the filesystem holding `dir` has committed the removals made so far (syncfs), so the
+// blocks freed (and, on a filesystem mounted with `discard`, their trims) are not written back during
+// the next pass: each pass starts on a settled disk.
+Status CommitRemovals(const std::string& dir) {
+  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<FileSystem> fs, OpenPosixFileSystem(dir));
+  return fs->SyncAll();
+}
+
+// Empties `dir` and commits the removal (CommitRemovals): each write pass starts on a settled disk, as
+// fio's does.
 Status RecreateDir(const std::string& dir) {
   std::error_code ec;
   fs::remove_all(dir, ec);
   fs::create_directories(dir, ec);
   if (ec) return Status::FromErrno(ec.value(), "recreate " + dir);
-  KVTIER_ASSIGN_OR_RETURN(std::shared_ptr<FileSystem> fs, OpenPosixFileSystem(dir));
-  return fs->SyncAll();
+  return CommitRemovals(dir);
 }
 
-// The encrypted write of one point (with a key file): the tier's folder emptied, every chunk Put with
-// the key from depth = inflight / chunk threads into the tier opened with inflight=.
-Status MeasureEncryptedWrite(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
-                             uint64_t inflight, const ReadArea& area, SweepPoint* point) {
-  bool swept = true;
-  KVTIER_RETURN_IF_ERROR(RecreateDir(plan.tier_dir));
-  TierUrl keyed = url;
-  keyed.params["key_file"] = plan.key_file;
-  KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(keyed, inflight, &swept));
-  KVTIER_ASSIGN_OR_RETURN(point->encrypted_write, WritePass(*tier, area, IodepthFor(inflight, plan.chunk_bytes)));
-  Progress(c, "  encrypted write, " + FormatBytes(inflight) + " in flight: " +
-                  GbpsText(point->encrypted_write->BytesPerSecond()));
-  return Status::OK();
-}
-
-// The write row of one point: the tier's folder emptied, every chunk Put from depth = inflight / chunk
-// threads into the tier opened with inflight=. The chunks stay for the point's read.
-Status MeasureWrite(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url, uint64_t inflight,
-                    const ReadArea& area, SweepPoint* point) {
+// Every chunk Put into the tier's emptied folder from depth = inflight / chunk threads, the tier
+// (`url`: plain, or with a key_file=) opened with inflight=. The chunks stay for a read.
+Result<PhaseResult> WriteIntoEmptiedTier(const DatapathPlan& plan, const TierUrl& url, uint64_t inflight,
+                                         const ReadArea& area) {
   bool swept = true;
   KVTIER_RETURN_IF_ERROR(RecreateDir(plan.tier_dir));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, &swept));
-  KVTIER_ASSIGN_OR_RETURN(point->write, WritePass(*tier, area, IodepthFor(inflight, plan.chunk_bytes)));
-  tier.reset();
-  Progress(c, "  write, " + FormatBytes(inflight) + " in flight: " + GbpsText(point->write->BytesPerSecond()));
+  return WritePass(*tier, area, IodepthFor(inflight, plan.chunk_bytes));
+}
+
+// `url` with the bench's key file: the tier's encrypted form.
+TierUrl Keyed(TierUrl url, const DatapathPlan& plan) {
+  url.params["key_file"] = plan.key_file;
+  return url;
+}
+
+// The write rows of one point: with a key file the encrypted write (first, as the plain chunks must stay
+// for the read), or the plain one.
+Status MeasureWrite(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url, uint64_t inflight,
+                    const ReadArea& area, bool encrypted, SweepPoint* point) {
+  std::optional<PhaseResult>& into = encrypted ? point->encrypted_write : point->write;
+  KVTIER_ASSIGN_OR_RETURN(into, WriteIntoEmptiedTier(plan, encrypted ? Keyed(url, plan) : url, inflight, area));
+  Progress(c, std::string(encrypted ? "  encrypted write, " : "  write, ") + FormatBytes(inflight) + " in flight: " +
+                  GbpsText(into->BytesPerSecond()));
   return Status::OK();
 }
 
@@ -177,13 +182,14 @@ void RunFioWritePoint(const DatapathConfig& c, const DatapathPlan& plan, SweepPo
   fs::remove_all(job.link_dir, ec);  // fio unlinks its files; this removes what a failed run left
   // Their removal committed now, as RecreateDir does for kvtier's chunks: on a filesystem mounted with
   // `discard` the trims of fio's files would otherwise run under the pass that follows (kvtier's read).
-  auto committed = OpenPosixFileSystem(plan.bench_dir);
-  if (committed.ok()) (void)(*committed)->SyncAll();
+  (void)CommitRemovals(plan.bench_dir);
 }
 
-// kvtier's cold read pass over the chunks just written (no per-chunk latency: that is timed apart).
-Result<PhaseResult> ColdRead(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url,
-                             uint64_t inflight, ReadArea* area, DatapathResult* r, bool* swept) {
+// kvtier's cold read of the chunks just written and, right before or after it (`fio_first`), fio's read
+// of the same files; then the per-chunk latency on the same tier, cold again.
+Status MeasureRead(const DatapathConfig& c, const DatapathPlan& plan, const TierUrl& url, uint64_t inflight,
+                   bool fio_first, ReadArea* area, DatapathResult* r, bool* swept, std::string* fio_engine,
+                   SweepPoint* point) {
   KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, swept));
   const TierCapabilities caps = tier->capabilities();
@@ -192,10 +198,15 @@ Result<PhaseResult> ColdRead(const DatapathConfig& c, const DatapathPlan& plan, 
   r->target.direct_io = caps.direct_io;
   r->target.cold = true;
   r->target.cold_method = caps.direct_io ? "O_DIRECT" : "posix_fadvise(DONTNEED)";
-  PhaseResult read = ReadPass(*tier, area);
-  Progress(c, "  read, " + FormatBytes(inflight) + " in flight: " + GbpsText(read.BytesPerSecond()) + ", " +
-                  std::to_string(read.errors) + " errors");
-  return read;
+  if (c.run_fio && fio_first) RunFioPoint(c, plan, point, fio_engine, &r->fio_note);  // O_DIRECT: caches nothing
+  point->kvtier = ReadPass(*tier, area);
+  Progress(c, "  read, " + FormatBytes(inflight) + " in flight: " + GbpsText(point->kvtier.BytesPerSecond()) +
+                  ", " + std::to_string(point->kvtier.errors) + " errors");
+  if (c.run_fio && !fio_first) RunFioPoint(c, plan, point, fio_engine, &r->fio_note);
+  KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
+  const uint32_t depth = IodepthFor(inflight, plan.chunk_bytes);
+  LatencyPass(*tier, area, depth, std::max<uint64_t>(16, 4ull * depth), &point->kvtier);
+  return Status::OK();
 }
 
 // One run of a point. The encrypted write (with a key file) goes first, as the plain chunks must stay
@@ -210,19 +221,11 @@ Result<SweepPoint> MeasurePoint(const DatapathConfig& c, const DatapathPlan& pla
   SweepPoint point;
   point.inflight_bytes = inflight;
   const bool fio_first = run % 2 == 1;
-  if (!plan.key_file.empty()) KVTIER_RETURN_IF_ERROR(MeasureEncryptedWrite(c, plan, url, inflight, *area, &point));
+  if (!plan.key_file.empty()) KVTIER_RETURN_IF_ERROR(MeasureWrite(c, plan, url, inflight, *area, true, &point));
   if (c.run_fio && fio_first) RunFioWritePoint(c, plan, &point, fio_engine, &r->fio_note);
-  KVTIER_RETURN_IF_ERROR(MeasureWrite(c, plan, url, inflight, *area, &point));
+  KVTIER_RETURN_IF_ERROR(MeasureWrite(c, plan, url, inflight, *area, false, &point));
   if (c.run_fio && !fio_first) RunFioWritePoint(c, plan, &point, fio_engine, &r->fio_note);
-  if (c.run_fio && fio_first) RunFioPoint(c, plan, &point, fio_engine, &r->fio_note);
-  KVTIER_ASSIGN_OR_RETURN(point.kvtier, ColdRead(c, plan, url, inflight, area, r, swept));
-  if (c.run_fio && !fio_first) RunFioPoint(c, plan, &point, fio_engine, &r->fio_note);
-  KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
-  {
-    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, inflight, swept));
-    const uint32_t depth = IodepthFor(inflight, plan.chunk_bytes);
-    LatencyPass(*tier, area, depth, std::max<uint64_t>(16, 4ull * depth), &point.kvtier);
-  }
+  KVTIER_RETURN_IF_ERROR(MeasureRead(c, plan, url, inflight, fio_first, area, r, swept, fio_engine, &point));
   KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> hit_tier, OpenTierForPass(url, inflight, swept));
   KVTIER_ASSIGN_OR_RETURN(point.hit, HitPass(std::move(hit_tier), area, plan.hit_chunks));
@@ -351,13 +354,9 @@ Status RunEncrypted(const DatapathConfig& c, const DatapathPlan& plan, TierUrl u
   row.inflight_bytes = r->sweep.back().inflight_bytes;
   row.plain_write = r->sweep.back().write.value_or(r->write);
   row.plain_read = r->sweep.back().kvtier;
-  KVTIER_RETURN_IF_ERROR(RecreateDir(plan.tier_dir));
-  url.params["key_file"] = plan.key_file;
+  url = Keyed(std::move(url), plan);
+  KVTIER_ASSIGN_OR_RETURN(row.write, WriteIntoEmptiedTier(plan, url, row.inflight_bytes, *area));
   bool swept = true;
-  {
-    KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, row.inflight_bytes, &swept));
-    KVTIER_ASSIGN_OR_RETURN(row.write, WritePass(*tier, *area, IodepthFor(row.inflight_bytes, plan.chunk_bytes)));
-  }
   KVTIER_RETURN_IF_ERROR(DropPageCache(plan.tier_dir).status());
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<Tier> tier, OpenTierForPass(url, row.inflight_bytes, &swept));
   row.read = ReadPass(*tier, area);

@@ -11,8 +11,11 @@
 //            chunks as one prefix hit (HitPass): the bytes the tier read, next to the minimum the model
 //            needs for that prefix and the naive figure (every byte of every chunk). Sliding-window
 //            layouts read less where the tier reads ranges (docs/models.md, "Sliding-window loads").
-//   fio      after each read: fio reading the same chunk files, one request per file, O_DIRECT,
-//            matching depth, into huge pages where a hugetlbfs mount allows (benchlib/fio_runner.h).
+//   fio      right before or after each read (the order alternating from run to run): fio reading the
+//            same chunk files, one request per file, O_DIRECT, matching depth, into huge pages where a
+//            hugetlbfs mount allows (benchlib/fio_runner.h); likewise next to each point's write, fio
+//            writing as many files of the same size. A point's kvtier/fio ratios are the median of its
+//            runs' ratios (results.h, SweepPoint::read_ratios_to_fio).
 //   serial   one chunk file at a time with a buffered pread after dropping the page cache.
 //   memcpy   (mem:// only) a plain memcpy of the same bytes, on one thread and on one per core.
 //   reference (object tiers: redis://, rados://, s3://, ...) instead of fio: for each bound on bytes in
