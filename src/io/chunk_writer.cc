@@ -138,11 +138,13 @@ uint64_t LargestPiece(const ChunkId& id, uint64_t n) {
 }
 
 // Bytes of sealed pieces an encrypted write gathers in one window before writing its whole blocks (with
-// O_DIRECT where it can), and the windows it fills in turn: one is written while the next is sealed into. Two
-// windows of 4 MiB keep the 8 MiB a thread held before they overlapped: on a VM whose kernel zeroes
-// fresh pages slowly, every MiB more per writing thread cost more than the overlap gained.
-constexpr uint64_t kSealWindowBytes = 4ull << 20;
-constexpr int kSealWindows = 2;
+// O_DIRECT where it can), and the windows it fills in turn: up to three are written while the next is
+// sealed into. Four windows of 2 MiB keep the 8 MiB a thread held before; against two of 4 MiB the
+// device gets a chunk's first write sooner and more of it at once, which counts where one chunk is in
+// flight (docs/qualification.md, "Seal windows"). On a VM whose kernel zeroes fresh pages slowly, every
+// MiB more per writing thread cost more than it gained (8 MiB windows measured slower at 16 threads).
+constexpr uint64_t kSealWindowBytes = 2ull << 20;
+constexpr int kSealWindows = 4;
 static_assert(kSealWindows <= AsyncWrites::kGroups);
 constexpr uint64_t kKeptScratchBytes = kSealWindows * (kSealWindowBytes + kChunkAlign);
 
@@ -177,11 +179,14 @@ class SealWindows {
   SealWindows(FileSystem& fs, int fd, const std::string& path, bool use_ring) : writes_(fs, fd, path, use_ring) {}
 
   // Windows of kSealWindowBytes or the largest piece plus a partial block, whichever is more (one window
-  // when the payload fits in it), and the header block.
+  // when the payload fits in it; two to kSealWindows otherwise), and the header block.
   Status Allocate(uint64_t payload_bytes, uint64_t largest_piece) {
     const uint64_t window = std::max<uint64_t>(kSealWindowBytes, AlignUp(largest_piece) + kChunkAlign);
     const uint64_t size = std::max<uint64_t>(AlignUp(std::min(window, payload_bytes)), kChunkAlign);
-    count_ = payload_bytes > size ? kSealWindows : 1;
+    // Windows widened for large pieces are fewer (at least two), so the thread's kept scratch still
+    // holds them where it can.
+    const uint64_t kept_count = std::clamp<uint64_t>(kKeptScratchBytes / size, 2, kSealWindows);
+    count_ = payload_bytes > size ? static_cast<int>(kept_count) : 1;
     scratch_.emplace(size * count_);
     head_ = AlignedBuffer::Allocate(kChunkHeaderSize);
     if (scratch_->get().data() == nullptr || head_.data() == nullptr) {

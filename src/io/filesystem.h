@@ -86,6 +86,11 @@ class FileSystem {
   virtual Result<uint64_t> WriteV(int fd, const iovec* iov, int count) = 0;
   virtual Result<uint64_t> WriteAt(int fd, const std::byte* data, uint64_t len, uint64_t offset) = 0;
   virtual Status SyncFile(int fd) = 0;
+  // Allocates the first `len` bytes of a file just created (fallocate(2), mode 0: the size becomes
+  // `len`), so its blocks are taken together (one extent where free space allows) and the writes that
+  // follow fill them instead of extending the file. NotSupported where the filesystem has no fallocate
+  // (the caller writes without it); NoSpace when the space is not there.
+  virtual Status Preallocate(int fd, uint64_t len) = 0;
   // Every read completion of `fd` (bytes read, or -errno) passes through here before it is used.
   virtual int64_t FilterRead(int fd, uint64_t offset, uint64_t len, int64_t result) {
     (void)fd, (void)offset, (void)len;

@@ -68,6 +68,7 @@ class PosixFs final : public FileSystem {
   Result<uint64_t> WriteV(int fd, const iovec* iov, int count) override;
   Result<uint64_t> WriteAt(int fd, const std::byte* data, uint64_t len, uint64_t offset) override;
   Status SyncFile(int fd) override;
+  Status Preallocate(int fd, uint64_t len) override;
 
  private:
   std::string Where(std::string_view rel) const { return root_ + "/" + std::string(rel); }
@@ -334,6 +335,14 @@ Result<uint64_t> PosixFs::WriteAt(int fd, const std::byte* data, uint64_t len, u
 Status PosixFs::SyncFile(int fd) {
   if (::fdatasync(fd) != 0) return Status::FromErrno(errno, "fsync under " + root_);
   return Status::OK();
+}
+
+Status PosixFs::Preallocate(int fd, uint64_t len) {
+  int r;
+  do {
+    r = ::fallocate(fd, 0, 0, static_cast<off_t>(len));
+  } while (r != 0 && errno == EINTR);
+  return r == 0 ? Status::OK() : Status::FromErrno(errno, "fallocate under " + root_);  // NotSupported: none here
 }
 
 // mkdir -p of an absolute path (the caller's own path: links in it are the caller's choice).

@@ -159,4 +159,10 @@ Status FaultFileSystem::SyncFile(int fd) {
   return inner_->SyncFile(fd);
 }
 
+Status FaultFileSystem::Preallocate(int fd, uint64_t len) {
+  const std::string path = PathOf(fd);
+  if (const std::optional<FsFault> f = Match(FsOp::kPreallocate, path)) return Injected(*f, FsOp::kPreallocate, path);
+  return inner_->Preallocate(fd, len);
+}
+
 }  // namespace kvtier::testing

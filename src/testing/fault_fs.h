@@ -28,7 +28,7 @@ namespace kvtier::testing {
 
 enum class FsOp : uint8_t {
   kOpenRead, kCreate, kOpenLock, kRename, kLink, kUnlink, kStat, kMkdir, kList, kTouch, kSyncDir, kSyncAll,
-  kRead, kWrite, kSyncFile,
+  kRead, kWrite, kSyncFile, kPreallocate,
 };
 
 struct FsFault {
@@ -71,6 +71,7 @@ class FaultFileSystem final : public internal::FileSystem {
   Result<uint64_t> WriteV(int fd, const iovec* iov, int count) override;
   Result<uint64_t> WriteAt(int fd, const std::byte* data, uint64_t len, uint64_t offset) override;
   Status SyncFile(int fd) override;
+  Status Preallocate(int fd, uint64_t len) override;
   int64_t FilterRead(int fd, uint64_t offset, uint64_t len, int64_t result) override;
   int64_t AdmitWrite(int fd, uint64_t offset, uint64_t len) override;
 

@@ -103,6 +103,21 @@ TEST_P(FaultFsTest, WriteFailsWithEioOrEnospcAtAnyWrite) {
   }
 }
 
+// The chunk file's space is taken before its writes: a full disk there fails the Put as a write would,
+// with NoSpace and nothing left; a filesystem without fallocate has its chunks written all the same.
+TEST_P(FaultFsTest, PreallocationNoSpaceFailsAndNoFallocateWritesAnyway) {
+  auto t = Open();
+  ASSERT_TRUE(PutNo(*t, ns_, 0).ok());  // the directories exist
+  faults_->Add({.op = FsOp::kPreallocate, .path = ".kvtmp.", .error = ENOSPC});
+  EXPECT_EQ(PutNo(*t, ns_, 1).code(), Code::kNoSpace);
+  faults_->Clear();
+  ExpectPutFailsCleanly(*t, 1, faults_->Add({.op = FsOp::kPreallocate, .path = ".kvtmp.", .error = ENOSPC}));
+  const size_t none = faults_->Add({.op = FsOp::kPreallocate, .path = ".kvtmp.", .error = EOPNOTSUPP});
+  ASSERT_TRUE(PutNo(*t, ns_, 2).ok());
+  EXPECT_EQ(faults_->Fired(none), 1u);
+  EXPECT_TRUE(GetNo(*t, ns_, 2).ok());
+}
+
 TEST_P(FaultFsTest, ShortWritesAreResumed) {
   auto t = Open();
   const size_t rule = faults_->Add({.op = FsOp::kWrite, .short_write = true, .times = 3});
@@ -139,9 +154,9 @@ TEST_P(FaultFsTest, ShortDirectPayloadWriteIsResumed) {
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
-// Encrypted chunks, with O_DIRECT and through the page cache alike: 9.5 MiB of 1 MiB pieces are three
-// seal windows (4 MiB, written while the next is sealed, 4 MiB, then 1.5 MiB) and the header. The first,
-// second and header writes failing publish nothing and leave no temporary; a short first window is
+// Encrypted chunks, with O_DIRECT and through the page cache alike: 9.5 MiB of 1 MiB pieces are five
+// seal windows (four of 2 MiB, each written while the next is sealed, then 1.5 MiB) and the header. The
+// first, second and header writes failing publish nothing and leave no temporary; a short first window is
 // resumed and the chunk authenticates.
 TEST_P(FaultFsTest, EncryptedWindowWritesFailCleanlyOrResume) {
   if (kind() != Kind::kFile) GTEST_SKIP() << "the same chunk writer is below fs://";
@@ -158,7 +173,7 @@ TEST_P(FaultFsTest, EncryptedWindowWritesFailCleanlyOrResume) {
     if (direct && !direct_allowed) continue;  // this filesystem refuses O_DIRECT: the page cache half only
     SCOPED_TRACE(direct ? "O_DIRECT" : "page cache");
     const internal::WriteOptions o{.direct = direct, .io_uring = GetParam().uring, .cipher = cipher};
-    for (int64_t offset : {kPayloadAt, kPayloadAt + (4 << 20), int64_t{0}}) {
+    for (int64_t offset : {kPayloadAt, kPayloadAt + (2 << 20), int64_t{0}}) {
       const size_t rule = faults_->Add({.op = FsOp::kWrite, .error = EIO, .offset = offset});
       EXPECT_FALSE(internal::WriteChunkFileAtomic(*faults_, "e.kvc", id, src, o).ok()) << offset;
       EXPECT_EQ(faults_->Fired(rule), 1u) << offset;

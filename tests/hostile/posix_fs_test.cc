@@ -106,6 +106,20 @@ TEST_P(PosixFsTest, ARootThatIsMissingIsCreatedOnlyWhenAsked) {
   EXPECT_EQ(internal::OpenPosixFileSystem("relative/dir").status().code(), Code::kInvalidArgument);
 }
 
+// Preallocate takes a new file's space at once: its size is the length asked for before anything is
+// written, and the blocks are allocated (not a sparse file). Skipped where the filesystem has no fallocate.
+TEST_P(PosixFsTest, PreallocateTakesTheFilesSpaceBeforeItsWrites) {
+  auto fd = fs_->CreateNew("d/new");
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  const Status s = fs_->Preallocate(fd->get(), 1 << 20);
+  if (s.code() == Code::kNotSupported) GTEST_SKIP() << s.ToString();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd->get(), &st), 0);
+  EXPECT_EQ(st.st_size, 1 << 20);
+  EXPECT_GE(st.st_blocks * 512, 1 << 20) << "the blocks are taken, not a hole";
+}
+
 INSTANTIATE_TEST_SUITE_P(Resolve, PosixFsTest, ::testing::Values(true, false),
                          [](const auto& info) { return std::string(info.param ? "openat2" : "walk"); });
 

@@ -191,6 +191,7 @@ class CountingFs final : public internal::FileSystem {
     return inner_->WriteAt(fd, data, len, offset);
   }
   Status SyncFile(int fd) override { return inner_->SyncFile(fd); }
+  Status Preallocate(int fd, uint64_t len) override { return inner_->Preallocate(fd, len); }
   uint64_t read() const { return read_; }
 
  private:

@@ -44,6 +44,7 @@ class CountingFileSystem : public FileSystem {
     return inner_->WriteAt(fd, data, len, offset);
   }
   Status SyncFile(int fd) override { return inner_->SyncFile(fd); }
+  Status Preallocate(int fd, uint64_t len) override { return inner_->Preallocate(fd, len); }
   int64_t FilterRead(int fd, uint64_t offset, uint64_t len, int64_t result) override {
     return inner_->FilterRead(fd, offset, len, result);
   }
