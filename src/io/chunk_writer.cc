@@ -140,9 +140,10 @@ uint64_t LargestPiece(const ChunkId& id, uint64_t n) {
 // Bytes of sealed pieces an encrypted write gathers in one window before writing its whole blocks (with
 // O_DIRECT where it can), and the windows it fills in turn: up to three are written while the next is
 // sealed into. Four windows of 2 MiB keep the 8 MiB a thread held before; against two of 4 MiB the
-// device gets a chunk's first write sooner and more of it at once, which counts where one chunk is in
-// flight (docs/qualification.md, "Seal windows"). On a VM whose kernel zeroes fresh pages slowly, every
-// MiB more per writing thread cost more than it gained (8 MiB windows measured slower at 16 threads).
+// device gets a chunk's first write sooner and more of it at once, which preallocated chunk files need
+// (docs/qualification.md, "Preallocation and seal windows"). On a VM whose kernel zeroes fresh pages
+// slowly, every MiB more per writing thread cost more than it gained (8 x 2 MiB and 4 x 8 MiB measured
+// slower at 16 writing threads).
 constexpr uint64_t kSealWindowBytes = 2ull << 20;
 constexpr int kSealWindows = 4;
 static_assert(kSealWindows <= AsyncWrites::kGroups);
