@@ -32,17 +32,21 @@ std::atomic<uint64_t> g_helper_pieces{0};
 
 // What the writer and its helpers share: helpers may still touch it after the writer returned.
 struct SpreadState {
-  SpreadState(size_t n, size_t first_free, const std::function<Status(size_t)>* fn)
-      : pieces(n), next(first_free), seal(fn) {}
+  SpreadState(size_t n, size_t helpers, const std::function<Status(size_t)>* fn)
+      : pieces(n), next(helpers + 1), seal(fn), helpers_running(helpers) {}
   const size_t pieces;
   std::atomic<size_t> next;  // the next piece no thread has taken
   const std::function<Status(size_t)>* seal;
   Mutex mu;
   CondVar all_done;
   size_t done GUARDED_BY(mu) = 0;
+  // Helpers not yet out of the count of sealing threads: the writer returns only once every helper
+  // has left it, so a writer's next spread (its next window) finds the cores its helpers used idle.
+  size_t helpers_running GUARDED_BY(mu);
   Status first_error GUARDED_BY(mu);
 
-  // Seals `first` (when below `pieces`), then pieces taken in turn until none is left.
+  // Seals `first` (when below `pieces`), then pieces taken in turn until none is left; a helper then
+  // leaves the count of sealing threads.
   void Work(size_t first, bool helper) {
     for (size_t i = first; i < pieces; i = next.fetch_add(1)) {
       Status s = (*seal)(i);
@@ -51,6 +55,10 @@ struct SpreadState {
       if (!s.ok() && first_error.ok()) first_error = std::move(s);
       if (++done == pieces) all_done.NotifyAll();
     }
+    if (!helper) return;
+    g_sealing_threads.fetch_sub(1);
+    MutexLock lock(mu);
+    if (--helpers_running == 0) all_done.NotifyAll();
   }
 };
 
@@ -75,17 +83,14 @@ Status SealSpread(size_t n, const std::function<Status(size_t)>& seal) {
     return Status::OK();
   }
   g_sealing_threads.fetch_add(helpers);
-  auto state = std::make_shared<SpreadState>(n, helpers + 1, &seal);
+  auto state = std::make_shared<SpreadState>(n, helpers, &seal);
   for (unsigned k = 1; k <= helpers; ++k) {
-    SealHelperPool()->Schedule([state, k] {
-      state->Work(k, /*helper=*/true);
-      g_sealing_threads.fetch_sub(1);
-    });
+    SealHelperPool()->Schedule([state, k] { state->Work(k, /*helper=*/true); });
   }
   state->Work(0, /*helper=*/false);
   g_sealing_threads.fetch_sub(1);
   MutexLock lock(state->mu);
-  while (state->done < n) state->all_done.Wait(state->mu);
+  while (state->done < n || state->helpers_running > 0) state->all_done.Wait(state->mu);
   return state->first_error;
 }
 
