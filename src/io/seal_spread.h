@@ -18,7 +18,8 @@
 namespace kvtier::internal {
 
 // Runs seal(i) once for every i in [0, n) and returns the first error (every call has returned by
-// then). Helper k (1 <= k <= helpers) runs seal(k) first, so each helper taken seals at least one
+// then, and every helper taken has left the count of sealing threads, so the caller's next spread
+// finds its cores idle again). Helper k (1 <= k <= helpers) runs seal(k) first, so each helper taken seals at least one
 // piece; the other pieces go to whichever thread is free first. seal must be safe to run for
 // different i on several threads at once.
 Status SealSpread(size_t n, const std::function<Status(size_t)>& seal);

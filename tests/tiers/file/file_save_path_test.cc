@@ -211,6 +211,23 @@ TEST(FileSavePathTest, OneWritersPiecesAreSealedOnIdleCoresToo) {
   }
 }
 
+// A spread returns only once its helpers have left the count of sealing threads, so one writer's next
+// window (the next spread) finds the same idle core and takes a helper again, every time.
+TEST(FileSavePathTest, ASpreadReturnsWithItsHelpersGone) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: no helpers";
+  constexpr int kSpreads = 200;
+  std::atomic<int> sealed{0};
+  const uint64_t before = internal::PiecesSealedByHelpers();
+  for (int k = 0; k < kSpreads; ++k) {
+    ASSERT_TRUE(internal::SealSpread(2, [&](size_t) {
+                  sealed.fetch_add(1);
+                  return Status::OK();
+                }).ok());
+  }
+  EXPECT_EQ(sealed.load(), 2 * kSpreads);
+  EXPECT_EQ(internal::PiecesSealedByHelpers() - before, uint64_t{kSpreads}) << "a spread sealed alone";
+}
+
 // A child forked after the helper pool was made has none of its threads: its encrypted writes seal
 // alone instead of waiting for helpers that never come, and the chunk authenticates.
 TEST(FileSavePathTest, AForkedChildSealsWithoutTheParentsHelpers) {
