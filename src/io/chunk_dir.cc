@@ -203,21 +203,14 @@ Result<TempChunk> WriteChunkTemp(FileSystem& fs, const std::string& rel, const C
                                  const WriteOptions& options) {
   TempChunk t{JoinRel(RelDir(rel), MakeTempName(RelBase(rel))), 0};
   KVTIER_ASSIGN_OR_RETURN(Fd fd, fs.CreateNew(t.rel));
-  // The file's blocks taken at once before the writes (one extent where free space allows, as fio lays
-  // out its files), not piece by piece as each write extends it, which left the header block, written
-  // last, apart from the payload. Without fallocate on this filesystem the writes allocate as they go.
-  Status s = fs.Preallocate(fd.get(), StoredChunkBytes(TotalBytes(payload)));
-  if (s.code() == Code::kNotSupported) s = Status::OK();
-  if (s.ok()) {
-    auto written = WriteChunkBody(fs, fd.get(), fs.root() + "/" + t.rel, id, payload, options);
-    s = written.status();
-    if (s.ok()) t.stored_bytes = *written;
-  }
+  auto written = WriteChunkBody(fs, fd.get(), fs.root() + "/" + t.rel, id, payload, options);
+  Status s = written.status();
   if (fd.Close() != 0 && s.ok()) s = Status::FromErrno(errno, "close " + fs.root() + "/" + t.rel);
   if (!s.ok()) {
     (void)fs.Unlink(t.rel);
     return s;
   }
+  t.stored_bytes = *written;
   return t;
 }
 

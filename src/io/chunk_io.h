@@ -58,7 +58,8 @@ struct WriteOptions {
 // straight from its pages when options.direct; others go through the page cache.
 bool DirectWritable(GatherList payload);
 
-// Encodes chunk `id` (header, payload, padding) into `fd`, a new file opened through `fs`, resuming
+// Encodes chunk `id` (header, payload, padding) into `fd`, a new file opened through `fs`, whose space is
+// taken first at its stored size (FileSystem::Preallocate, where the filesystem has it), resuming
 // after short writes; fsyncs it when options.sync. `where` names the file in messages. Returns the
 // bytes written (StoredChunkBytes). Publication (temporary + rename) is ChunkDir::WriteChunk.
 Result<uint64_t> WriteChunkBody(FileSystem& fs, int fd, const std::string& where, const ChunkId& id,

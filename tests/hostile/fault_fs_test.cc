@@ -118,6 +118,20 @@ TEST_P(FaultFsTest, PreallocationNoSpaceFailsAndNoFallocateWritesAnyway) {
   EXPECT_TRUE(GetNo(*t, ns_, 2).ok());
 }
 
+// A payload over the format's 4 GiB is refused as such before the file takes any space: no preallocation
+// is tried (a full disk would otherwise answer NoSpace for a chunk that can never be written), and
+// nothing is left. The 4 GiB and 1 MiB are the same 1 MiB buffer listed over and over.
+TEST_P(FaultFsTest, APayloadOverTheFormatsLimitIsRefusedBeforeAnySpaceIsTaken) {
+  const std::vector<std::byte> mib(1 << 20);
+  const std::vector<std::span<const std::byte>> src(4097, std::span<const std::byte>(mib));
+  const size_t rule = faults_->Add({.op = FsOp::kPreallocate, .error = ENOSPC});
+  const Status s = internal::WriteChunkFileAtomic(*faults_, "big.kvc", IdNo(ns_, 8), src, {}).status();
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(faults_->Fired(rule), 0u);
+  EXPECT_TRUE(Temporaries(root_).empty());
+  EXPECT_FALSE(fs::exists(root_ + "/big.kvc"));
+}
+
 TEST_P(FaultFsTest, ShortWritesAreResumed) {
   auto t = Open();
   const size_t rule = faults_->Add({.op = FsOp::kWrite, .short_write = true, .times = 3});
