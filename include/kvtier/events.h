@@ -65,12 +65,18 @@ struct EventPublisherOptions {
   int send_hwm = 1000;
   // Kernel send buffer of the socket, bytes (0: the system's default). Tests make it small.
   int send_buffer = 0;
+  // The socket has no authentication: a tcp:// endpoint on anything but a loopback address (0.0.0.0, *,
+  // an interface, a host name) is refused unless this is set, as kvtier serve refuses an exposed HTTP
+  // listener without TLS and a token.
+  bool allow_remote = false;
 };
 
 class EventPublisher : public ChunkObserver {
  public:
-  // Binds the socket and starts the publishing thread. InvalidArgument for an empty or
-  // malformed endpoint or zero sizes; IOError when ZeroMQ refuses the endpoint (say, a port in use).
+  // Binds the socket and starts the publishing thread. InvalidArgument for an empty or malformed
+  // endpoint, a port outside 0..65535, a non-loopback tcp:// host without allow_remote, an ipc:// path
+  // that exists and is not a dead socket of this user (libzmq would unlink it), or zero sizes; IOError
+  // when ZeroMQ refuses the endpoint (say, a port in use).
   static Result<std::shared_ptr<EventPublisher>> Open(const EventPublisherOptions& options);
   // Sends what is queued (as long as the socket takes it without waiting), then stops the thread.
   ~EventPublisher() override = default;

@@ -20,6 +20,7 @@
 #include "core/thread_annotations.h"
 #include "core/threads.h"
 #include "events/event_batch.h"
+#include "events/event_endpoint.h"
 #include "kvtier/events.h"
 
 namespace kvtier {
@@ -190,10 +191,7 @@ void ZmqEventPublisher::Stop() {
 Result<std::shared_ptr<EventPublisher>> EventPublisher::Open(const EventPublisherOptions& options) {
   const std::string& endpoint = options.endpoint;
   if (endpoint.empty()) return Status::InvalidArgument("event publisher: the endpoint is empty");
-  if (endpoint.find("://") == std::string::npos) {
-    return Status::InvalidArgument("event publisher: endpoint '" + endpoint +
-                                   "' is not a ZeroMQ endpoint (tcp://HOST:PORT, ipc://PATH)");
-  }
+  KVTIER_RETURN_IF_ERROR(internal::CheckEventEndpoint(endpoint, options.allow_remote));
   if (options.queue_events == 0 || options.batch_events == 0 || options.send_hwm <= 0) {
     return Status::InvalidArgument("event publisher: queue_events, batch_events and send_hwm must be positive");
   }

@@ -35,6 +35,7 @@ struct ServeArgs {
   std::string tls_cert, tls_key, token_file, events, events_topic = "kvtier", key_file;
   unsigned threads = 4;
   uint64_t max_body = 1 << 20;
+  bool events_allow_remote = false;
 };
 
 struct Address {
@@ -100,6 +101,7 @@ Result<std::unique_ptr<Store>> OpenStore(const ServeArgs& a, std::shared_ptr<Eve
     EventPublisherOptions ev;
     ev.endpoint = a.events;
     ev.topic = a.events_topic;
+    ev.allow_remote = a.events_allow_remote;
     KVTIER_ASSIGN_OR_RETURN(*publisher, EventPublisher::Open(ev));
     opt.observer = *publisher;
   }
@@ -198,6 +200,9 @@ KVTIER_COMMAND("", "serve", "Serve /metrics, /healthz, /readyz, /v1/namespaces a
                                 "(absolute path, owner-only)");
                  cmd.add_option("--events", a->events,
                                 "ZeroMQ endpoint to publish the Store's chunk events on, e.g. tcp://127.0.0.1:5557");
+                 cmd.add_flag("--events-allow-remote", a->events_allow_remote,
+                              "let --events bind a non-loopback tcp:// address (the event socket has no "
+                              "authentication)");
                  cmd.add_option("--events-topic", a->events_topic, "first frame of every event message")
                      ->capture_default_str();
                  cmd.add_option("--key-file", a->key_file, "key of encrypted tiers (as StoreOptions::key_file)");
