@@ -351,11 +351,16 @@ uint32_t ShmPool::FindLocked(const ChunkId& id) const {
   return kNone;
 }
 
-void ShmPool::IndexInsertLocked(uint32_t s) {
+// The index holds at most slot_count entries in 2 * slot_count places, so a free place is always
+// found, unless the mapping was scribbled on: the probe is bounded and a full index is rebuilt.
+bool ShmPool::IndexInsertLocked(uint32_t s) {
   const uint64_t mask = hdr_->index_size - 1;
   uint64_t i = HashSlot(s);
-  while (index_[i].load(std::memory_order_relaxed) != kNone) i = (i + 1) & mask;
+  for (uint64_t n = 0; index_[i].load(std::memory_order_relaxed) != kNone; i = (i + 1) & mask) {
+    if (++n > mask) return false;
+  }
   index_[i].store(s, std::memory_order_relaxed);
+  return true;
 }
 
 void ShmPool::IndexEraseLocked(uint32_t s) {  // backward-shift deletion: no tombstones
@@ -365,9 +370,13 @@ void ShmPool::IndexEraseLocked(uint32_t s) {  // backward-shift deletion: no tom
     if (index_[i].load(std::memory_order_relaxed) == kNone || ++n > mask) return;
   }
   index_[i].store(kNone, std::memory_order_relaxed);
-  for (uint64_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+  for (uint64_t j = (i + 1) & mask, n = 0; n < mask; j = (j + 1) & mask, ++n) {
     const uint32_t t = index_[j].load(std::memory_order_relaxed);
     if (t == kNone) return;
+    if (t >= hdr_->slot_count) {  // not a slot: scribbled; dropped, and the hole stays where it is
+      index_[j].store(kNone, std::memory_order_relaxed);
+      continue;
+    }
     const uint64_t home = HashSlot(t);
     // t may move to the hole at i when its home is not cyclically within (i, j].
     const bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
@@ -382,7 +391,8 @@ void ShmPool::IndexEraseLocked(uint32_t s) {  // backward-shift deletion: no tom
 
 void ShmPool::SetBits(uint32_t first, uint64_t pages, bool on) {
   uint32_t p = first;
-  for (uint64_t n = 0; n < pages && p < hdr_->page_count; ++n) {
+  const uint64_t n_max = std::min<uint64_t>(pages, hdr_->page_count);  // a scribbled count or a cycle: bounded
+  for (uint64_t n = 0; n < n_max && p < hdr_->page_count; ++n) {
     const uint64_t bit = uint64_t{1} << (p % 64);
     if (on) {
       bitmap_[p / 64].fetch_or(bit, std::memory_order_relaxed);
@@ -450,12 +460,32 @@ std::vector<std::span<std::byte>> ShmPool::Runs(uint32_t first_page, uint64_t pa
 
 // ---------------------------------------------------------------- slots
 
+bool ShmPool::CountersPlausibleLocked() const {
+  return hdr_->used_pages.load(std::memory_order_relaxed) <= hdr_->page_count &&
+         hdr_->live_chunks.load(std::memory_order_relaxed) <= hdr_->slot_count &&
+         hdr_->capacity_bytes.load(std::memory_order_relaxed) <= hdr_->page_count * hdr_->page_bytes;
+}
+
 Result<uint32_t> ShmPool::ReserveLocked(uint64_t pages) {
+  if (!CountersPlausibleLocked()) RepairLocked();  // scribbled counters: rebuilt from the slots
+  bool repaired = false;  // at most one rebuild per call when the derived state disagrees with the slots
+  auto r = ReserveOnceLocked(pages);
+  while (!r.ok() && r.status().code() == Code::kInternal && !repaired) {
+    RepairLocked();
+    repaired = true;
+    r = ReserveOnceLocked(pages);
+  }
+  return r;
+}
+
+Result<uint32_t> ShmPool::ReserveOnceLocked(uint64_t pages) {
   const uint64_t limit = hdr_->capacity_bytes.load(std::memory_order_relaxed) / hdr_->page_bytes;
   if (pages > limit) return Status::NoSpace(path_ + ": the chunk can never fit in the pool's capacity");
   auto make_room = [&]() -> bool { return EvictOneLocked() || ReclaimDeadLocked() > 0; };
   while (hdr_->used_pages.load(std::memory_order_relaxed) + pages > limit) {
-    if (!make_room()) return Status::NoSpace(path_ + ": every chunk is pinned by a reader or being written");
+    if (make_room()) continue;
+    if (UsedPagesAgreeLocked()) return Status::NoSpace(path_ + ": every chunk is pinned by a reader or being written");
+    return Status::Internal(path_ + ": the usage count disagrees with the slots");
   }
   const uint64_t slots = hdr_->slot_count;
   uint32_t s = kNone;
@@ -496,9 +526,21 @@ bool ShmPool::PublishLocked(uint32_t s) {
   }
   x.ref.store(1, std::memory_order_relaxed);
   x.word.store(MakeWord(GenOf(x.word.load(std::memory_order_relaxed)), kPublished), std::memory_order_release);
-  IndexInsertLocked(s);
+  if (!IndexInsertLocked(s)) {
+    RepairLocked();  // a full index was scribbled on: rebuilt from the slots, this one included
+    return true;
+  }
   hdr_->live_chunks.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+bool ShmPool::UsedPagesAgreeLocked() const {
+  uint64_t used = 0;
+  for (uint64_t i = 0; i < hdr_->slot_count; ++i) {
+    const Slot& x = slots_[i];
+    if (StateOf(x.word.load(std::memory_order_relaxed)) != kFree) used += x.pages.load(std::memory_order_relaxed) >> 32;
+  }
+  return used == hdr_->used_pages.load(std::memory_order_relaxed);
 }
 
 void ShmPool::FreeLocked(uint32_t s) {
@@ -508,7 +550,8 @@ void ShmPool::FreeLocked(uint32_t s) {
   const uint64_t pg = x.pages.load(std::memory_order_relaxed);
   x.word.store(MakeWord(GenOf(w) + 1, kFree), std::memory_order_release);  // the pages are free from here on
   SetBits(static_cast<uint32_t>(pg), pg >> 32, false);
-  hdr_->used_pages.fetch_sub(pg >> 32, std::memory_order_relaxed);
+  const uint64_t used = hdr_->used_pages.load(std::memory_order_relaxed);
+  hdr_->used_pages.store(used >= (pg >> 32) ? used - (pg >> 32) : 0, std::memory_order_relaxed);
 }
 
 void ShmPool::RemoveLocked(uint32_t s) {
@@ -516,7 +559,8 @@ void ShmPool::RemoveLocked(uint32_t s) {
   const uint64_t w = x.word.load(std::memory_order_relaxed);
   if (StateOf(w) != kPublished) return;
   IndexEraseLocked(s);
-  hdr_->live_chunks.fetch_sub(1, std::memory_order_relaxed);
+  const uint64_t live = hdr_->live_chunks.load(std::memory_order_relaxed);
+  hdr_->live_chunks.store(live > 0 ? live - 1 : 0, std::memory_order_relaxed);
   if (x.pins.load(std::memory_order_relaxed) > 0) {
     x.word.store(MakeWord(GenOf(w), kDead), std::memory_order_release);
   } else {
@@ -673,7 +717,7 @@ void ShmPool::RepairLocked() {
       if (FindLocked(IdOf(x)) != kNone) {  // never made by PublishLocked; kept once all the same
         x.word.store(MakeWord(GenOf(w), kDead), std::memory_order_release);
       } else {
-        IndexInsertLocked(static_cast<uint32_t>(i));
+        (void)IndexInsertLocked(static_cast<uint32_t>(i));  // cleared above, twice the slots: never full
         ++live;
       }
     }

@@ -104,7 +104,10 @@ class ShmPool {
   Status Validate(uint64_t file_size) const;
   uint64_t HashId(const ChunkId& id) const;
   uint64_t HashSlot(uint32_t s) const;
-  void IndexInsertLocked(uint32_t s);
+  [[nodiscard]] bool IndexInsertLocked(uint32_t s);  // false: no free place (a scribbled index)
+  Result<uint32_t> ReserveOnceLocked(uint64_t pages);  // Internal when the derived state disagrees
+  bool CountersPlausibleLocked() const;              // the header's counters within the geometry
+  bool UsedPagesAgreeLocked() const;                 // used_pages equals the slots' pages
   void IndexEraseLocked(uint32_t s);
   bool TakePagesLocked(uint64_t pages, uint32_t* first);
   void SetBits(uint32_t first, uint64_t pages, bool on);
