@@ -114,6 +114,14 @@ class KvtierNativeConnector:
         return self._efd
 
     def submit_batch_get(self, keys: Sequence[str], memoryviews: Sequence[Any]) -> int:
+        """A get of an object this process stored whose write may still be on its way to a tier
+        (read-your-writes) waits, on the connector's thread pool, until that write settled."""
+        try:
+            after_writes = any(engine_key(k) in self._pending for k in keys)
+        except (TypeError, ValueError):
+            after_writes = False  # _submit_io reports the bad key as a failed completion
+        if after_writes and len(keys) == len(memoryviews):
+            return self._submit_task("get", keys, lambda kv_keys: self._get_after_writes(kv_keys, memoryviews))
         return self._submit_io("get", keys, memoryviews)
 
     def submit_batch_set(self, keys: Sequence[str], memoryviews: Sequence[Any]) -> int:
@@ -304,6 +312,25 @@ class KvtierNativeConnector:
                 found[i] = any(self._pending.wait(ns, k) == PRESENT for ns in namespaces)
         return found
 
+    def _get_after_writes(self, kv_keys: List[bytes], views: Sequence[Any]) -> List[bool]:
+        """A get whose keys include some this process stored: each such key is waited for until its
+        write settled (``PendingWrites.wait``), then the objects are loaded as a get loads them."""
+        results = [False] * len(kv_keys)
+        for size, positions in group_by_size([memoryview(v).nbytes for v in views]).items():
+            ns = self._ns(size)
+            ks = [kv_keys[i] for i in positions]
+            for k in ks:
+                if k in self._pending:
+                    self._pending.wait(ns, k)
+            handle = self._store.load_async(ns, ks, [views[i] for i in positions])
+            try:
+                count = int(handle.wait())
+            finally:
+                handle.close()
+            for j, pos in enumerate(positions):
+                results[pos] = j < count
+        return results
+
     def _delete(self, kv_keys: List[bytes]) -> List[bool]:
         with self._lock:
             namespaces = list(self._namespaces.values())
@@ -323,9 +350,12 @@ class KvtierNativeConnector:
             if op.future is None:
                 return (future_id, False, op.error, None)
             try:
-                return (future_id, True, "", op.future.result())
+                results = op.future.result()
             except Exception as e:  # a failed check is an unanswered one: report it, keep running
-                return (future_id, False, str(e), None)
+                return (future_id, False, str(e), [False] * op.n_keys if op.kind == "get" else None)
+            if op.kind == "get" and not all(results):
+                return (future_id, False, f"{results.count(False)} of {op.n_keys} objects not loaded", results)
+            return (future_id, True, "", results)
         results = [False] * op.n_keys
         errors = [op.error] if op.error else []
         for positions, handle in op.handles:

@@ -104,7 +104,9 @@ from ._gpu_paged import GpuWorker, is_cuda
 from ._host_paged import PagedCache, load_async, save_async
 from ._vllm_groups import (CacheGroup, GroupedCache, grouped_cache_of, layout_spec, load_grouped, mamba_state_of,
                            refusal, save_grouped, skipped_blocks, skipped_state_blocks, state_identity)
+from ._vllm_engine_identity import model_identity_fields
 from ._vllm_kv_caches import HEAD_MAJOR, paged_cache_of
+from ._vllm_request_keys import RequestKeys, cacheable_tokens, chunk_keys, request_keys
 
 logger = logging.getLogger(__name__)
 
@@ -182,8 +184,13 @@ class ModelSpec:
     tp_size: int = 1
     revision: Optional[str] = None
     attention: str = "mha"  # "mha" (K and V per layer) or "mla" (one latent per layer, every rank alike)
+    model_fields: tuple = ()  # (name, value) identity fields of the weights (_vllm_engine_identity)
 
     def __post_init__(self) -> None:
+        for name in ("layers", "kv_heads", "head_dim", "block_size", "tp_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"KvtierConnector: {name} {value!r} is not a positive integer")
         if self.attention not in ("mha", "mla"):
             raise ValueError(f"KvtierConnector: attention {self.attention!r} is neither 'mha' nor 'mla'")
         if self.attention == "mla" and self.kv_heads != 1:
@@ -208,6 +215,7 @@ class LoadSpec:
                            # already, or a window group's null block); one list per KV cache group
                            # when there are several
     is_async: bool
+    extras: Optional[RequestKeys] = None  # key material besides the tokens (_vllm_request_keys)
 
 
 @dataclass
@@ -217,6 +225,9 @@ class SaveSpec:
     first_chunk: int
     blocks: list           # block ids of the chunks [first_chunk, last_chunk) (per group as in LoadSpec;
                            # -1: a window block vLLM freed, saved as zeros)
+    extras: Optional[RequestKeys] = None
+    context: list = field(default_factory=list)  # every block id of the request (all groups): a save
+                                                 # is dropped when one of them failed to load this step
 
 
 @dataclass
@@ -235,6 +246,7 @@ class _ReqState:
     saved_chunks: int      # chunks [0, saved_chunks) are in kvtier or being saved
     held: bool = False     # a save or an asynchronous load was handed to the workers
     stopped: bool = False  # a chunk's window blocks were gone before its save: no more saves
+    extras: Optional[RequestKeys] = None
 
 
 @dataclass
@@ -245,6 +257,7 @@ class _Op:
     is_load: bool
     is_async: bool = False
     landed: float = 0      # a synchronous load: bytes of every chunk known to be in place (inf: ended)
+    keys: list = field(default_factory=list)  # a load's keys: the first one not loaded is removed
 
 
 def chunk_tokens_of(extra: Mapping[str, Any], block_size: int) -> int:
@@ -347,7 +360,8 @@ def identity_of(spec: ModelSpec, extra: Mapping[str, Any], tp_rank: int,
             model=extra.get("model_id") or spec.model,
             model_revision=extra.get("model_revision") or spec.revision,
             kv_dtype=spec.kv_dtype, page_tokens=spec.block_size, latent_dim=spec.head_dim,
-            layers=spec.layers, hash_scheme="kvtier_chunk_chain", salt=extra.get("salt") or None)
+            layers=spec.layers, hash_scheme="kvtier_chunk_chain", salt=extra.get("salt") or None,
+            **dict(spec.model_fields))
     return kvtier.EngineIdentity(
         engine="vllm", io_path="kv_connector_v1", layout="chunk", attention="mha",
         model=extra.get("model_id") or spec.model,
@@ -355,7 +369,8 @@ def identity_of(spec: ModelSpec, extra: Mapping[str, Any], tp_rank: int,
         kv_dtype=spec.kv_dtype, page_tokens=spec.block_size, kv_heads=spec.kv_heads,
         k_head_dim=spec.head_dim, v_head_dim=spec.head_dim, layers=spec.layers,
         tp_size=spec.tp_size, tp_rank=tp_rank, hash_scheme="kvtier_chunk_chain",
-        salt=extra.get("salt") or None, state_spec=state, mamba_cache_mode="all" if state else None)
+        salt=extra.get("salt") or None, state_spec=state, mamba_cache_mode="all" if state else None,
+        **dict(spec.model_fields))
 
 
 class KvtierConnectorCore:
@@ -406,6 +421,8 @@ class KvtierConnectorCore:
         self._load_errors: set[int] = set()
         self._held: set[str] = set()             # requests with saves or async loads, not yet reported
         self._finished_seen: set[str] = set()
+        self._late_recving: set[str] = set()     # async loads ended while another op of theirs ran
+        self._failed_loads: set[str] = set()     # requests with a load error since the last report
         self._stats = {"lookups": 0, "hit_tokens": 0, "loads": 0, "loaded_chunks": 0, "load_errors": 0,
                        "error_blocks": 0, "saves": 0, "saved_chunks": 0, "saves_failed": 0,
                        "window_saves_skipped": 0, "state_saves_skipped": 0}
@@ -429,6 +446,11 @@ class KvtierConnectorCore:
     # ---- metadata (the base class's methods when vLLM is there) --------------------------------
 
     def bind_connector_metadata(self, connector_metadata: KvtierConnectorMetadata) -> None:
+        """Binds the step's metadata; first waits for the operations of requests preempted in this
+        step (as ``handle_preemptions`` does; revisions that do not call it still never have a preempted
+        request's freed blocks rewritten while kvtier reads them: this runs before the forward)."""
+        if self._core_role == WORKER:
+            self._end_preempted(connector_metadata)
         self._meta = connector_metadata
 
     def clear_connector_metadata(self) -> None:
@@ -446,13 +468,21 @@ class KvtierConnectorCore:
         return max(0, (len(tokens) - 1) // self._chunk_tokens)
 
     def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> tuple[int, bool]:
-        tokens = _prompt_tokens(request)
+        try:
+            tokens, extras = _request_material(request)
+        except (ValueError, TypeError) as e:  # a request kvtier cannot key is computed, never an error
+            logger.warning("KvtierConnector: request %s not cached: %s", getattr(request, "request_id", "?"), e)
+            tokens = None
+        if tokens is None:  # prompt embeddings: not cached (_vllm_request_keys)
+            self._hits.pop(request.request_id, None)
+            return 0, False
         usable = self._usable_chunks(tokens)
         hit = 0
         if usable and not self._closed:
             prefix = tokens[:usable * self._chunk_tokens]
             try:
-                hit = min(self._store.lookup(ns, ns.chunk_keys(prefix)) for ns in self._namespaces)
+                hit = min(self._store.lookup(ns, chunk_keys(ns.chunk_keys(prefix), extras, self._chunk_tokens))
+                          for ns in self._namespaces)
             except kvtier.KvtierError as e:  # a tier that cannot answer is a miss, never an error
                 logger.warning("KvtierConnector: lookup failed (%s); treated as a miss", e)
                 hit = 0
@@ -465,12 +495,20 @@ class KvtierConnectorCore:
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         rid = request.request_id
-        tokens = _prompt_tokens(request)
+        state = self._reqs.get(rid)
+        tokens, extras = None, None
+        if state is None:
+            try:
+                tokens, extras = _request_material(request)
+            except (ValueError, TypeError):  # logged by the lookup: computed, never cached
+                tokens = None
+            if tokens is None:  # prompt embeddings: not cached
+                self._hits.pop(rid, None)
+                return
         block_ids = self._group_lists(blocks.get_block_ids() if blocks is not None else None)
         hit = self._hits.pop(rid, 0)
-        state = self._reqs.get(rid)
         if state is None:
-            state = self._reqs[rid] = _ReqState(list(tokens), block_ids, hit)
+            state = self._reqs[rid] = _ReqState(list(tokens or ()), block_ids, hit, extras=extras)
         elif any(block_ids):
             state.block_ids = block_ids
         state.saved_chunks = max(state.saved_chunks, hit)  # chunks found are in kvtier already
@@ -481,15 +519,15 @@ class KvtierConnectorCore:
         first = local // self._chunk_tokens
         bs = self._spec.block_size
         tables = []
-        for ids, window, state in zip(block_ids, self._windows, self._states):
+        for ids, window, has_state in zip(block_ids, self._windows, self._states):
             gone = skipped_blocks(window, end_tokens, bs)  # a window group's null blocks: never written
-            if state:  # only the prefix's last block takes a state: the state as of the prefix's end
+            if has_state:  # only the prefix's last block takes a state: the state as of the prefix's end
                 gone = end_tokens // bs - 1
             tables.append([-1 if b < local // bs or b < gone else int(ids[b])
                            for b in range(first * self._chunk_tokens // bs, end_tokens // bs)])
         self._stats["hit_tokens"] += num_external_tokens
-        self._pending_loads.append(LoadSpec(rid, list(tokens[:end_tokens]), first, self._per_group(tables),
-                                            self._async_load))
+        self._pending_loads.append(LoadSpec(rid, list(state.tokens[:end_tokens]), first, self._per_group(tables),
+                                            self._async_load, state.extras))
 
     def _group_lists(self, block_ids: Any) -> list:
         """vLLM's block ids (a tuple of one list per KV cache group, or one plain list) as one list
@@ -541,7 +579,7 @@ class KvtierConnectorCore:
                 state.block_ids = self._group_lists(new.block_ids)
                 computed[new.req_id] = new.num_computed_tokens
         cached = scheduler_output.scheduled_cached_reqs
-        resumed = set(getattr(cached, "resumed_req_ids", None) or ())
+        resumed = _resumed_ids(cached)
         for i, rid in enumerate(cached.req_ids):
             state = self._reqs.get(rid)
             if state is None:
@@ -569,7 +607,8 @@ class KvtierConnectorCore:
                       for ids, w in zip(state.block_ids, self._windows)]  # -1: freed window blocks, zeros
             # (a Mamba group's table: its chunks' last blocks hold the states, which _kv_lost found held)
             meta.saves.append(SaveSpec(rid, state.tokens[:full * self._chunk_tokens], first,
-                                       self._per_group(tables)))
+                                       self._per_group(tables), state.extras,
+                                       [int(b) for ids in state.block_ids for b in ids]))
             state.saved_chunks, state.held = full, True
         return meta
 
@@ -625,8 +664,10 @@ class KvtierConnectorCore:
         self._layer_index = {name: i for i, name in enumerate(cache.layer_names)}
         self._layer_end = [cache.layer_end(i, self._chunk_tokens) for i in range(len(self._layer_index))]
 
-    def _keys(self, tokens: Sequence[int]) -> list:
-        return self.namespace.chunk_keys(tokens)
+    def _keys(self, spec: Any) -> list:
+        """The keys of a load's or save's chunks [first_chunk, end): tokens and extra key material."""
+        tail = self.namespace.chunk_keys(spec.tokens)[spec.first_chunk:]
+        return chunk_keys(tail, getattr(spec, "extras", None), self._chunk_tokens, spec.first_chunk)
 
     def _chunk_blocks(self, blocks: Sequence[int], n_chunks: int) -> np.ndarray:
         per = self._chunk_tokens // self._spec.block_size
@@ -652,12 +693,13 @@ class KvtierConnectorCore:
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         meta = self._metadata()
         for spec in meta.loads:
-            keys = self._keys(spec.tokens)[spec.first_chunk:]
+            keys = self._keys(spec)
             tables = self._tables(spec.blocks, len(keys))
             if self._gpu is not None:
                 self._load_gpu(spec.req_id, keys, tables if self._groups else tables[0])
                 continue
-            op = _Op(spec.req_id, None, tables.transpose(1, 0, 2).reshape(len(keys), -1), True, spec.is_async)
+            op = _Op(spec.req_id, None, tables.transpose(1, 0, 2).reshape(len(keys), -1), True, spec.is_async,
+                     keys=keys)
             try:
                 op.handle = self._start_io(True, keys, tables)
             except (kvtier.KvtierError, ValueError, RuntimeError) as e:
@@ -711,8 +753,10 @@ class KvtierConnectorCore:
             self._gpu.end_step()
         for spec in meta.saves:
             self._held.add(spec.req_id)
-            keys = self._keys(spec.tokens)[spec.first_chunk:]
+            keys = self._keys(spec)
             if not keys or not self._saves:  # MLA ranks other than 0: rank 0 saves the same latents
+                continue
+            if self._computed_on_failed_load(spec):
                 continue
             tables = self._tables(spec.blocks, len(keys))
             if self._gpu is not None:
@@ -731,12 +775,35 @@ class KvtierConnectorCore:
             if self._groups:  # vLLM frees window blocks as the window moves on, mid-request: the
                 self._finish(op)  # save has read them before the next step may write them again
 
+    def _computed_on_failed_load(self, spec: SaveSpec) -> bool:
+        """Whether a save's chunks may have been computed against KV a load of this step failed to
+        write (its own load, or a block it shares with a request whose load failed): such a save is
+        dropped. vLLM recomputes those tokens, and the scheduler saves them again
+        (update_connector_output)."""
+        if spec.req_id in self._failed_loads:
+            return True
+        errors = self._load_errors
+        if not errors:
+            return False
+        if any(b in errors for b in spec.context):
+            return True
+        return any(int(b) in errors for b in np.asarray(spec.blocks, dtype=np.int64).ravel())
+
     def handle_preemptions(self, kv_connector_metadata: KvtierConnectorMetadata) -> None:
+        self._end_preempted(kv_connector_metadata)
+
+    def _end_preempted(self, kv_connector_metadata: Any) -> None:
+        """Waits for the operations of the step's preempted requests: vLLM freed their blocks."""
         preempted = set(getattr(kv_connector_metadata, "preempted", ()) or ())
-        for op in self._ops_of(lambda o: o.req_id in preempted):
-            self._finish(op)
+        if preempted:
+            for op in self._ops_of(lambda o: o.req_id in preempted):
+                self._finish(op)
 
     def get_finished(self, finished_req_ids: set) -> tuple[Optional[set], Optional[set]]:
+        """(finished_sending, finished_recving). A request is in at most one of them per call, and a
+        finished request is reported once: vLLM frees a finished request's blocks for either set and
+        forgets it (a second report fails its ``assert req_id in self.requests``). A request whose
+        operations still run is not reported: kvtier may still read or write its blocks."""
         self._finished_seen |= set(finished_req_ids)
         recving: set = set()
         for op in self._ops_of(lambda o: o.handle is None or o.handle.done()):
@@ -745,6 +812,11 @@ class KvtierConnectorCore:
                 recving.add(op.req_id)
         with self._lock:
             busy = {o.req_id for o in self._ops}
+        late = recving & busy  # another operation of the request still uses its blocks: later
+        recving = (recving - busy) | {r for r in self._late_recving if r not in busy}
+        self._late_recving = (self._late_recving | late) - recving
+        done_finished = recving & self._finished_seen  # vLLM frees these for finished_recving
+        self._held -= done_finished
         sending = {r for r in self._held if r in self._finished_seen and r not in busy}
         self._held -= sending
         self._finished_seen &= self._held  # only ids that may still be reported
@@ -752,6 +824,7 @@ class KvtierConnectorCore:
 
     def get_block_ids_with_load_errors(self) -> set:
         errors, self._load_errors = self._load_errors, set()
+        self._failed_loads = set()
         return errors
 
     def get_kv_connector_stats(self) -> Optional[KvtierConnectorStats]:
@@ -787,10 +860,11 @@ class KvtierConnectorCore:
 
     # ---- internals -----------------------------------------------------------------------------
 
-    def _note_load(self, loaded: int, bad: np.ndarray) -> None:
+    def _note_load(self, req_id: str, loaded: int, bad: np.ndarray) -> None:
         """Accounts for a finished load: ``bad`` are the blocks it did not fill (recomputed)."""
         self._stats["loaded_chunks"] += loaded
         if bad.size:
+            self._failed_loads.add(req_id)
             self._stats["load_errors"] += 1
             self._stats["error_blocks"] += int(bad.size)
             self._load_errors |= {int(b) for b in bad}
@@ -803,7 +877,7 @@ class KvtierConnectorCore:
         except (kvtier.KvtierError, ValueError, RuntimeError) as e:
             logger.warning("KvtierConnector: GPU load of %s failed (%s); its tokens are recomputed", req_id, e)
             loaded, bad = 0, blocks[blocks >= 0]
-        self._note_load(loaded, bad)
+        self._note_load(req_id, loaded, bad)
 
     def _save_gpu(self, req_id: str, keys: list, blocks: np.ndarray) -> None:
         try:
@@ -815,6 +889,15 @@ class KvtierConnectorCore:
             return
         self._stats["saves"] += 1
         self._stats["saved_chunks"] += len(keys)
+
+    def _forget_chunk(self, key: bytes) -> None:
+        """Removes the first chunk a load could not use (missing, or failing verification) from the
+        tiers, so that the save after vLLM recomputed it is written (a tier keeps the copy it holds
+        under a key: a corrupt one would otherwise stay, a miss for every later request)."""
+        try:
+            self._store.remove(self.namespace, [key])
+        except kvtier.KvtierError as e:
+            logger.warning("KvtierConnector: removing a chunk that failed to load: %s", e)
 
     def _require_cache(self) -> None:
         if self._closed:
@@ -833,20 +916,22 @@ class KvtierConnectorCore:
             if op not in self._ops:
                 return
             self._ops.remove(op)
-        done = 0
+        done, answered = 0, False
         if op.handle is not None:
             try:
-                done = op.handle.wait()
+                done, answered = op.handle.wait(), True
             except kvtier.KvtierError as e:
                 logger.warning("KvtierConnector: %s of %s failed: %s", "load" if op.is_load else "save",
                                op.req_id, e)
             finally:
                 op.handle.close()
         if op.is_load:
+            if answered and done < len(op.keys):  # that chunk is missing or failed verification
+                self._forget_chunk(op.keys[done])
             if self._has_state and done < len(op.blocks):  # the state as of the last good chunk is not
                 done = 0  # in a block (only the prefix's last block takes one): recompute the whole load
             bad = op.blocks[done:]
-            self._note_load(done, bad[bad >= 0])
+            self._note_load(op.req_id, done, bad[bad >= 0])
         elif op.handle is None or done < len(op.blocks):
             self._stats["saved_chunks"] += done
             self._stats["saves_failed"] += 0 if op.handle is None else 1
@@ -885,12 +970,24 @@ def _release_store(key: tuple) -> None:
     entry[0].close()
 
 
-def _prompt_tokens(request: Any) -> list:
-    tokens = getattr(request, "prompt_token_ids", None)
+def _request_material(request: Any) -> tuple[Optional[list], Optional[RequestKeys]]:
+    """(prompt token ids, extra key material) of a vLLM request; (None, None) for a request kvtier
+    does not cache (prompt embeddings). ValueError for a request whose extras cannot be keyed."""
+    tokens = cacheable_tokens(request)
     if tokens is None:
-        raise ValueError("KvtierConnector: a request without prompt_token_ids (prompt embeddings) "
-                         "cannot be keyed")
-    return list(tokens)
+        return None, None
+    extras = request_keys(request)
+    return tokens, None if extras.plain else extras
+
+
+def _resumed_ids(cached: Any) -> set:
+    """The ids of requests resumed after a preemption in a CachedRequestData: ``resumed_req_ids``
+    (newer vLLM), or ``resumed_from_preemption``, one bool per request (older revisions)."""
+    ids = getattr(cached, "resumed_req_ids", None)
+    if ids is not None:
+        return set(ids)
+    flags = getattr(cached, "resumed_from_preemption", None) or ()
+    return {rid for rid, flag in zip(cached.req_ids, flags) if flag}
 
 
 # ---- the vLLM adapter ----------------------------------------------------------------------------
@@ -913,7 +1010,8 @@ def spec_of_vllm_config(vllm_config: Any) -> ModelSpec:
     return ModelSpec(model=str(mc.model), revision=getattr(mc, "revision", None),
                      layers=int(mc.get_num_layers(pc)), kv_heads=1 if mla else int(mc.get_num_kv_heads(pc)),
                      head_dim=int(mc.get_head_size()), kv_dtype=cache_dtype, block_size=int(cc.block_size),
-                     tp_size=int(pc.tensor_parallel_size), attention="mla" if mla else "mha")
+                     tp_size=int(pc.tensor_parallel_size), attention="mla" if mla else "mha",
+                     model_fields=model_identity_fields(mc))
 
 
 def check_kv_cache_config(kv_cache_config: Any, spec: ModelSpec) -> Optional[list]:

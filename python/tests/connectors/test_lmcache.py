@@ -18,10 +18,14 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import importlib
+import os
 import select
 import threading
+import time
 
 import pytest
+
+import kvtier  # noqa: E402
 
 from connector_helpers import corrupt_chunk, wait_for, file_tier, requires_library, tiny_file_tier  # noqa: F401
 
@@ -256,3 +260,87 @@ def test_demux_thread_and_submitters_run_concurrently(file_tier):
         stop.set()
         thread.join()
         conn.close()
+
+
+class BackgroundWrites:
+    """A Store whose object writes reach the tier a while after the save reported done, as kvtier's
+    background tiers do (file://, fs://: the save completes once kvtier took a copy; its write queue,
+    ``queue_chunks_now``, drains later). Everything else is the real Store's."""
+
+    def __init__(self, store, delay_s=0.3):
+        self._store, self._delay_s = store, delay_s
+        self._queued, self._lock, self._threads = 0, threading.Lock(), []
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def save_async(self, ns, keys, bufs, notify_fd=None):
+        copies = [bytes(memoryview(b)) for b in bufs]  # kvtier's copy
+        with self._lock:
+            self._queued += len(keys)
+
+        def write():
+            time.sleep(self._delay_s)
+            handle = self._store.save_async(ns, keys, copies)
+            handle.wait()
+            handle.close()
+            with self._lock:
+                self._queued -= len(keys)
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        self._threads.append(thread)
+        return _Accepted(len(keys), notify_fd)
+
+    def stats(self):
+        out = dict(self._store.stats())
+        with self._lock:
+            out["queue_chunks_now"] = int(out.get("queue_chunks_now", 0)) + self._queued
+        return out
+
+    def join(self):
+        for thread in self._threads:
+            thread.join()
+
+
+class _Accepted:
+    """A save's handle once kvtier took its copy: done, every key accepted; signals the eventfd."""
+
+    def __init__(self, n, notify_fd):
+        self._n = n
+        if notify_fd is not None:
+            os.eventfd_write(notify_fd, 1)
+
+    def done(self):
+        return True
+
+    def wait(self, timeout=None):
+        return self._n
+
+    def close(self):
+        pass
+
+
+def test_load_right_after_a_completed_store_reads_it(file_tier):
+    """LMCache's own adapter test (test_load_existing_key_copies_data[file]): store, wait for the
+    store's completion, then load the same key. The load reported a miss while the write was still
+    on its way to the tier; a store reported complete is now loadable by the next load."""
+    url, _ = file_tier
+    store = kvtier.Store([url])
+    slow = BackgroundWrites(store)
+    conn = make_connector(tiers=[url], store=slow)
+    demux = Demux(conn)
+    try:
+        (ok, _, bools), = demux.wait(conn.submit_batch_set([object_key(1)], [filled(payload(1, CHUNK))]))
+        assert ok and bools == [True]
+        dst = byte_array(CHUNK)
+        (ok, error, bools), = demux.wait(conn.submit_batch_get([object_key(1)], [dst]))
+        assert ok and bools == [True], error
+        assert bytes(dst) == payload(1, CHUNK)
+        missing = byte_array(CHUNK)  # a key never stored is still a plain miss
+        (ok, _, bools), = demux.wait(conn.submit_batch_get([object_key(2)], [missing]))
+        assert not ok and bools == [False]
+    finally:
+        conn.close()
+        slow.join()
+        store.close()

@@ -3,6 +3,7 @@ sequence (vllm_v1_driver.MiniEngine) against a real Store, with real torch CPU t
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import pathlib
 import sys
@@ -239,7 +240,8 @@ def test_request_aborted_mid_load_keeps_its_blocks_until_the_load_ended(file_tie
     eng.abort("a")                               # vLLM: request_finished while WAITING_FOR_REMOTE_KVS
     assert eng.held["a"] == blocks               # connector holds the blocks
     eng.run()
-    assert "a" in eng.sending_done and not eng.held
+    # reported once (the driver fails on a second report, as vLLM's scheduler does), in either set
+    assert "a" in eng.sending_done | eng.recving_done and not eng.held
     assert not eng.worker._ops                   # freed only once kvtier stopped writing them
     assert sorted(eng.free) == list(range(BLOCKS))
     close(eng)
@@ -318,12 +320,13 @@ def test_adapter_reads_the_vllm_config(file_tier):
     conn = vllm_v1.KvtierConnector(cfg, role)
     assert conn.role is role and conn.chunk_tokens == CHUNK
     sched, _ = connectors(url)
-    assert conn.namespace.id == KvtierConnectorCore("worker", SPEC, {"tiers": url, "chunk_tokens": CHUNK},
+    spec = dataclasses.replace(SPEC, model_fields=(("weight_dtype", "float32"),))  # the ModelConfig's dtype
+    assert conn.namespace.id == KvtierConnectorCore("worker", spec, {"tiers": url, "chunk_tokens": CHUNK},
                                                     store=sched.store).namespace.id
     conn.shutdown()
     cfg.device_config = types.SimpleNamespace(device_type="cpu")  # vLLM's CPU platform: its HND backend
     cpu = vllm_v1.KvtierConnector(cfg, role)
-    assert cpu.namespace.id == KvtierConnectorCore("worker", SPEC, {"tiers": url, "chunk_tokens": CHUNK,
+    assert cpu.namespace.id == KvtierConnectorCore("worker", spec, {"tiers": url, "chunk_tokens": CHUNK,
                                                                     "kv_cache_layout": "cpu_attn"},
                                                    store=sched.store).namespace.id != conn.namespace.id
     cpu.shutdown()

@@ -10,6 +10,8 @@ vLLM's KV cache tensors are shared by one layer of each group."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import ctypes
 import pathlib
 import sys
@@ -390,7 +392,8 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
     with pytest.raises(ValueError, match="KvtierHybridConnector"):  # the default class serves one group
         vllm_v1.KvtierConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
     conn = vllm_v1.KvtierHybridConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
-    core = KvtierConnectorCore("scheduler", SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=GROUPS)
+    core = KvtierConnectorCore("scheduler", dataclasses.replace(SPEC, model_fields=(("weight_dtype", "float32"),)), {"tiers": url, "kv_cache_layout": "cpu_attn"},
+                               groups=GROUPS)  # the adapter adds the ModelConfig's dtype
     assert conn.namespace.id == core.namespace.id
     cpu_ns = conn.namespace.id
     conn.shutdown()
@@ -686,7 +689,8 @@ def test_mamba_groups_are_served_in_mode_all_only_and_refused_otherwise_with_the
     # layout named in the configuration is refused, naming the ways out
     on = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device="cpu")
     conn = vllm_v1.KvtierHybridConnector(on, types.SimpleNamespace(name="SCHEDULER"), cfg)
-    core = KvtierConnectorCore("scheduler", M_SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=M_GROUPS)
+    core = KvtierConnectorCore("scheduler", dataclasses.replace(M_SPEC, model_fields=(("weight_dtype", "float32"),)), {"tiers": url, "kv_cache_layout": "cpu_attn"},
+                               groups=M_GROUPS)
     assert conn.namespace.id == core.namespace.id
     on_gpu = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device="cuda")
     gpu = vllm_v1.KvtierHybridConnector(on_gpu, types.SimpleNamespace(name="WORKER"), cfg)

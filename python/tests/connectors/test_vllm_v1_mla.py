@@ -31,9 +31,9 @@ pytestmark = requires_library
 BS, CHUNK, LAYERS, LATENT, BLOCKS = 16, 32, 3, 576, 48
 
 
-def mla_spec(tp_size=1, dtype="float32", layers=LAYERS):
+def mla_spec(tp_size=1, dtype="float32", layers=LAYERS, model_fields=()):
     return ModelSpec(model="test/deepseek-tiny", revision="r1", layers=layers, kv_heads=1, head_dim=LATENT,
-                     kv_dtype=dtype, block_size=BS, tp_size=tp_size, attention="mla")
+                     kv_dtype=dtype, block_size=BS, tp_size=tp_size, attention="mla", model_fields=model_fields)
 
 
 def engine(url, tp_size=1, tp_rank=0, pad=0, reverse_blocks=False, **extra):
@@ -242,9 +242,11 @@ def test_adapter_reads_an_mla_vllm_config(file_tier):
         return vllm_config("test/deepseek-tiny", LAYERS, 1, LATENT, BS, {"tiers": [url], "chunk_tokens": CHUNK},
                            use_mla=True, **{"tensor_parallel_size": 2, "rank": 1, **parallel})
 
-    assert vllm_v1.spec_of_vllm_config(cfg()) == mla_spec(tp_size=2)
+    weights = (("weight_dtype", "float32"),)  # the ModelConfig's dtype
+    assert vllm_v1.spec_of_vllm_config(cfg()) == mla_spec(tp_size=2, model_fields=weights)
     conn = vllm_v1.KvtierConnector(cfg(), types.SimpleNamespace(name="WORKER"), _kv_cache_config("MLAAttentionSpec"))
-    other = KvtierConnectorCore("worker", mla_spec(tp_size=4), {"tiers": url, "chunk_tokens": CHUNK}, tp_rank=2)
+    other = KvtierConnectorCore("worker", mla_spec(tp_size=4, model_fields=weights), {"tiers": url, "chunk_tokens": CHUNK},
+                                tp_rank=2)
     assert conn.namespace.id == other.namespace.id
     other.shutdown()
     conn.shutdown()

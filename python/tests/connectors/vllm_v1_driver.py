@@ -32,10 +32,13 @@ PREEMPTED = "preempted"
 
 
 def vllm_config(model: str, layers: int, kv_heads: int, head_size: int, block_size: int, extra: dict,
-                use_mla: bool = False, device: Optional[str] = None, **parallel: Any) -> Any:
+                use_mla: bool = False, device: Optional[str] = None, model_fields: Optional[dict] = None,
+                cache_dtype: str = "auto", **parallel: Any) -> Any:
     """The fields of vLLM's VllmConfig that the connector's adapter reads: a float32 model of revision
     "r1" with these dimensions, one TP rank unless ``parallel`` says otherwise (parallel_config fields),
-    ``extra`` as kv_connector_extra_config, and a device_config when ``device`` is given."""
+    ``extra`` as kv_connector_extra_config, and a device_config when ``device`` is given.
+    ``model_fields``: other ModelConfig fields (dtype, quantization, hf_config, ...);
+    ``cache_dtype``: CacheConfig.cache_dtype (--kv-cache-dtype)."""
     import types
 
     class ModelConfig:  # what vLLM's ModelConfig answers
@@ -43,6 +46,8 @@ def vllm_config(model: str, layers: int, kv_heads: int, head_size: int, block_si
 
         def __init__(self) -> None:
             self.model, self.use_mla = model, use_mla
+            for name, value in (model_fields or {}).items():
+                setattr(self, name, value)
 
         def get_num_layers(self, pc: Any) -> int:
             return layers
@@ -54,7 +59,7 @@ def vllm_config(model: str, layers: int, kv_heads: int, head_size: int, block_si
             return head_size
 
     cfg = types.SimpleNamespace(
-        model_config=ModelConfig(), cache_config=types.SimpleNamespace(block_size=block_size, cache_dtype="auto"),
+        model_config=ModelConfig(), cache_config=types.SimpleNamespace(block_size=block_size, cache_dtype=cache_dtype),
         parallel_config=types.SimpleNamespace(**{"tensor_parallel_size": 1, "pipeline_parallel_size": 1,
                                                  "rank": 0, **parallel}),
         kv_transfer_config=types.SimpleNamespace(kv_connector_extra_config=extra))
@@ -71,6 +76,22 @@ class Request:
     block_ids: list = field(default_factory=list)
     local_hit_tokens: int = 0   # tokens the engine's own prefix cache holds (block-aligned)
     aborted: bool = False
+    # vLLM's Request fields that change the KV of the same tokens (vllm/v1/request.py)
+    lora_request: Any = None    # LoRARequest: lora_name, lora_int_id, lora_path
+    mm_features: Any = None     # [MultiModalFeatureSpec]: identifier, mm_position (offset, length)
+    cache_salt: Optional[str] = None
+    prompt_embeds: Any = None   # a [n, hidden] tensor; prompt_token_ids then None
+
+
+def lora(name: str, int_id: int = 1, path: Optional[str] = None) -> Any:
+    """vLLM's LoRARequest fields (vllm/lora/request.py)."""
+    return types.SimpleNamespace(lora_name=name, lora_int_id=int_id, lora_path=path or f"/adapters/{name}")
+
+
+def image(identifier: str, offset: int, length: int) -> Any:
+    """vLLM's MultiModalFeatureSpec fields the prefix cache reads (identifier, mm_position)."""
+    return types.SimpleNamespace(identifier=identifier, modality="image",
+                                 mm_position=types.SimpleNamespace(offset=offset, length=length, is_embed=None))
 
 
 class KVCacheBlocks:
@@ -229,6 +250,7 @@ class MiniEngine:
         self.compute = compute or self._reference_compute
         self.reqs: dict[str, Request] = {}
         self.held: dict[str, list] = {}        # blocks kept for the connector after finishing
+        self.forgotten: set = set()            # finished requests vLLM freed and forgot
         self.finished_ids: set = set()         # finished since the last step (to the worker)
         self.preempted: set = set()
         self.load_error_blocks: set = set()
@@ -257,8 +279,8 @@ class MiniEngine:
 
     # ---- requests -------------------------------------------------------------------------------
 
-    def add(self, req_id: str, tokens: list, local_hit_tokens: int = 0) -> Request:
-        req = Request(req_id, list(tokens), local_hit_tokens=local_hit_tokens)
+    def add(self, req_id: str, tokens: list, local_hit_tokens: int = 0, **fields: Any) -> Request:
+        req = Request(req_id, list(tokens), local_hit_tokens=local_hit_tokens, **fields)
         self.reqs[req_id] = req
         return req
 
@@ -297,6 +319,7 @@ class MiniEngine:
             req.block_ids = []
         else:
             self._release(req)
+            self.forgotten.add(req.request_id)
 
     # ---- one engine step ------------------------------------------------------------------------
 
@@ -366,6 +389,10 @@ class MiniEngine:
         w.clear_connector_metadata()
         return set(invalid), set(recving or ()), set(sending or ())
 
+    def _free_held(self, rid: str) -> None:
+        self.free += self.held.pop(rid, [])
+        self.forgotten.add(rid)
+
     def _first_invalid_token(self, req: Request, invalid: set) -> Optional[int]:
         for i, b in enumerate(req.block_ids):
             if b in invalid:
@@ -377,15 +404,22 @@ class MiniEngine:
         self.load_error_blocks |= invalid
         self.recving_done |= recving
         self.sending_done |= sending
-        for rid in sending:
-            self.free += self.held.pop(rid)
+        # vLLM: recving first, then sending; a finished request is freed and forgotten by the first
+        # report, and any later report of it fails vLLM's `assert req_id in self.requests`
         for rid in recving:
             req = self.reqs[rid]
+            assert rid not in self.forgotten, f"{rid} reported after vLLM forgot it (EngineCore dies)"
             if req.status == WAITING_FOR_REMOTE_KVS:
                 bad = self._first_invalid_token(req, invalid)
                 if bad is not None:   # vLLM's recompute policy: computed prefix cut at the bad block
                     req.num_computed_tokens = bad
                 req.status = WAITING
+            else:
+                assert req.status == FINISHED, f"{rid} reported received in status {req.status}"
+                self._free_held(rid)
+        for rid in sending:
+            assert rid not in self.forgotten, f"{rid} reported after vLLM forgot it (EngineCore dies)"
+            self._free_held(rid)
         for rid, n in out.num_scheduled_tokens.items():
             req = self.reqs[rid]
             bad = self._first_invalid_token(req, invalid)
