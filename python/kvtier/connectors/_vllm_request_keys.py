@@ -9,8 +9,10 @@ as strict, or a request is served another request's KV for the same tokens:
   (``lora_name``, ``lora_path``); its integer id is assigned per process and is left out. Every chunk.
 - ``cache_salt``: every chunk (vLLM salts the first block, which its chained hash carries on).
 - Multimodal inputs (``request.mm_features``: ``identifier``, the content hash vLLM computes, and
-  ``mm_position.offset`` / ``.length``): a chunk's key covers every input whose placeholder starts
-  before the chunk's end, in order of offset, with its offset and length: the inputs in or before it.
+  ``mm_position.offset`` / ``.length``; older revisions: ``mm_positions`` beside ``mm_hashes``): a
+  chunk's key covers every input whose placeholder starts before the chunk's end, in order of
+  offset, with its offset and length: the inputs in or before it. An input without a hash makes the
+  request uncacheable (ValueError here; the connector then computes it).
 - Prompt embeddings (``request.prompt_embeds`` set, or no ``prompt_token_ids``): not cached. Such a
   request is never looked up nor saved (``RequestKeys.cacheable`` False); its tokens are computed.
 
@@ -64,6 +66,16 @@ def cacheable_tokens(request: Any) -> Optional[list]:
     return [int(t) for t in tokens]
 
 
+def request_material(request: Any) -> tuple[Optional[list], Optional[RequestKeys]]:
+    """(prompt token ids, extra key material or None) of a vLLM request; (None, None) for a request
+    kvtier does not cache (prompt embeddings). ValueError for a request whose extras cannot be keyed."""
+    tokens = cacheable_tokens(request)
+    if tokens is None:
+        return None, None
+    extras = request_keys(request)
+    return tokens, None if extras.plain else extras
+
+
 def request_keys(request: Any) -> RequestKeys:
     """The extra key material of a vLLM ``Request`` (see the module docstring)."""
     whole: list = []
@@ -75,13 +87,24 @@ def request_keys(request: Any) -> RequestKeys:
     if salt:
         whole.append(("salt", str(salt)))
     mm = []
-    for feature in getattr(request, "mm_features", None) or ():
-        pos = getattr(feature, "mm_position", None)
-        ident = getattr(feature, "identifier", None)
+    for pos, ident in _mm_inputs(request):
         if pos is None or ident is None:
-            raise ValueError("a multimodal input without a position or an identifier")
+            raise ValueError("a multimodal input without a placeholder range or a content hash")
         mm.append((int(pos.offset), int(pos.length), str(ident)))
     return RequestKeys(tuple(whole), tuple(sorted(mm)))
+
+
+def _mm_inputs(request: Any) -> list:
+    """(placeholder range, content hash) of each multimodal input: ``mm_features`` (``mm_position``,
+    ``identifier``), or, in older revisions, ``mm_positions`` beside ``mm_hashes``."""
+    features = getattr(request, "mm_features", None)
+    if features:
+        return [(getattr(f, "mm_position", None), getattr(f, "identifier", None)) for f in features]
+    positions = list(getattr(request, "mm_positions", None) or ())
+    hashes = list(getattr(request, "mm_hashes", None) or ())
+    if len(hashes) < len(positions):
+        hashes += [None] * (len(positions) - len(hashes))
+    return list(zip(positions, hashes))
 
 
 def chunk_keys(token_keys: Sequence[bytes], extras: Optional[RequestKeys], chunk_tokens: int,

@@ -13,10 +13,13 @@ subclass when vLLM is importable, which reads the model geometry from the ``Vllm
 Scheduler side (one process):
 
 - ``get_num_new_matched_tokens`` computes kvtier's chained chunk keys of the prompt's token ids
-  (``Namespace.chunk_keys``: chunks of ``chunk_tokens`` tokens, a multiple of the block size) and
-  asks ``Store.lookup`` of every TP rank's namespace; the smallest answer counts. The keys depend
-  only on the tokens and the namespace, never on ``PYTHONHASHSEED``, so hits hold across processes,
-  hosts and restarts. At least one prompt token is always left to compute.
+  (``Namespace.chunk_keys``: chunks of ``chunk_tokens`` tokens, a multiple of the block size), mixed
+  with the request's other inputs that change its KV (LoRA adapter, images, ``cache_salt``:
+  ``_vllm_request_keys``), and asks ``Store.lookup`` of every TP rank's namespace; the smallest answer
+  counts. The keys depend only on the request and the namespace, never on ``PYTHONHASHSEED``, so hits
+  hold across processes, hosts and restarts. At least one prompt token is always left to compute.
+  Requests with prompt embeddings are not cached. The namespace's identity holds the weights' fields
+  of vLLM's ModelConfig (``_vllm_engine_identity``).
 - ``update_state_after_alloc`` records which chunks go to which blocks; ``build_connector_meta``
   hands the loads, the saves of newly completed prompt chunks and the preempted requests to the
   workers; ``request_finished`` answers True (hold the blocks) for a request with saves or an
@@ -68,7 +71,10 @@ Worker side (one per TP rank):
   one background kvtier save per request and returns without waiting for storage.
 - ``get_finished`` reports asynchronous loads that are done (``finished_recving``, also for a
   request aborted while loading, so its blocks are freed only after kvtier stopped writing them)
-  and finished requests whose saves are done (``finished_sending``).
+  and finished requests whose saves are done (``finished_sending``); a request is in at most one set
+  per call, a finished one is reported once (vLLM forgets it at the first report).
+- ``wait_for_save`` drops the saves of a request whose load failed in the step, or that holds a block
+  that failed to load: those chunks were computed against KV that was not loaded.
 - ``get_block_ids_with_load_errors``: the blocks of every chunk that was missing or failed
   verification (kvtier never reports such a chunk loaded), so vLLM recomputes those tokens
   (``kv_load_failure_policy: recompute``). A failed save is counted and logged, never raised; a
@@ -106,7 +112,7 @@ from ._vllm_groups import (CacheGroup, GroupedCache, grouped_cache_of, layout_sp
                            refusal, save_grouped, skipped_blocks, skipped_state_blocks, state_identity)
 from ._vllm_engine_identity import model_identity_fields
 from ._vllm_kv_caches import HEAD_MAJOR, paged_cache_of
-from ._vllm_request_keys import RequestKeys, cacheable_tokens, chunk_keys, request_keys
+from ._vllm_request_keys import RequestKeys, chunk_keys, request_material
 
 logger = logging.getLogger(__name__)
 
@@ -422,7 +428,8 @@ class KvtierConnectorCore:
         self._held: set[str] = set()             # requests with saves or async loads, not yet reported
         self._finished_seen: set[str] = set()
         self._late_recving: set[str] = set()     # async loads ended while another op of theirs ran
-        self._failed_loads: set[str] = set()     # requests with a load error since the last report
+        self._failed_loads: set[str] = set()     # requests with a load error in this step
+        self._step_errors: set[int] = set()      # blocks that failed to load in this step
         self._stats = {"lookups": 0, "hit_tokens": 0, "loads": 0, "loaded_chunks": 0, "load_errors": 0,
                        "error_blocks": 0, "saves": 0, "saved_chunks": 0, "saves_failed": 0,
                        "window_saves_skipped": 0, "state_saves_skipped": 0}
@@ -451,6 +458,7 @@ class KvtierConnectorCore:
         request's freed blocks rewritten while kvtier reads them: this runs before the forward)."""
         if self._core_role == WORKER:
             self._end_preempted(connector_metadata)
+            self._failed_loads, self._step_errors = set(), set()  # a new step
         self._meta = connector_metadata
 
     def clear_connector_metadata(self) -> None:
@@ -469,7 +477,7 @@ class KvtierConnectorCore:
 
     def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> tuple[int, bool]:
         try:
-            tokens, extras = _request_material(request)
+            tokens, extras = request_material(request)
         except (ValueError, TypeError) as e:  # a request kvtier cannot key is computed, never an error
             logger.warning("KvtierConnector: request %s not cached: %s", getattr(request, "request_id", "?"), e)
             tokens = None
@@ -499,7 +507,7 @@ class KvtierConnectorCore:
         tokens, extras = None, None
         if state is None:
             try:
-                tokens, extras = _request_material(request)
+                tokens, extras = request_material(request)
             except (ValueError, TypeError):  # logged by the lookup: computed, never cached
                 tokens = None
             if tokens is None:  # prompt embeddings: not cached
@@ -782,7 +790,7 @@ class KvtierConnectorCore:
         (update_connector_output)."""
         if spec.req_id in self._failed_loads:
             return True
-        errors = self._load_errors
+        errors = self._step_errors
         if not errors:
             return False
         if any(b in errors for b in spec.context):
@@ -804,6 +812,7 @@ class KvtierConnectorCore:
         finished request is reported once: vLLM frees a finished request's blocks for either set and
         forgets it (a second report fails its ``assert req_id in self.requests``). A request whose
         operations still run is not reported: kvtier may still read or write its blocks."""
+        self._end_sync_loads()  # their errors belong to this step (get_block_ids_with_load_errors)
         self._finished_seen |= set(finished_req_ids)
         recving: set = set()
         for op in self._ops_of(lambda o: o.handle is None or o.handle.done()):
@@ -823,9 +832,16 @@ class KvtierConnectorCore:
         return (sending or None), (recving or None)
 
     def get_block_ids_with_load_errors(self) -> set:
+        """The blocks that failed to load since the last call. The step's synchronous loads are ended
+        first, so their errors are reported in the step that used them, whichever of its calls vLLM
+        makes first (the errors must reach vLLM before it keeps the step's output)."""
+        self._end_sync_loads()
         errors, self._load_errors = self._load_errors, set()
-        self._failed_loads = set()
         return errors
+
+    def _end_sync_loads(self) -> None:
+        while self._sync_loads:
+            self._finish(self._sync_loads.pop())
 
     def get_kv_connector_stats(self) -> Optional[KvtierConnectorStats]:
         """The counters since the last call (None when nothing changed), for vLLM's stats logger."""
@@ -865,6 +881,7 @@ class KvtierConnectorCore:
         self._stats["loaded_chunks"] += loaded
         if bad.size:
             self._failed_loads.add(req_id)
+            self._step_errors |= {int(b) for b in bad}
             self._stats["load_errors"] += 1
             self._stats["error_blocks"] += int(bad.size)
             self._load_errors |= {int(b) for b in bad}
@@ -968,16 +985,6 @@ def _release_store(key: tuple) -> None:
             return
         del _STORES[key]
     entry[0].close()
-
-
-def _request_material(request: Any) -> tuple[Optional[list], Optional[RequestKeys]]:
-    """(prompt token ids, extra key material) of a vLLM request; (None, None) for a request kvtier
-    does not cache (prompt embeddings). ValueError for a request whose extras cannot be keyed."""
-    tokens = cacheable_tokens(request)
-    if tokens is None:
-        return None, None
-    extras = request_keys(request)
-    return tokens, None if extras.plain else extras
 
 
 def _resumed_ids(cached: Any) -> set:

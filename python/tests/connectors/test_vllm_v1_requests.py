@@ -143,6 +143,14 @@ def test_request_keys_are_deterministic_and_need_no_python_hash():
     assert keys == chunk_keys(base, request_keys(Request("r2", TOKENS, lora_request=lora("a", 9), cache_salt="s",
                                                            mm_features=[image("img", 40, 8)])), CHUNK)
     assert chunk_keys(base, request_keys(Request("p", TOKENS)), CHUNK) == base
+    # older revisions: mm_positions beside mm_hashes, the same material; an input without a hash
+    # cannot be keyed (the connector computes such a request, never raises)
+    old = types.SimpleNamespace(prompt_token_ids=TOKENS, lora_request=lora("a"), cache_salt="s",
+                                mm_positions=[types.SimpleNamespace(offset=40, length=8)], mm_hashes=["img"])
+    assert request_keys(old) == request_keys(req)
+    old.mm_hashes = []
+    with pytest.raises(ValueError, match="content hash"):
+        request_keys(old)
 
 
 def test_prompt_embeds_and_empty_prompts_are_computed_never_raised_into_vllm(file_tier):
@@ -163,6 +171,10 @@ def test_prompt_embeds_and_empty_prompts_are_computed_never_raised_into_vllm(fil
     eng.add("empty", [])
     assert eng.sched.get_num_new_matched_tokens(eng.reqs["both"], 0) == (0, False)
     assert eng.sched.get_num_new_matched_tokens(eng.reqs["empty"], 0) == (0, False)
+    unhashed = Request("u", TOKENS, mm_features=[image(None, 4, 8)])
+    assert eng.sched.get_num_new_matched_tokens(unhashed, 0) == (0, False)
+    eng.sched.update_state_after_alloc(unhashed, KVCacheBlocks([0]), 0)
+    assert eng.sched.request_finished(unhashed, [0]) == (False, None)
     close(eng)
 
 
@@ -320,3 +332,41 @@ def test_saves_of_preempted_requests_end_before_the_forward_without_handle_preem
     eng.worker.clear_connector_metadata()
     _Gate.shut = False
     close(eng)
+
+
+def test_sync_load_errors_reach_vllm_in_their_step_whatever_the_call_order(file_tier):
+    """The issue reports that with speculative decoding the step's output can be collected before
+    wait_for_save ended the synchronous loads, so their errors came a step late, after a token
+    computed on zeroed KV was emitted. Here the worker is asked for its load errors (and finished
+    requests) before wait_for_save: the errors are in that step's report, vLLM drops the step's
+    output and recomputes, and the failed load's request saves nothing computed on it."""
+    url, tier_dir = file_tier
+    tokens = prompt(6, 3 * CHUNK + 3)
+    serve(url, [("seed", tokens[:2 * CHUNK + 1], {})])
+    eng = engine(url)
+    corrupt_chunk(tier_dir, eng.worker.namespace.chunk_keys(tokens[:CHUNK])[0])
+
+    def output_before_save(out):
+        w, meta = eng.worker, out.kv_connector_metadata
+        w.handle_preemptions(meta)
+        w.bind_connector_metadata(meta)
+        w.start_load_kv(None)
+        for name in eng.cache.names:
+            w.wait_for_layer_load(name)
+        for rid, n in out.num_scheduled_tokens.items():
+            req = eng.reqs[rid]
+            eng.compute(req, req.num_computed_tokens, req.num_computed_tokens + n)
+        invalid = w.get_block_ids_with_load_errors()   # collected before wait_for_save
+        sending, recving = w.get_finished(out.finished_req_ids)
+        w.wait_for_save()
+        w.clear_connector_metadata()
+        return set(invalid), set(recving or ()), set(sending or ())
+
+    eng._worker_step = output_before_save
+    r = eng.add("a", tokens)
+    eng.step()
+    assert eng.load_error_blocks and r.num_computed_tokens == 0   # reported in the step of the load
+    eng.run()
+    assert eng.kv_ok["a"]
+    close(eng)
+    assert serve(url, [("later", tokens, {})])["later"] == (3, True)
