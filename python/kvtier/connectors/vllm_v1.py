@@ -113,6 +113,7 @@ from ._vllm_groups import (CacheGroup, GroupedCache, grouped_cache_of, layout_sp
 from ._vllm_engine_identity import model_identity_fields
 from ._vllm_kv_caches import HEAD_MAJOR, paged_cache_of
 from ._vllm_request_keys import RequestKeys, chunk_keys, request_material
+from ._vllm_sched_output import check_revision, resumed_ids
 
 logger = logging.getLogger(__name__)
 
@@ -587,7 +588,7 @@ class KvtierConnectorCore:
                 state.block_ids = self._group_lists(new.block_ids)
                 computed[new.req_id] = new.num_computed_tokens
         cached = scheduler_output.scheduled_cached_reqs
-        resumed = _resumed_ids(cached)
+        resumed = resumed_ids(cached)
         for i, rid in enumerate(cached.req_ids):
             state = self._reqs.get(rid)
             if state is None:
@@ -987,16 +988,6 @@ def _release_store(key: tuple) -> None:
     entry[0].close()
 
 
-def _resumed_ids(cached: Any) -> set:
-    """The ids of requests resumed after a preemption in a CachedRequestData: ``resumed_req_ids``
-    (newer vLLM), or ``resumed_from_preemption``, one bool per request (older revisions)."""
-    ids = getattr(cached, "resumed_req_ids", None)
-    if ids is not None:
-        return set(ids)
-    flags = getattr(cached, "resumed_from_preemption", None) or ()
-    return {rid for rid, flag in zip(cached.req_ids, flags) if flag}
-
-
 # ---- the vLLM adapter ----------------------------------------------------------------------------
 
 
@@ -1126,6 +1117,7 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
             extra["kv_cache_layout"] = "hnd"  # what get_required_kvcache_layout asked vLLM for
         role_name = _role_name(role)
         tp_rank = _worker_tp_rank(vllm_config) if role_name == WORKER else 0
+        check_revision()
         spec = spec_of_vllm_config(vllm_config)
         groups = check_kv_cache_config(kv_cache_config, spec)
         if groups is not None and not isinstance(self, _HMA):

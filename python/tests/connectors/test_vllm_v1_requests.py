@@ -370,3 +370,24 @@ def test_sync_load_errors_reach_vllm_in_their_step_whatever_the_call_order(file_
     assert eng.kv_ok["a"]
     close(eng)
     assert serve(url, [("later", tokens, {})])["later"] == (3, True)
+
+
+@pytest.mark.parametrize("fields, why", [
+    ({"req_id": str, "resumed_from_preemption": bool, "new_block_ids": list}, "no req_ids"),
+    ({"req_ids": list, "new_block_ids": list, "num_computed_tokens": list}, "neither resumed_req_ids"),
+])
+def test_vllm_revisions_whose_scheduler_output_cannot_be_read_are_refused(file_tier, monkeypatch, fields, why):
+    """A revision whose CachedRequestData is one object per request, or tells no resumed requests,
+    is refused at construction with the reason (a stand-in of vllm.v1.core.sched.output)."""
+    import dataclasses as dc
+    url, _ = file_tier
+    output = types.ModuleType("vllm.v1.core.sched.output")
+    output.CachedRequestData = dc.make_dataclass("CachedRequestData", list(fields.items()))
+    for name in ("vllm", "vllm.v1", "vllm.v1.core", "vllm.v1.core.sched"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "vllm.v1.core.sched.output", output)
+    cfg = vllm_config(SPEC.model, LAYERS, HEADS, DIM, BS, {"tiers": [url], "chunk_tokens": CHUNK})
+    with pytest.raises(ValueError, match=why):
+        vllm_v1.KvtierConnector(cfg, types.SimpleNamespace(name="SCHEDULER"))
+    output.CachedRequestData = dc.make_dataclass("CachedRequestData", [("req_ids", list), ("resumed_req_ids", set)])
+    vllm_v1.KvtierConnector(cfg, types.SimpleNamespace(name="SCHEDULER")).shutdown()
