@@ -82,7 +82,7 @@ def request_keys(request: Any) -> RequestKeys:
     lora = getattr(request, "lora_request", None)
     if lora is not None:
         whole.append(("lora", str(getattr(lora, "lora_name", "") or ""),
-                      str(getattr(lora, "lora_path", None) or getattr(lora, "path", None) or "")))
+                      str(getattr(lora, "lora_path", None) or getattr(lora, "lora_local_path", None) or "")))
     salt = getattr(request, "cache_salt", None)
     if salt:
         whole.append(("salt", str(salt)))

@@ -391,3 +391,26 @@ def test_vllm_revisions_whose_scheduler_output_cannot_be_read_are_refused(file_t
         vllm_v1.KvtierConnector(cfg, types.SimpleNamespace(name="SCHEDULER"))
     output.CachedRequestData = dc.make_dataclass("CachedRequestData", [("req_ids", list), ("resumed_req_ids", set)])
     vllm_v1.KvtierConnector(cfg, types.SimpleNamespace(name="SCHEDULER")).shutdown()
+
+
+def test_a_save_of_a_request_holding_a_block_that_failed_to_load_is_dropped(file_tier):
+    """vLLM's prefix cache lets request B use blocks that request A loads in the same step; when A's
+    load fails, B's chunks of that step were computed against them too: B's save is dropped, an
+    unrelated request's is not."""
+    from kvtier.connectors.vllm_v1 import LoadSpec, SaveSpec
+    url, _ = file_tier
+    worker = KvtierConnectorCore("worker", SPEC, {"tiers": url, "chunk_tokens": CHUNK})
+    worker.register_kv_caches(FlashAttnCache(LAYERS, BLOCKS, BS, HEADS, DIM).tensors)
+    a, b, c = prompt(11, 2 * CHUNK), prompt(11, 3 * CHUNK), prompt(12, CHUNK)
+    per = CHUNK // BS
+    meta = KvtierConnectorMetadata(
+        loads=[LoadSpec("A", a, 0, list(range(2 * per)), False)],           # nothing stored: fails
+        saves=[SaveSpec("B", b, 2, list(range(40, 40 + per)), context=list(range(2 * per)) + list(range(40, 42))),
+               SaveSpec("C", c, 0, list(range(60, 60 + per)), context=list(range(60, 62)))])
+    worker.bind_connector_metadata(meta)
+    worker.start_load_kv(None)
+    worker.wait_for_save()
+    assert worker.get_block_ids_with_load_errors() == set(range(2 * per))
+    worker.clear_connector_metadata()
+    worker.shutdown()
+    assert worker.stats()["saves"] == 1 and worker.stats()["saved_chunks"] == 1   # C only
