@@ -1,19 +1,23 @@
 // `kvtier inspect --target URL [--json]`: what a tier holds: chunks and bytes per namespace, and the
 // engine identity each namespace was written under where the tier keeps one (file://, fs://). The
 // identity is read from the namespace's descriptor and only displayed: a malformed one is reported as
-// such, never interpreted.
+// such, never interpreted. Everything printed that came from the tier (its descriptors, its messages)
+// goes through TerminalSafe: a planted descriptor cannot drive the operator's terminal.
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "core/terminal_text.h"
 #include "kvtier/engine_identity.h"
 #include "kvtier/tier.h"
 #include "tools/command.h"
 
 namespace kvtier::tools {
 namespace {
+
+using internal::TerminalSafe;
 
 struct InspectArgs {
   std::string target;
@@ -52,8 +56,8 @@ Described Describe(Tier& tier, const std::string& hex) {
 int RunInspect(const InspectArgs& a) {
   auto tier = OpenTier(a.target, TierOpenOptions{.read_only = true});  // looking changes nothing
   if (!tier.ok()) {
-    std::cerr << "kvtier inspect: cannot open --target " << a.target << ": " << tier.status().ToString()
-              << "\n";
+    std::cerr << "kvtier inspect: cannot open --target " << TerminalSafe(a.target) << ": "
+              << TerminalSafe(tier.status().ToString()) << "\n";
     return 2;
   }
   std::map<std::string, Totals> by_ns;
@@ -67,7 +71,7 @@ int RunInspect(const InspectArgs& a) {
     return true;
   });
   if (!s.ok()) {
-    std::cerr << "kvtier inspect: listing " << a.target << " failed: " << s.ToString() << "\n";
+    std::cerr << "kvtier inspect: listing " << TerminalSafe(a.target) << " failed: " << TerminalSafe(s.ToString()) << "\n";
     return 1;
   }
   const TierStats stats = (*tier)->Stats();
@@ -86,10 +90,11 @@ int RunInspect(const InspectArgs& a) {
     nlohmann::json j = {{"url", stats.url},           {"chunks", all.chunks},
                         {"bytes", all.bytes},         {"capacity_bytes", stats.capacity_bytes},
                         {"namespaces", std::move(ns)}};
-    std::cout << j.dump(2) << "\n";
+    // ASCII only (\uXXXX for the rest, control characters included); malformed UTF-8 replaced, not thrown.
+    std::cout << j.dump(2, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
-  std::cout << "tier        " << stats.url << "\n"
+  std::cout << "tier        " << TerminalSafe(stats.url) << "\n"
             << "chunks      " << all.chunks << "\n"
             << "bytes       " << all.bytes << " (" << FormatBytes(all.bytes) << ")\n"
             << "capacity    "
@@ -100,11 +105,13 @@ int RunInspect(const InspectArgs& a) {
     std::cout << "  " << hex << "  " << t.chunks << " chunks  " << FormatBytes(t.bytes) << "\n";
     const Described d = Describe(**tier, hex);
     if (!d.identity) {
-      std::cout << "    identity: " << d.note << "\n";
+      std::cout << "    identity: " << TerminalSafe(d.note) << "\n";
       continue;
     }
     std::cout << "    identity:";
-    for (const auto& [name, value] : d.identity->fields()) std::cout << " " << name << "=" << value;
+    for (const auto& [name, value] : d.identity->fields()) {
+      std::cout << " " << TerminalSafe(name) << "=" << TerminalSafe(value);
+    }
     std::cout << "\n";
   }
   return 0;
