@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps.sh)")
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from connector_helpers import corrupt_chunk, file_tier, requires_library  # noqa: E402,F401
+from connector_helpers import corrupt_chunk, file_tier, requires_library, wait_for  # noqa: E402,F401
 from vllm_v1_driver import (CachedRequestData, FlashAttnCache, KVCacheBlocks, MiniEngine, NewRequestData,  # noqa: E402
                             Request, SchedulerOutput, image, lora, reference_rows, vllm_config)
 
@@ -414,3 +414,44 @@ def test_a_save_of_a_request_holding_a_block_that_failed_to_load_is_dropped(file
     worker.clear_connector_metadata()
     worker.shutdown()
     assert worker.stats()["saves"] == 1 and worker.stats()["saved_chunks"] == 1   # C only
+
+
+@pytest.mark.parametrize("when", ["loading", "loaded", "saving", "preempted", "waiting"])
+def test_a_request_aborted_at_any_point_is_reported_at_most_once_and_frees_every_block(file_tier, monkeypatch,
+                                                                                        when):
+    """Aborts while the async load runs, after it was reported but before the request ran, while its
+    saves run, after a preemption, and before it was scheduled: no report after vLLM forgot the request
+    (the driver asserts as vLLM's scheduler does), every block back in the pool, nothing in flight."""
+    url, _ = file_tier
+    tokens = prompt(21, 4 * CHUNK + 1)
+    serve(url, [("seed", tokens[:2 * CHUNK + 1], {})])
+    for kind in ("load_async", "save_async"):
+        real = getattr(vllm_v1, kind)
+        monkeypatch.setattr(vllm_v1, kind, lambda *a, _real=real, **k: _Gate(_real(*a, **k)))
+    _Gate.shut = when in ("loading", "saving")
+    eng = engine(url, async_load=when in ("loading", "loaded"), step_tokens=CHUNK)
+    r = eng.add("a", tokens)
+    if when == "loaded":
+        def reported():                  # async load dispatched, then reported (gate open)
+            eng.step()
+            return "a" in eng.recving_done
+        wait_for(reported, "the async load's report")
+        assert r.status == "waiting"     # not scheduled again yet
+    elif when in ("loading", "saving"):
+        eng.step()
+        if when == "saving":
+            eng.step()                   # chunk 2 computed: its save runs behind the shut gate
+            assert any(not op.is_load for op in eng.worker._ops)
+    elif when == "preempted":
+        eng.step()
+        eng.step()
+        eng.preempt("a")
+    if when == "waiting":
+        eng.step()
+        eng.preempt("a")                  # back to waiting; aborted before it is scheduled again
+    eng.abort("a")
+    _Gate.shut = False
+    eng.run()
+    assert not eng.held and not eng.worker._ops
+    assert sorted(eng.free) == list(range(BLOCKS))
+    close(eng)
