@@ -95,6 +95,7 @@ in the top tier when ``wait_for_save`` returns. ``async_load`` is refused for CU
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -273,7 +274,10 @@ def chunk_tokens_of(extra: Mapping[str, Any], block_size: int) -> int:
     value = extra.get("chunk_tokens")
     if value is None:
         return block_size * max(1, DEFAULT_CHUNK_TOKENS // block_size)
-    value = int(value)
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"KvtierConnector: chunk_tokens {value!r} is not an integer") from None
     if value <= 0 or value % block_size:
         raise ValueError(f"KvtierConnector: chunk_tokens {value} is not a positive multiple of the "
                          f"block size {block_size}")
@@ -400,16 +404,19 @@ class KvtierConnectorCore:
         self._states = [g.state is not None for g in self._groups] if self._groups else [False]
         self._has_state = any(self._states)
         self._chunk_tokens = chunk_tokens_of(extra, spec.block_size)
-        self._layout = layout_of(spec, self._chunk_tokens, extra, self._groups)
+        with _configuration_errors():
+            self._layout = layout_of(spec, self._chunk_tokens, extra, self._groups)
         # An MLA latent is the same on every rank: one namespace for all of them, and only rank 0 saves.
         ranks = range(spec.tp_size) if role == SCHEDULER and spec.attention != "mla" else [tp_rank]
         self._saves = spec.attention != "mla" or tp_rank == 0
         tenant = str(extra.get("tenant", ""))
         state = state_identity(self._groups) if self._groups else None
-        self._namespaces = [identity_of(spec, extra, r, state).namespace(self._layout, tenant) for r in ranks]
+        with _configuration_errors():
+            self._namespaces = [identity_of(spec, extra, r, state).namespace(self._layout, tenant) for r in ranks]
         self._store_key = None
         if store is None:
-            store, self._store_key = _acquire_store(extra)
+            with _configuration_errors():
+                store, self._store_key = _acquire_store(extra)
         self._store = store
         self._async_load = bool(extra.get("async_load", False))
         self._lock = threading.Lock()
@@ -955,6 +962,16 @@ class KvtierConnectorCore:
             self._stats["saves_failed"] += 0 if op.handle is None else 1
         else:
             self._stats["saved_chunks"] += done
+
+
+@contextlib.contextmanager
+def _configuration_errors() -> Any:
+    """At construction, kvtier's refusal of a layout, an identity or a tier URL or option is bad
+    configuration: ValueError, with kvtier's message."""
+    try:
+        yield
+    except kvtier.KvtierError as e:
+        raise ValueError(f"KvtierConnector: bad configuration: {e}") from e
 
 
 # One Store per process and configuration, shared by the connectors of that process: with TP 1 vLLM

@@ -455,3 +455,17 @@ def test_a_request_aborted_at_any_point_is_reported_at_most_once_and_frees_every
     assert not eng.held and not eng.worker._ops
     assert sorted(eng.free) == list(range(BLOCKS))
     close(eng)
+
+
+@pytest.mark.parametrize("extra, spec, match", [
+    ({"tiers": "bogus://x"}, SPEC, "opening tier bogus"),
+    ({"tiers": "mem://?capacity=-5"}, SPEC, "capacity"),
+    ({"tiers": "mem://", "background_threads": -1}, SPEC, "background_threads"),
+    ({"tiers": "mem://", "chunk_tokens": "abc"}, SPEC, "chunk_tokens 'abc'"),
+    ({"tiers": "mem://"}, ModelSpec("m", LAYERS, HEADS, 1 << 27, "float32", BS), "bad configuration"),
+])
+def test_bad_configuration_is_a_value_error_whatever_layer_found_it(extra, spec, match):
+    """A tier URL or option kvtier refuses, or a layout it cannot make, was a KvtierError out of the
+    constructor; the docs promise ValueError for bad configuration."""
+    with pytest.raises(ValueError, match=match):
+        KvtierConnectorCore("scheduler", spec, extra)
