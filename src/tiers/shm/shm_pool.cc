@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "core/xxh3.h"
+#include "tiers/shm/shm_space.h"
 
 namespace kvtier::internal::shm {
 namespace {
@@ -108,7 +109,11 @@ Status ShmPool::Create(const PoolSpec& spec, const std::string& path) {
   if (spec.group >= 0 && ::fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(spec.group)) != 0) {
     return fail(Status::IOError(Err("chown to group " + std::to_string(spec.group))));
   }
+  // Room first: a file the filesystem cannot back kills its writer with SIGBUS at the first page it
+  // cannot get; with every page allocated now, a full tmpfs is NoSpace here and the temporary is gone.
+  if (Status room = CheckRoom(fd, spec.dir, g.file_bytes, spec.capacity); !room.ok()) return fail(room);
   if (::ftruncate(fd, static_cast<off_t>(g.file_bytes)) != 0) return fail(Status::IOError(Err("size " + tmp)));
+  if (Status taken = ReservePages(fd, spec.dir, g.file_bytes); !taken.ok()) return fail(taken);
   void* p = ::mmap(nullptr, g.file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return fail(Status::IOError(Err("map " + tmp)));
   ShmPool init;
@@ -228,7 +233,11 @@ Result<std::unique_ptr<ShmPool>> ShmPool::Map(int fd, const std::string& path, c
 #define MADV_POPULATE_WRITE 23
 #endif
     if (::madvise(p, pool->map_bytes_, spec.read_only ? MADV_POPULATE_READ : MADV_POPULATE_WRITE) != 0) {
-      return Status::IOError(Err("populate " + path + " (populate= needs Linux 5.14)"));
+      if (errno == EINVAL) return Status::IOError(Err("populate " + path + " (populate= needs Linux 5.14)"));
+      if (errno == ENOMEM || errno == EFAULT) {
+        return Status::NoSpace(Err("populate " + path + " (the filesystem or memory cannot back the whole pool)"));
+      }
+      return Status::IOError(Err("populate " + path));
     }
   }
   const PoolHeader& h = *pool->hdr_;
