@@ -7,7 +7,7 @@ JOBS     ?= 2
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVTIER_WERROR=ON
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS) --no-tests=error
 
-.PHONY: deps deps-build deps-python configure build demo deb install test python test-asan test-tsan check-locking fuzz fuzz-smoke fuzz-build clean
+.PHONY: deps deps-build deps-python configure build demo deb install test python test-asan test-tsan check-locking fuzz fuzz-smoke fuzz-build clean test-engines
 
 deps:
 	@bash scripts/install-deps.sh
@@ -100,3 +100,12 @@ fuzz-smoke: fuzz-build
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz build-locking
+
+# kvtier inside the real engines (issue 41): scripts/engines-venv.sh builds, or reuses when its pins match,
+# the vLLM CPU venv outside the clone (KVTIER_ENGINES_DIR, default /var/cache/kvtier-engines; about 2 min
+# to build, needs PyPI) and installs this clone's kvtier into it; then vLLM 0.32's CPU backend runs
+# KvtierConnector end to end (python/tests/engines/vllm_cpu_e2e.py, about 4 min on 2 cores). A failed
+# install fails the target.
+test-engines: python
+	@venv="$$(bash scripts/engines-venv.sh vllm)" && \
+	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" python/tests/engines/vllm_cpu_e2e.py

@@ -8,9 +8,16 @@ Served (CPU tensors):
 - HND (each head's rows of a block are one contiguous run of block_size x head_dim values), chunks in
   the grouped head-major order (docs/models.md), so a region is one head's rows of one block (layouts
   ``cpu_attn`` and ``hnd``, ``HEAD_MAJOR``): vLLM's CPU backend ``[2, num_blocks, kv_heads, block_size,
-  head_dim]``, and FlashAttention's ``[2, num_blocks, block_size, kv_heads, head_dim]`` or FlashInfer's
-  ``[num_blocks, 2, block_size, kv_heads, head_dim]`` with vLLM's HND stride order
-  (``get_kv_cache_stride_order`` (0, 1, 3, 2, 4): heads before tokens in memory; on CUDA);
+  head_dim]`` (revisions before 0.32), and FlashAttention's ``[2, num_blocks, block_size, kv_heads,
+  head_dim]`` or FlashInfer's ``[num_blocks, 2, block_size, kv_heads, head_dim]`` with vLLM's HND stride
+  order (``get_kv_cache_stride_order`` (0, 1, 3, 2, 4): heads before tokens in memory; on CUDA);
+- vLLM 0.32's CPU backend (layout ``cpu_attn`` only): ``KVCacheLayout.LBHNC``, one view per layer of
+  logical shape ``[num_blocks, kv_heads, block_size, 2 x head_dim]``. The backend does not read the last
+  dimension as each token's K then V: ``CPUAttentionBackendImpl`` views a (block, head) run as
+  ``[2 x block_size, head_dim]`` and splits it in halves, so the run is the block's K of that head, then
+  its V -- the two regions of the head-major chunk. Inside a half the kernel packs by its ISA (K
+  transposed under ``vec``; docs/connectors.md): copied whole, a half reloads as written. The same logical
+  shape on CUDA (FlashAttention splits C into K and V per token) is another memory order, not served.
 - for an MLA model (``spec.attention == "mla"``) the MLA backends' one tensor per layer
   ``[num_blocks, block_size, latent_dim]`` (each block one contiguous run of block_size x latent_dim
   values; blocks may be padded apart).
@@ -83,11 +90,15 @@ def _layer_regions(t: Any, spec: ModelSpec, layout: str, what: str) -> tuple[int
     if t.dim() == 3:
         raise ValueError(f"KvtierConnector: {what}: shape {shape} is an MLA latent cache, but the "
                          "configuration is not MLA (model_config.use_mla is false)")
+    if t.dim() == 4:
+        return _lbhnc_regions(t, spec, layout, what)
     if t.dim() != 5:
         raise ValueError(f"KvtierConnector: {what}: unknown KV cache shape {shape} (supported: "
                          "[2, num_blocks, block_size, kv_heads, head_dim], "
                          "[num_blocks, 2, block_size, kv_heads, head_dim], "
-                         "[2, num_blocks, kv_heads, block_size, head_dim] (cpu_attn), or a (K, V) pair)")
+                         "[2, num_blocks, kv_heads, block_size, head_dim] (cpu_attn), "
+                         "[num_blocks, kv_heads, block_size, 2 x head_dim] (cpu_attn, vLLM 0.32's CPU backend), "
+                         "or a (K, V) pair)")
     es, base = t.element_size(), t.data_ptr()
     if layout in HEAD_MAJOR:
         return _hnd_regions(t, spec, what)
@@ -117,6 +128,27 @@ def _nhd_layout_of(shape: tuple, spec: ModelSpec, what: str) -> str:
         return "flashinfer"
     raise ValueError(f"KvtierConnector: {what}: shape {shape} is ambiguous; set "
                      "kv_cache_layout to 'flash_attn' or 'flashinfer'")
+
+
+def _lbhnc_regions(t: Any, spec: ModelSpec, layout: str, what: str) -> tuple[int, int, int, int, int]:
+    """``_layer_regions`` of vLLM 0.32's CPU backend cache, ``[num_blocks, kv_heads, block_size, 2 x
+    head_dim]`` (KVCacheLayout.LBHNC; see the module docstring): per (block, head) one run of the block's
+    K, then its V, block_size x head_dim values each. ValueError for any other 4-dimensional cache or
+    layout."""
+    shape, strides, es = tuple(t.shape), tuple(t.stride()), t.element_size()
+    want = (spec.kv_heads, spec.block_size, 2 * spec.head_dim)
+    if layout != "cpu_attn":
+        raise ValueError(f"KvtierConnector: {what}: a 4-dimensional KV cache {shape} (vLLM 0.32's [num_blocks, "
+                         f"kv_heads, block_size, K+V content]) is served for vLLM's CPU backend only "
+                         f"(kv_cache_layout 'cpu_attn', which the vLLM adapter sets on a CPU device), not "
+                         f"{layout!r}: on CUDA the content dimension holds each token's K then V, another order")
+    run = spec.block_size * spec.head_dim  # one head's K (or V) rows of a block, in elements
+    if shape[1:] != want or strides[2:] != (2 * spec.head_dim, 1) or strides[1] < 2 * run:
+        raise ValueError(f"KvtierConnector: {what}: shape {shape} strides {strides} is not vLLM's CPU backend "
+                         f"cache [num_blocks, kv_heads, block_size, 2 x head_dim] = [*, {', '.join(map(str, want))}] "
+                         "with each (block, head) one contiguous run")
+    base = t.data_ptr()
+    return base, base + run * es, strides[0] * es, shape[0], strides[1] * es
 
 
 def _hnd_regions(t: Any, spec: ModelSpec, what: str) -> tuple[int, int, int, int, int]:

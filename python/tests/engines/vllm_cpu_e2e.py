@@ -1,0 +1,252 @@
+"""kvtier inside real vLLM (CPU backend): a restarted engine reloads kvtier's KV and answers as recompute.
+
+Run with the Python of the venv scripts/engines-venv.sh builds (``make test-engines`` does both):
+
+    KVTIER_LIBRARY=build/src/capi/libkvtier.so $VENV/bin/python python/tests/engines/vllm_cpu_e2e.py
+
+Each engine is vLLM's offline ``LLM`` in a process of its own (``engine`` subcommand), on a tiny Llama
+built here (tiny_llama.py), float32, ``enforce_eager``, prefix caching off (so every hit is kvtier's),
+the same ``VLLM_CPU_NUM_OF_RESERVED_CPU`` for every engine. Prompts go one per ``generate`` call, so
+each runs alone in its batch in every engine. The engines, in order:
+
+1. ``recompute``: no connector; the reference tokens and logprobs.
+2. ``save``: KvtierConnector on a fresh file:// tier; computes and saves every prompt's chunks.
+3. ``load``: a new process on the same tier. Every prompt must show exactly its expected external hit
+   (its whole chunks but the one holding the last prompt token) in vLLM's ``num_cached_tokens`` and the
+   ``vllm:external_prefix_cache_hits`` counter, and its greedy tokens must equal recompute's with
+   every sampled token's float32 logprob within the tolerance (the larger of TOL_FLOOR and 10 x the
+   difference between engines 1 and 2 on the prompts engine 2 computed itself).
+4. ``shifted``: the deliberate break, on a copy of the tier: shifted_connector.py's connector lands
+   every loaded row one token early. The same hits must show, and the comparison must FAIL; if it
+   passes, the test cannot see wrong KV and fails.
+
+Exit status 0 only when all of that holds. Prints one line per prompt and engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+CHUNK_TOKENS = 256      # kvtier's default for block size 128: two blocks a chunk
+MAX_TOKENS = 8
+TOL_FLOOR = 2e-3        # float32 logprob difference allowed however close two recomputes are
+RESERVED_CPUS = "1"     # vLLM's reserved cores, the same for every engine (ENGINES.md "Timing on CPU")
+
+
+def prompts() -> dict:
+    """name -> token ids: lengths below, at and above chunk multiples, and shared prefixes."""
+    rng = random.Random(20261207)
+
+    def draw(n: int) -> list:
+        return [rng.randrange(3, 1024) for _ in range(n)]
+    a, b, c = draw(300), draw(512), draw(700)
+    return {
+        "a300": a,                       # one chunk and 44 tokens
+        "b512": b,                       # two whole chunks: the last is left to compute (one token must be)
+        "c700": c,                       # two chunks and 188 tokens
+        "d650_c520": c[:520] + draw(130),  # shares c's first 520 tokens: its two chunks are c's
+        "e257_a256": a[:256] + draw(1),  # a's first chunk and one token: the shortest hit
+        "f100": draw(100),               # under one chunk: never a hit
+    }
+
+
+def expected_hit(n: int) -> int:
+    return (n - 1) // CHUNK_TOKENS * CHUNK_TOKENS
+
+
+# ---- one engine (runs in its own process) -------------------------------------------------------
+
+def run_engine(args: argparse.Namespace) -> None:
+    from vllm import LLM, SamplingParams
+    from vllm.config import KVTransferConfig
+    from vllm.inputs import TokensPrompt
+
+    kv = None
+    if args.connector:
+        kv = KVTransferConfig(kv_connector=args.connector, kv_connector_module_path=args.module,
+                              kv_role="kv_both", kv_load_failure_policy="recompute",
+                              kv_connector_extra_config={"tiers": [args.tier], "chunk_tokens": CHUNK_TOKENS})
+    llm = LLM(model=args.model, tokenizer=args.model, dtype="float32", enforce_eager=True,
+              enable_prefix_caching=False, max_model_len=1024, max_num_seqs=4, seed=0,
+              disable_log_stats=False, kv_transfer_config=kv)
+    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True, logprobs=1)
+    out = {"prompts": {}, "metrics": {}}
+    for name, ids in prompts().items():
+        res = llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)[0]
+        comp = res.outputs[0]
+        out["prompts"][name] = {
+            "tokens": list(comp.token_ids),
+            "logprobs": [float(step[tok].logprob) for tok, step in zip(comp.token_ids, comp.logprobs)],
+            "cached": int(res.num_cached_tokens or 0),
+        }
+    for m in llm.get_metrics():
+        if m.name in ("vllm:external_prefix_cache_hits", "vllm:external_prefix_cache_queries",
+                      "vllm:prefix_cache_hits"):
+            out["metrics"][m.name] = float(getattr(m, "value", 0))
+    Path(args.out).write_text(json.dumps(out))
+
+
+# ---- the test -----------------------------------------------------------------------------------
+
+def check_installed_kvtier() -> None:
+    """The venv's kvtier must be this clone's (scripts/engines-venv.sh installs it): same sources."""
+    import kvtier
+    installed, clone = Path(kvtier.__file__).parent, REPO / "python" / "kvtier"
+    stale = [str(p.relative_to(clone)) for p in sorted(clone.rglob("*.py"))
+             if not (installed / p.relative_to(clone)).is_file()
+             or hashlib.sha256(p.read_bytes()).digest() != hashlib.sha256(
+                 (installed / p.relative_to(clone)).read_bytes()).digest()]
+    if installed.resolve() != clone.resolve() and stale:
+        sys.exit(f"FAIL: the venv's kvtier ({installed}) differs from this clone's in {stale}; "
+                 "run scripts/engines-venv.sh vllm")
+
+
+def engine(tag: str, model: Path, work: Path, tier: str = "", connector: str = "",
+           module: str = "kvtier.connectors.vllm_v1") -> dict:
+    out = work / f"{tag}.json"
+    env = dict(os.environ, VLLM_CPU_NUM_OF_RESERVED_CPU=RESERVED_CPUS, VLLM_CPU_KVCACHE_SPACE="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
+               TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+    cmd = [sys.executable, __file__, "engine", "--model", str(model), "--out", str(out)]
+    if connector:
+        cmd += ["--tier", tier, "--connector", connector, "--module", module]
+    start = time.monotonic()
+    log = work / f"{tag}.log"
+    with open(log, "wb") as f:
+        rc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+    if rc != 0 or not out.is_file():
+        sys.stdout.write(log.read_text(errors="replace")[-6000:])
+        sys.exit(f"FAIL: engine {tag} exited with {rc} (log above, {log})")
+    print(f"engine {tag}: {time.monotonic() - start:.0f} s", flush=True)
+    return json.loads(out.read_text())
+
+
+def compare(ref: dict, got: dict, tol: float) -> tuple[bool, float, list]:
+    """(all equal within tol, the largest logprob difference, one line per prompt)."""
+    ok, worst, lines = True, 0.0, []
+    for name, r in ref["prompts"].items():
+        g = got["prompts"][name]
+        same = r["tokens"] == g["tokens"]
+        # logprobs are comparable up to and including the first differing token (same context)
+        upto = next((i + 1 for i, (x, y) in enumerate(zip(r["tokens"], g["tokens"])) if x != y), len(r["tokens"]))
+        diff = max((abs(x - y) for x, y in zip(r["logprobs"][:upto], g["logprobs"][:upto])), default=0.0)
+        worst = max(worst, diff)
+        good = same and diff <= tol
+        ok &= good
+        lines.append(f"  {name:10s} cached {g['cached']:4d}  tokens {'equal' if same else 'DIFFER'}  "
+                     f"max |dlogprob| {diff:.2e}  {'ok' if good else 'MISMATCH'}")
+    return ok, worst, lines
+
+
+def hits_ok(run: dict, tag: str) -> bool:
+    ok = True
+    for name, ids in prompts().items():
+        want, got = expected_hit(len(ids)), run["prompts"][name]["cached"]
+        if got != want:
+            print(f"  {tag} {name}: num_cached_tokens {got}, expected {want}")
+            ok = False
+    total = sum(expected_hit(len(ids)) for ids in prompts().values())
+    counter = run["metrics"].get("vllm:external_prefix_cache_hits")
+    if counter != total:
+        print(f"  {tag}: vllm:external_prefix_cache_hits {counter}, expected {total}")
+        ok = False
+    return ok and total > 0
+
+
+def main() -> int:
+    check_installed_kvtier()
+    if not os.environ.get("KVTIER_LIBRARY"):
+        lib = REPO / "build" / "src" / "capi" / "libkvtier.so"
+        os.environ["KVTIER_LIBRARY"] = str(lib)
+    if not Path(os.environ["KVTIER_LIBRARY"]).is_file():
+        sys.exit(f"FAIL: no libkvtier.so at {os.environ['KVTIER_LIBRARY']} (build it: make build)")
+    import importlib.metadata as md
+    print(f"vllm-cpu {md.version('vllm-cpu')}, torch {md.version('torch')}, transformers "
+          f"{md.version('transformers')}", flush=True)
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="kvtier-vllm-e2e-"))
+    try:
+        import tiny_llama
+        model = tiny_llama.build(work / "model")
+        tier_dir = work / "tier"
+        tier = f"file://{tier_dir}?capacity=1GiB"
+        conn = "KvtierConnector"
+
+        ref = engine("recompute", model, work)
+        outs = {tuple(p["tokens"]) for p in ref["prompts"].values()}
+        if len(outs) != len(ref["prompts"]) or any(len(set(p["tokens"])) == 1 for p in ref["prompts"].values()):
+            print(f"FAIL: degenerate reference output (the model ignores its prompt): {ref['prompts']}")
+            return 1
+        saved = engine("save", model, work, tier, conn)
+        own = [n for n, p in saved["prompts"].items() if p["cached"] == 0]  # computed by engine 2 itself
+        sub = {"prompts": {n: ref["prompts"][n] for n in own}}
+        same, noise, _ = compare(sub, {"prompts": {n: saved["prompts"][n] for n in own}}, float("inf"))
+        tol = max(TOL_FLOOR, 10 * noise)
+        print(f"recompute vs recompute (engine 2's own prompts {own}): max |dlogprob| {noise:.2e}; "
+              f"tolerance {tol:.2e}")
+        if not own or not same:
+            print("FAIL: the save engine's own computations differ in tokens from recompute")
+            return 1
+        shifted_tier = work / "tier-copy"
+        shutil.copytree(tier_dir, shifted_tier)
+
+        loaded = engine("load", model, work, tier, conn)
+        hits = hits_ok(loaded, "load")
+        equal, worst, lines = compare(ref, loaded, tol)
+        print(f"load (new process, same tier): external hits {loaded['metrics']}")
+        print("\n".join(lines))
+
+        broken = engine("shifted", model, work, f"file://{shifted_tier}?capacity=1GiB",
+                        "ShiftedKvtierConnector", "shifted_connector")
+        broken_hits = hits_ok(broken, "shifted")
+        broken_equal, broken_worst, lines = compare(ref, broken, tol)
+        print(f"shifted (deliberate break: loads one row early): external hits {broken['metrics']}")
+        print("\n".join(lines))
+
+        failures = []
+        if not hits:
+            failures.append("the reloading engine did not show the expected external hits")
+        if not equal:
+            failures.append(f"reloaded output differs from recompute (max |dlogprob| {worst:.2e} > {tol:.2e})")
+        if not broken_hits:
+            failures.append("the broken engine did not load (no hits): the break proves nothing")
+        if broken_equal:
+            failures.append("the deliberate one-row shift was NOT detected: the comparison cannot see wrong KV")
+        print(f"total {time.monotonic() - started:.0f} s")
+        for f in failures:
+            print(f"FAIL: {f}")
+        if not failures:
+            print("PASS: reload equals recompute inside vLLM, hits shown by vLLM; the one-row shift is detected "
+                  f"(max |dlogprob| {broken_worst:.2e})")
+        return 1 if failures else 0
+    finally:
+        if os.environ.get("KVTIER_E2E_KEEP"):
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd")
+    e = sub.add_parser("engine")
+    for a in ("--model", "--out", "--tier", "--connector", "--module"):
+        e.add_argument(a, default="")
+    ns = parser.parse_args()
+    if ns.cmd == "engine":
+        run_engine(ns)
+    else:
+        sys.exit(main())
