@@ -9,6 +9,11 @@ Written against vLLM's vllm/distributed/kv_transfer/kv_connector/v1/base.py (doc
 names the revision). ``KvtierConnectorCore`` holds the logic under vLLM's method names and
 signatures and needs no vLLM; ``KvtierConnector`` is the thin adapter: a ``KVConnectorBase_V1``
 subclass when vLLM is importable, which reads the model geometry from the ``VllmConfig``.
+Private modules beside it, one concept each: ``_vllm_spec`` (``ModelSpec``), ``_vllm_config`` (what
+is read of vLLM's ``VllmConfig`` and ``KVCacheConfig``), ``_vllm_engine_identity`` (the weights'
+identity fields), ``_vllm_request_keys`` (a request's key material beyond its tokens),
+``_vllm_sched_output`` (``SchedulerOutput`` across revisions), ``_vllm_groups`` and
+``_vllm_kv_caches`` (cache layouts), ``_host_paged`` / ``_gpu_*`` (the copies).
 
 Scheduler side (one process):
 
@@ -109,12 +114,14 @@ from . import STORE_OPTION_NAMES, open_store, split_urls
 from ._gpu_grouped import GpuGroupedWorker
 from ._gpu_paged import GpuWorker, is_cuda
 from ._host_paged import PagedCache, load_async, save_async
-from ._vllm_groups import (CacheGroup, GroupedCache, grouped_cache_of, layout_spec, load_grouped, mamba_state_of,
-                           refusal, save_grouped, skipped_blocks, skipped_state_blocks, state_identity)
-from ._vllm_engine_identity import model_identity_fields
+from ._vllm_groups import (CacheGroup, GroupedCache, grouped_cache_of, layout_spec, load_grouped, save_grouped,
+                           skipped_blocks, skipped_state_blocks, state_identity)
+from ._vllm_config import (check_kv_cache_config, device_type, extra_of, role_name, spec_of_vllm_config, wants_hnd,
+                           worker_tp_rank)
 from ._vllm_kv_caches import HEAD_MAJOR, paged_cache_of
 from ._vllm_request_keys import RequestKeys, chunk_keys, request_material
 from ._vllm_sched_output import check_revision, resumed_ids
+from ._vllm_spec import DTYPES, ROLES, ModelSpec  # noqa: F401 - DTYPES and ModelSpec are part of this module's surface
 
 logger = logging.getLogger(__name__)
 
@@ -169,49 +176,11 @@ class KvtierConnectorStats(_StatsBase):  # type: ignore[misc,valid-type]
         return not any(self.data.values())
 
 
-SCHEDULER, WORKER = "scheduler", "worker"
-DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16",
-          "fp32": "fp32", "half": "fp16", "float": "fp32", "fp8": "fp8", "fp8_e4m3": "fp8",
-          "fp8_e5m2": "fp8"}
+SCHEDULER, WORKER = ROLES
 OWN_OPTIONS = ("tiers", "chunk_tokens", "async_load", "tenant", "salt", "model_id", "model_revision",
                "kv_cache_layout", "layer_groups", "layout_spec") + STORE_OPTION_NAMES
 KV_CACHE_LAYOUTS = ("auto", "flash_attn", "flashinfer", "cpu_attn", "hnd")
 DEFAULT_CHUNK_TOKENS = 256
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What both sides know of the engine: the geometry of one TP rank's KV cache."""
-
-    model: str
-    layers: int
-    kv_heads: int        # per TP rank (MLA: 1)
-    head_dim: int        # MLA: the latent's width, kv_lora_rank + qk_rope_head_dim
-    kv_dtype: str        # the engine's name (bfloat16, fp8_e4m3, ...)
-    block_size: int
-    tp_size: int = 1
-    revision: Optional[str] = None
-    attention: str = "mha"  # "mha" (K and V per layer) or "mla" (one latent per layer, every rank alike)
-    model_fields: tuple = ()  # (name, value) identity fields of the weights (_vllm_engine_identity)
-
-    def __post_init__(self) -> None:
-        for name in ("layers", "kv_heads", "head_dim", "block_size", "tp_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"KvtierConnector: {name} {value!r} is not a positive integer")
-        if self.attention not in ("mha", "mla"):
-            raise ValueError(f"KvtierConnector: attention {self.attention!r} is neither 'mha' nor 'mla'")
-        if self.attention == "mla" and self.kv_heads != 1:
-            raise ValueError(f"KvtierConnector: an MLA cache has one latent per token (kv_heads 1), "
-                             f"not {self.kv_heads}")
-
-    @property
-    def dtype(self) -> str:
-        try:
-            return DTYPES[self.kv_dtype]
-        except KeyError:
-            raise ValueError(f"KvtierConnector: KV cache dtype {self.kv_dtype!r} is not supported "
-                             f"(known: {', '.join(sorted(DTYPES))})") from None
 
 
 @dataclass
@@ -1008,111 +977,6 @@ def _release_store(key: tuple) -> None:
 # ---- the vLLM adapter ----------------------------------------------------------------------------
 
 
-def spec_of_vllm_config(vllm_config: Any) -> ModelSpec:
-    """The ModelSpec of a VllmConfig (model_config, cache_config, parallel_config)."""
-    mc, cc, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
-    if getattr(pc, "pipeline_parallel_size", 1) != 1:
-        raise ValueError("KvtierConnector: pipeline parallelism is not supported by this connector")
-    for name in ("decode_context_parallel_size", "prefill_context_parallel_size"):
-        if int(getattr(pc, name, 1) or 1) != 1:
-            raise ValueError(f"KvtierConnector: context parallelism ({name} > 1: each rank holds some of "
-                             "every block's tokens) is not supported by this connector")
-    cache_dtype = str(getattr(cc, "cache_dtype", "auto"))
-    if cache_dtype == "auto":
-        cache_dtype = str(mc.dtype).replace("torch.", "")
-    mla = bool(getattr(mc, "use_mla", False))
-    # MLA: vLLM's ModelConfig gives 1 KV head and a head size of kv_lora_rank + qk_rope_head_dim
-    return ModelSpec(model=str(mc.model), revision=getattr(mc, "revision", None),
-                     layers=int(mc.get_num_layers(pc)), kv_heads=1 if mla else int(mc.get_num_kv_heads(pc)),
-                     head_dim=int(mc.get_head_size()), kv_dtype=cache_dtype, block_size=int(cc.block_size),
-                     tp_size=int(pc.tensor_parallel_size), attention="mla" if mla else "mha",
-                     model_fields=model_identity_fields(mc))
-
-
-def check_kv_cache_config(kv_cache_config: Any, spec: ModelSpec) -> Optional[list]:
-    """The KV cache groups of vLLM's KVCacheConfig as the connector serves them: None for one group of
-    full attention (the single-group path; also for None, revisions that pass no KVCacheConfig), else
-    one CacheGroup per group, each of full attention, of one sliding window, or of Mamba layers whose
-    state vLLM keeps as of every block's end (``mamba_cache_mode='all'``) (vLLM's hybrid KV cache
-    manager, SupportsHMA). ValueError for anything else (vllm/v1/kv_cache_interface.py's spec classes,
-    matched by name: Mamba states in another mode, sliding-window MLA, chunked local attention; an MLA
-    spec exactly when the configuration is MLA; another block size), naming the reason."""
-    out = []
-    for group in list(getattr(kv_cache_config, "kv_cache_groups", None) or ()) if kv_cache_config else []:
-        top = getattr(group, "kv_cache_spec", None)
-        inner = getattr(top, "kv_cache_specs", None)  # UniformTypeKVCacheSpecs: per-layer specs
-        kinds = {_kind_of(s, spec) for s in (inner.values() if isinstance(inner, Mapping) else [top])}
-        if len(kinds) != 1:
-            raise ValueError(f"KvtierConnector: a KV cache group mixes sliding windows or Mamba states "
-                             f"{sorted(map(str, kinds))}")
-        size = getattr(top, "block_size", None)
-        if size is not None and int(size) != spec.block_size:
-            raise ValueError(f"KvtierConnector: a KV cache group of block size {size}, the cache config's "
-                             f"is {spec.block_size}")
-        window, state = kinds.pop()
-        out.append(CacheGroup(tuple(getattr(group, "layer_names", None) or ()), window, state))
-    if len(out) <= 1 and not any(g.window or g.state for g in out):
-        return None
-    if all(g.state for g in out):  # a layout of state groups alone: no test drives one
-        raise ValueError("KvtierConnector: a model of Mamba / linear-attention layers only (no attention KV "
-                         "cache group) is not served")
-    if spec.attention == "mla":
-        raise ValueError("KvtierConnector: an MLA model in several KV cache groups is not served")
-    return out
-
-
-def _kind_of(layer_spec: Any, spec: ModelSpec) -> tuple:
-    """(sliding window, Mamba state) of one layer's KV cache spec: (0, None) for full attention, (W,
-    None) for a window of W tokens, (0, StateSpec) for a Mamba layer; ValueError for a spec that is not
-    served."""
-    kinds = [c.__name__ for c in type(layer_spec).__mro__]
-    for kind in kinds:
-        why = refusal(kind)
-        if why:
-            raise ValueError(f"KvtierConnector: {why}")
-    if "MambaSpec" in kinds:
-        return 0, mamba_state_of(layer_spec)
-    if ("MLAAttentionSpec" in kinds) != (spec.attention == "mla"):
-        raise ValueError(f"KvtierConnector: KV cache spec {type(layer_spec).__name__} for a "
-                         f"configuration whose attention is {spec.attention!r}")
-    if "SlidingWindowSpec" not in kinds:
-        return 0, None
-    window = int(getattr(layer_spec, "sliding_window", 0) or 0)
-    if window <= 0:
-        raise ValueError(f"KvtierConnector: a SlidingWindowSpec with sliding_window {window}")
-    return window, None
-
-
-def _extra_of(vllm_config: Any) -> dict:
-    return dict(getattr(getattr(vllm_config, "kv_transfer_config", None), "kv_connector_extra_config", None) or {})
-
-
-def _wants_hnd(vllm_config: Any) -> bool:
-    """Whether KvtierHybridConnector asks vLLM for the HND layout: on a CUDA device, for a model that is
-    not MLA, unless the configuration names another kv_cache_layout than ``auto`` or ``hnd``."""
-    mla = bool(getattr(getattr(vllm_config, "model_config", None), "use_mla", False))
-    return (_device_type(vllm_config) == "cuda" and not mla
-            and _extra_of(vllm_config).get("kv_cache_layout", "auto") in ("auto", "hnd"))
-
-
-def _role_name(role: Any) -> str:
-    name = getattr(role, "name", role)
-    return {"SCHEDULER": SCHEDULER, "WORKER": WORKER}.get(str(name).upper(), str(name))
-
-
-def _device_type(vllm_config: Any) -> str:
-    return str(getattr(getattr(vllm_config, "device_config", None), "device_type", "") or "")
-
-
-def _worker_tp_rank(vllm_config: Any) -> int:
-    try:  # pragma: no cover - needs vLLM
-        from vllm.distributed.parallel_state import get_tensor_model_parallel_rank  # type: ignore
-        return int(get_tensor_model_parallel_rank())
-    except Exception:
-        return int(getattr(vllm_config.parallel_config, "rank", 0)) % max(
-            1, int(vllm_config.parallel_config.tensor_parallel_size))
-
-
 class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-type]
     """vLLM's ``KVConnectorBase_V1`` over ``KvtierConnectorCore``; constructed by vLLM's factory as
     ``KvtierConnector(vllm_config, role[, kv_cache_config])``. It does not declare ``SupportsHMA``: vLLM
@@ -1127,13 +991,13 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
                 _Base.__init__(self, vllm_config, role, kv_cache_config)
             except TypeError:  # revisions whose base takes (vllm_config, role)
                 _Base.__init__(self, vllm_config, role)
-        extra = _extra_of(vllm_config)
-        if extra.get("kv_cache_layout", "auto") == "auto" and _device_type(vllm_config) == "cpu":
+        extra = extra_of(vllm_config)
+        if extra.get("kv_cache_layout", "auto") == "auto" and device_type(vllm_config) == "cpu":
             extra["kv_cache_layout"] = "cpu_attn"  # vLLM's CPU platform always runs its CPU_ATTN backend
-        elif self._asks_hnd and _wants_hnd(vllm_config):
+        elif self._asks_hnd and wants_hnd(vllm_config):
             extra["kv_cache_layout"] = "hnd"  # what get_required_kvcache_layout asked vLLM for
-        role_name = _role_name(role)
-        tp_rank = _worker_tp_rank(vllm_config) if role_name == WORKER else 0
+        role_text = role_name(role)
+        tp_rank = worker_tp_rank(vllm_config) if role_text == WORKER else 0
         check_revision()
         spec = spec_of_vllm_config(vllm_config)
         groups = check_kv_cache_config(kv_cache_config, spec)
@@ -1141,7 +1005,7 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
             raise ValueError(f"KvtierConnector: {len(groups)} KV cache groups (vLLM's hybrid KV cache manager is "
                              "on); KvtierConnector serves one: run with --disable-hybrid-kv-cache-manager, or, on "
                              "vLLM's CPU backend, name KvtierHybridConnector (sliding-window groups served)")
-        KvtierConnectorCore.__init__(self, role_name, spec, extra, tp_rank, groups=groups)
+        KvtierConnectorCore.__init__(self, role_text, spec, extra, tp_rank, groups=groups)
         self._vllm_role = role
 
     @property
@@ -1160,7 +1024,7 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
 
     @classmethod
     def get_required_kvcache_layout(cls, vllm_config: Any) -> Optional[str]:
-        return "HND" if cls._asks_hnd and _wants_hnd(vllm_config) else "NHD"
+        return "HND" if cls._asks_hnd and wants_hnd(vllm_config) else "NHD"
 
     @classmethod
     def requires_piecewise_for_cudagraph(cls, extra_config: Any = None) -> bool:
