@@ -299,6 +299,17 @@ Result<BorrowedChunk> StoreImpl::Borrow(const Namespace& ns, const ChunkKey& key
   for (size_t t = 0; t < tiers_.size(); ++t) {
     if (!caps_[t].in_memory) continue;  // only memory tiers lend in place
     auto b = tiers_[t]->Borrow(id);
+    if (b.ok() && b->size() != ns.layout().BytesPerChunk()) {
+      // The lender verified the bytes it holds, but not against this layout: a stored length that
+      // disagrees with the layout its header names is a forged or broken header (as in Load).
+      const uint64_t got = b->size();
+      b = Status::Corruption("");  // released before the chunk is removed
+      tier_length_corrupt_[t].fetch_add(1, std::memory_order_relaxed);
+      (void)tiers_[t]->Remove(id);
+      return Status::Corruption(tiers_[t]->url() + ": chunk " + key.Hex() + " holds " + std::to_string(got) +
+                                " bytes where its layout has " + std::to_string(ns.layout().BytesPerChunk()) +
+                                " (removed)");
+    }
     if (b.ok()) {
       borrows_.fetch_add(1, std::memory_order_relaxed);
       return b;
