@@ -1,7 +1,8 @@
 """What the vLLM connector reads of vLLM's configuration: the ``ModelSpec`` of a ``VllmConfig``
 (model_config, cache_config, parallel_config; the weights' identity fields by ``_vllm_engine_identity``),
 the KV cache groups of a ``KVCacheConfig`` it serves (``check_kv_cache_config``), the connector's
-options, role, device and TP rank. ValueError for what is not served. Imports only leaf modules.
+options, role, device and TP rank. ValueError for what is not served. Imports no module that imports
+it (no import cycle).
 """
 
 from __future__ import annotations

@@ -455,7 +455,7 @@ class KvtierConnectorCore:
     def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> tuple[int, bool]:
         try:
             tokens, extras = request_material(request)
-        except (ValueError, TypeError) as e:  # a request kvtier cannot key is computed, never an error
+        except Exception as e:  # a request kvtier cannot key is computed, never an error in vLLM's scheduler
             logger.warning("KvtierConnector: request %s not cached: %s", getattr(request, "request_id", "?"), e)
             tokens = None
         if tokens is None:  # prompt embeddings: not cached (_vllm_request_keys)
@@ -485,7 +485,7 @@ class KvtierConnectorCore:
         if state is None:
             try:
                 tokens, extras = request_material(request)
-            except (ValueError, TypeError):  # logged by the lookup: computed, never cached
+            except Exception:  # logged by the lookup: computed, never cached
                 tokens = None
             if tokens is None:  # prompt embeddings: not cached
                 self._hits.pop(rid, None)

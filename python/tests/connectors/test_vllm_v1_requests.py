@@ -172,9 +172,11 @@ def test_prompt_embeds_and_empty_prompts_are_computed_never_raised_into_vllm(fil
     assert eng.sched.get_num_new_matched_tokens(eng.reqs["both"], 0) == (0, False)
     assert eng.sched.get_num_new_matched_tokens(eng.reqs["empty"], 0) == (0, False)
     unhashed = Request("u", TOKENS, mm_features=[image(None, 4, 8)])
-    assert eng.sched.get_num_new_matched_tokens(unhashed, 0) == (0, False)
-    eng.sched.update_state_after_alloc(unhashed, KVCacheBlocks([0]), 0)
-    assert eng.sched.request_finished(unhashed, [0]) == (False, None)
+    no_range = Request("n", TOKENS, mm_features=[types.SimpleNamespace(identifier="img", mm_position=object())])
+    for odd in (unhashed, no_range):   # inputs kvtier cannot key: computed, never an exception
+        assert eng.sched.get_num_new_matched_tokens(odd, 0) == (0, False)
+        eng.sched.update_state_after_alloc(odd, KVCacheBlocks([0]), 0)
+        assert eng.sched.request_finished(odd, [0]) == (False, None)
     close(eng)
 
 
