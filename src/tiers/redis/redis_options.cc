@@ -1,4 +1,5 @@
 // The options of redis:// URLs (redis_client.h): nodes, password file, replica reads, TTL, connections.
+#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <string>
@@ -58,6 +59,12 @@ Result<RedisOptions> ParseRedisOptions(const TierUrl& url) {
   }
   KVTIER_ASSIGN_OR_RETURN(o.replica_reads, url.GetBool("replica_reads", false));
   if (const auto* t = get("ttl")) {
+    // A bare number read as milliseconds here and as seconds in every other duration: refused, so no
+    // configuration silently changes its meaning by a factor of 1,000.
+    if (!t->empty() && std::isdigit(static_cast<unsigned char>(t->back()))) {
+      return Status::InvalidArgument("redis: ttl=" + *t + " needs a unit: " + *t + "s for seconds, " + *t +
+                                     "ms for milliseconds (also m, h, d)");
+    }
     auto ms = ParseMillis(*t);
     if (!ms.ok()) {
       KVTIER_ASSIGN_OR_RETURN(std::chrono::seconds s, ParseDuration(*t));

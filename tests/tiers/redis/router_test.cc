@@ -160,6 +160,21 @@ TEST(RedisOptions, UrlOptions) {
   EXPECT_EQ(p->user, "alice");
   std::remove(pw.c_str());
 
+  // A bare ttl= number read as milliseconds (600 ms) where every other duration reads seconds: refused.
+  for (const char* bare : {"redis://h:1?ttl=600", "redis://h:1?ttl=0"}) {
+    auto url = TierUrl::Parse(bare);
+    ASSERT_TRUE(url.ok()) << bare;
+    const auto parsed = ParseRedisOptions(*url);
+    EXPECT_EQ(parsed.status().code(), Code::kInvalidArgument) << bare << " was read as " << (parsed.ok() ? parsed->ttl.count() : -1) << " ms";
+    if (!parsed.ok()) {
+      EXPECT_NE(parsed.status().message().find("needs a unit"), std::string::npos) << parsed.status().ToString();
+    }
+  }
+  for (const char* unit : {"600s", "600ms", "10m"}) {
+    auto url = TierUrl::Parse(std::string("redis://h:1?ttl=") + unit);
+    ASSERT_TRUE(url.ok());
+    EXPECT_TRUE(ParseRedisOptions(*url).ok()) << unit;
+  }
   for (const char* bad : {"redis://h:1?password=x", "redis://h:1?timeout_ms=x", "redis://h:1?ttl=1y",
                           "redis://h:1?conns_per_node=0", "redis://h:1?user=bob", "redis://h?x=1",
                           "redis://h:1?password_file=/nonexistent/kvtier-pw", "redis://u:pw@h:1"}) {
