@@ -19,7 +19,9 @@ The fields the connectors set (docs/connectors.md lists them per engine): ``engi
 ``k_head_dim``, ``v_head_dim``, ``kv_heads``, ``layers``, ``tp_size``, ``tp_rank`` (``replicated``
 where every rank holds the same bytes, e.g. MLA), ``pp_size``, ``pp_rank``, ``cp_size``,
 ``cp_rank``, ``split_heads``, ``host_pool``, ``block_bytes``, ``hash_scheme``, ``hash_seed``,
-``salt``. New fields are new names: existing encodings do not change.
+``salt``, and for vLLM the weights' ``weight_dtype``, ``quantization``, ``quant_config``,
+``code_revision``, ``hf_overrides``, ``attention_dtype``. New fields are new names: existing
+encodings do not change.
 """
 
 from __future__ import annotations

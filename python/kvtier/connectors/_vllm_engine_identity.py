@@ -54,7 +54,10 @@ def _overrides(mc: Any) -> Optional[str]:
 
 
 def model_identity_fields(mc: Any) -> tuple:
-    """(name, value) pairs of the identity fields of one ModelConfig, sorted by name, None-free."""
+    """(name, value) pairs of the identity fields of one ModelConfig, sorted by name, None-free (none
+    for None)."""
+    if mc is None:
+        return ()
     quant = getattr(mc, "quantization", None)
     fields = {
         "weight_dtype": _dtype_name(getattr(mc, "dtype", None)),

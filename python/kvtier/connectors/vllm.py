@@ -42,7 +42,9 @@ Every method runs in the scheduler process and returns without waiting for I/O:
 
 Identity (``kvtier.EngineIdentity``): engine ``vllm``, layout ``row`` (a row of the primary view
 holds one block of every TP worker, interleaved), the row size, model id and revision, KV dtype,
-attention kind (``mla`` when the model uses MLA), block tokens, TP/PP/DCP size (a row covers every
+attention kind (``mla`` when the model uses MLA), the weights' fields of the ModelConfig
+(``weight_dtype``, ``quantization``, ...: ``_vllm_engine_identity``; vLLM's block hashes carry the
+LoRA adapter, images and cache salt but not the weights), block tokens, TP/PP/DCP size (a row covers every
 TP rank, so the TP *size* decides its byte order), the prefix-caching hash algorithm and the hash
 seed (``PYTHONHASHSEED``: without it vLLM seeds its block hashes per process, so blocks of
 another process never match; docs/connectors.md). A layout other than ``row`` is refused.
@@ -68,6 +70,7 @@ import kvtier
 from . import (STORE_OPTION_NAMES, byte_layout, engine_key, open_store, remove_keys,
                split_engine_kwargs, tier_urls)
 from ._pending import ABSENT, PENDING, PRESENT, PendingWrites
+from ._vllm_engine_identity import model_identity_fields
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +175,8 @@ def _identity(cfg: Any, model_id: str | None, revision: str | None, layout: str,
         cp_size=_attr(cfg, "parallel_config", "decode_context_parallel_size"),
         hash_scheme=f"vllm-{algo}" if algo else None,
         hash_seed=seed or f"per-process-{os.getpid()}",
-        salt=salt or None)
+        salt=salt or None,
+        **dict(model_identity_fields(getattr(cfg, "model_config", None))))
 
 
 def _block_bytes(view: memoryview, configured: Any) -> int:

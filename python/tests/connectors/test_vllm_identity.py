@@ -205,3 +205,32 @@ def test_events_stats_and_medium(file_tier):
         assert stats["medium"] == "kvtier-file" and stats["saves"] >= 1 and stats["lookups"] >= 1
     finally:
         tier.shutdown()
+
+
+@pytest.mark.parametrize("a, b", [
+    ({"quantization": "awq", "dtype": "torch.float16"}, {"quantization": None, "dtype": "torch.float16"}),
+    ({"dtype": "torch.bfloat16"}, {"dtype": "torch.float16"}),
+])
+def test_rows_of_engines_whose_weights_differ_never_match(file_tier, a, b):
+    """Issue 43: vLLM's block hashes carry the adapter, images and salt but not the weights; AWQ and
+    unquantized engines, and bf16- and fp16-weight engines with the same --kv-cache-dtype, had one
+    namespace. A row one stores is a miss for the other, a hit for its own configuration."""
+    url, _ = file_tier
+
+    def cfg(fields):
+        c = vllm_config(dtype="bfloat16")
+        for name, value in fields.items():
+            setattr(c.model_config, name, value)
+        return c
+
+    with kvtier.Store([url]) as store:
+        prims = [Primary() for _ in range(3)]
+        first, other, same = (new_tier(p, cfg(f), store=store) for p, f in zip(prims, (a, b, a)))
+        prims[0].fill(0, 7)
+        first.submit_store(TransferJob(1, [offload_key(7)], np.array([0]), False))
+        assert settle(first) == {1: True}
+        assert is_miss(answer(other, offload_key(7)))
+        assert is_hit(answer(same, offload_key(7)))
+        assert first.identity.get("weight_dtype") == a["dtype"].replace("torch.", "")
+        for tier in (first, other, same):
+            tier.shutdown()
