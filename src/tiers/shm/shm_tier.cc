@@ -683,7 +683,7 @@ Result<long> ParseGroup(const std::string& g) {
 
 Result<std::unique_ptr<Tier>> OpenShmTier(const TierUrl& url, const TierOpenOptions& open) {
   KVTIER_RETURN_IF_ERROR(
-      url.CheckKnown({"capacity", "page", "hugepages", "dir", "group", "threads", "populate", "verify", "key_file"}));
+      url.CheckKnown({"capacity", "page", "hugepages", "dir", "group", "threads", "populate", "verify", "key_file", "resize"}));
   shm::PoolSpec spec;
   spec.name = !url.path.empty() && url.path[0] == '/' ? url.path.substr(1) : url.path;
   if (spec.name.empty()) return Status::InvalidArgument("shm:// needs a pool name, e.g. shm://engines?capacity=64GiB");
@@ -726,10 +726,20 @@ Result<std::unique_ptr<Tier>> OpenShmTier(const TierUrl& url, const TierOpenOpti
     return Status::InvalidArgument(pool->path() + " was made with room for " + FormatBytes(arena) + "; capacity=" +
                                    FormatBytes(spec.capacity) + " does not fit (remove the pool to make it larger)");
   }
+  KVTIER_ASSIGN_OR_RETURN(const bool resize, url.GetBool("resize", false));
   if (!spec.read_only) {
     PoolLock lock(*pool);
     KVTIER_RETURN_IF_ERROR(lock.status());
     pool->ReclaimDeadLocked();  // what dead writers and readers held comes back at every open
+    // A lower bound evicts every process's chunks down to it: a careless second opener's smaller
+    // capacity= is refused unless it asks for exactly that (resize=1).
+    const uint64_t pb = pool->page_bytes();
+    const uint64_t now = pool->header().capacity_bytes.load(std::memory_order_relaxed) / pb * pb;
+    if (spec.capacity != 0 && spec.capacity / pb * pb < now && !resize) {
+      return Status::InvalidArgument(pool->path() + " is bounded at " + FormatBytes(now) + "; capacity=" +
+                                     FormatBytes(spec.capacity) + " would evict every process's chunks down to it: "
+                                     "add resize=1 to lower the bound, or leave capacity= out to use the pool's own");
+    }
     if (spec.capacity != 0) pool->SetCapacityLocked(spec.capacity);
   }
   return std::unique_ptr<Tier>(

@@ -154,16 +154,17 @@ const std::vector<TierCase>& TierCases() {
        [](Tier& tier, const std::string&, const ChunkId& id) {
          return internal::CorruptMemChunkForTesting(tier, id);
        }},
-      {"shm",  // the pool file in the test's directory (dir=), so it goes with it
+      {"shm",  // the pool file in the test's directory (dir=), so it goes with it; resize=1: the suite
+               // reopens with a smaller capacity on purpose, which shm:// refuses without it (issue 39)
        [](const std::string& dir, uint64_t cap) {
-         return "shm://conformance?dir=" + dir + "&capacity=" + std::to_string(cap) + "&page=256";
+         return "shm://conformance?dir=" + dir + "&capacity=" + std::to_string(cap) + "&page=256&resize=1";
        },
        [](Tier& tier, const std::string&, const ChunkId& id) {
          return internal::CorruptShmChunkForTesting(tier, id);
        }},
       {"shm_key",  // the same, encrypted: every chunk sealed under a key file in the test's directory
        [](const std::string& dir, uint64_t cap) {
-         return "shm://conformance?dir=" + dir + "&capacity=" + std::to_string(cap) + "&page=256&key_file=" +
+         return "shm://conformance?dir=" + dir + "&capacity=" + std::to_string(cap) + "&page=256&resize=1&key_file=" +
                 ShmKeyFile(dir);
        },
        [](Tier& tier, const std::string&, const ChunkId& id) {

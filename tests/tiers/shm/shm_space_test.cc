@@ -133,5 +133,30 @@ TEST(ShmSpace, PopulateOnATooSmallTmpfsIsNoSpaceAndLeavesNoFile) {
   EXPECT_TRUE(Names(small.dir()).empty()) << "a file was left: " << Names(small.dir()).front();
 }
 
+TEST(ShmSpace, ASmallerCapacityFromASecondOpenerIsRefusedUnlessAsked) {
+  const std::string dir = MakeTempDir(fs::exists("/dev/shm") ? "/dev/shm" : fs::temp_directory_path().string());
+  ASSERT_FALSE(dir.empty());
+  const std::string base = "shm://shared?dir=" + dir;
+  auto first = OpenTier(base + "&capacity=8MiB", {});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  for (uint32_t i = 0; i < 16; ++i) {
+    const auto p = TestPayload(IdOf(i), 256 << 10);
+    const std::span<const std::byte> pieces[] = {p};
+    ASSERT_TRUE((*first)->Put(IdOf(i), pieces).ok());
+  }
+  auto careless = OpenTier(base + "&capacity=1MiB", {});
+  EXPECT_EQ(careless.status().code(), Code::kInvalidArgument) << "a smaller capacity= from a second opener was applied";
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < 16; ++i) kept += (*first)->Contains(IdOf(i));
+  EXPECT_EQ(kept, 16u) << "the pool was emptied for everyone";
+  EXPECT_TRUE(OpenTier(base + "&capacity=8MiB", {}).ok()) << "the same capacity is not a change";
+  EXPECT_TRUE(OpenTier(base, {}).ok()) << "no capacity: the pool's own";
+  auto asked = OpenTier(base + "&capacity=1MiB&resize=1", {});
+  EXPECT_TRUE(asked.ok()) << asked.status().ToString();
+  EXPECT_LE((*first)->Stats().usage_bytes, uint64_t{1} << 20) << "resize=1 lowers the bound and evicts down to it";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
 }  // namespace
 }  // namespace kvtier::shmtest
