@@ -3,6 +3,15 @@
 # --demo: no server); `make python` those and Python's (--python); `make test` and the targets below it
 # also the tools and servers the tests start (install-deps.sh).
 BUILD    ?= build
+# One CMake installation configures, builds, tests and packages: ctest and cpack are taken from the
+# directory of $(CMAKE), never separately from PATH (pip's CMake 4.x may stand before Debian's 3.25 there,
+# and CPack 3.x and 4.x write a .deb's ldconfig differently). Supported: CMake 3.25 (Debian 12,
+# /usr/bin/cmake) through 4.4; `make CMAKE=/usr/bin/cmake test BUILD=build-3.25` builds with Debian's
+# (a build directory keeps the CMake that configured it).
+CMAKE    ?= cmake
+CMAKE_BINDIR := $(dir $(shell command -v $(CMAKE) 2>/dev/null))
+CTEST    ?= $(CMAKE_BINDIR)ctest
+CPACK    ?= $(CMAKE_BINDIR)cpack
 JOBS     ?= 2
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVTIER_WERROR=ON
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS) --no-tests=error
@@ -19,14 +28,14 @@ deps-python:
 	@bash scripts/install-deps.sh --python
 
 configure: deps-build
-	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@$(CMAKE) -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
-	@cmake --build $(BUILD) -j$(JOBS)
+	@$(CMAKE) --build $(BUILD) -j$(JOBS)
 
 # The demo needs the CLI only: the tests and benchmarks are built by `make build` and `make test`.
 demo: configure
-	@cmake --build $(BUILD) -j$(JOBS) --target kvtier_cli
+	@$(CMAKE) --build $(BUILD) -j$(JOBS) --target kvtier_cli
 	@$(BUILD)/src/tools/kvtier demo
 
 # What is installed (cmake/KvtierInstall.cmake): the CLI, libkvtier.so.1, kvtier.h, the CMake package and
@@ -34,23 +43,23 @@ demo: configure
 # $(BUILD)/kvtier_<version>_<arch>.deb (CPack; dependencies from dpkg-shlibdeps).
 PREFIX ?= /usr/local
 install: configure
-	@cmake --build $(BUILD) -j$(JOBS) --target kvtier_cli kvtier_shared
-	@cmake --install $(BUILD) --prefix $(PREFIX)
+	@$(CMAKE) --build $(BUILD) -j$(JOBS) --target kvtier_cli kvtier_shared
+	@$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
 
 deb: configure
-	@cmake --build $(BUILD) -j$(JOBS) --target kvtier_cli kvtier_shared
-	@cpack --config $(BUILD)/CPackConfig.cmake -B $(BUILD) >$(BUILD)/cpack.log || { cat $(BUILD)/cpack.log; exit 1; }
+	@$(CMAKE) --build $(BUILD) -j$(JOBS) --target kvtier_cli kvtier_shared
+	@$(CPACK) --config $(BUILD)/CPackConfig.cmake -B $(BUILD) >$(BUILD)/cpack.log || { cat $(BUILD)/cpack.log; exit 1; }
 	@ls $(BUILD)/kvtier_*.deb
 
 test: deps build
-	@ctest --test-dir $(BUILD) $(CTEST_FLAGS)
+	@$(CTEST) --test-dir $(BUILD) $(CTEST_FLAGS)
 
 # The Python package (python/kvtier): builds libkvtier.so and puts a copy inside the package (git-ignored),
 # so that `/usr/bin/python3 examples/save_load.py` and `pip install --no-build-isolation ./python` find it.
 # The package needs only the build's packages and Python's (no server, no test tool).
 python: deps-python
-	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(BUILD) -j$(JOBS) --target kvtier_shared
+	@$(CMAKE) -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@$(CMAKE) --build $(BUILD) -j$(JOBS) --target kvtier_shared
 	@cp -f $(BUILD)/src/capi/libkvtier.so python/kvtier/libkvtier.so
 	@echo "python: python/kvtier/libkvtier.so ready"
 
@@ -77,8 +86,8 @@ LOCKING_CMAKE_FLAGS = -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=
   "-DCMAKE_CXX_FLAGS=-Wthread-safety -Wthread-safety-beta -Werror=thread-safety -Werror=thread-safety-beta"
 
 check-locking: deps
-	@cmake -S . -B build-locking $(LOCKING_CMAKE_FLAGS) >/dev/null
-	@cmake --build build-locking -j$(JOBS)
+	@$(CMAKE) -S . -B build-locking $(LOCKING_CMAKE_FLAGS) >/dev/null
+	@$(CMAKE) --build build-locking -j$(JOBS)
 
 # libFuzzer targets (fuzz/): a clang build with ASan+UBSan; `fuzz` runs each target FUZZ_SECONDS,
 # `fuzz-smoke` a few seconds each (CI).
@@ -89,8 +98,8 @@ FUZZ_CMAKE_FLAGS = -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG=-O1 -
   "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined"
 
 fuzz-build: deps
-	@cmake -S . -B build-fuzz $(FUZZ_CMAKE_FLAGS) >/dev/null
-	@cmake --build build-fuzz -j$(JOBS) --target kvtier_fuzz_all
+	@$(CMAKE) -S . -B build-fuzz $(FUZZ_CMAKE_FLAGS) >/dev/null
+	@$(CMAKE) --build build-fuzz -j$(JOBS) --target kvtier_fuzz_all
 
 fuzz: fuzz-build
 	@bash fuzz/run.sh build-fuzz $(FUZZ_SECONDS)

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Checks a kvtier .deb without installing it (check-install.sh deb): its control fields (dependencies
-# computed by dpkg-shlibdeps, a shlibs file, maintainer scripts that run ldconfig) and its file
+# computed by dpkg-shlibdeps, a shlibs file, ldconfig run after install and removal) and its file
 # list (everything under /usr, owned by root, nothing a test or benchmark built).
+# A .deb that ships a shared library runs ldconfig either way dpkg allows: CPack 3.x writes postinst and
+# postrm scripts that call it; CPack 4.x, like debhelper for Debian's own library packages, writes a
+# `triggers` file whose `activate-noawait ldconfig` (or `activate ldconfig`) line has dpkg run it once
+# after the whole transaction. Either passes; a package that does neither fails.
 set -euo pipefail
 deb=${1:?usage: check-deb.sh FILE.deb}
 fail() { echo "FAIL: $deb: $*" >&2; exit 1; }
@@ -17,9 +21,17 @@ ctrl=$(mktemp -d)
 trap 'rm -rf "$ctrl"' EXIT
 dpkg-deb --control "$deb" "$ctrl"
 grep -qx 'libkvtier 1 kvtier (>= [0-9.]*)' "$ctrl/shlibs" || fail "shlibs: $(cat "$ctrl/shlibs" 2>&1)"
-for script in postinst postrm; do
-  grep -qx $'\tldconfig' "$ctrl/$script" || fail "$script does not run ldconfig"
-done
+runs_ldconfig() {   # the control directory's way of running ldconfig, or nothing
+  if grep -qsxE 'activate(-noawait)?[[:space:]]+ldconfig' "$ctrl/triggers"; then
+    echo "triggers: $(grep -xE 'activate(-noawait)?[[:space:]]+ldconfig' "$ctrl/triggers")"
+  elif grep -qsE '^[[:space:]]*ldconfig([[:space:]]|$)' "$ctrl/postinst" &&
+       grep -qsE '^[[:space:]]*ldconfig([[:space:]]|$)' "$ctrl/postrm"; then
+    echo "postinst and postrm run ldconfig"
+  fi
+}
+how=$(runs_ldconfig)
+[ -n "$how" ] || fail "runs no ldconfig: no 'activate-noawait ldconfig' trigger, nor a postinst and postrm that run it (control files: $(ls "$ctrl" | tr '\n' ' '))"
+echo "ldconfig: $how"
 
 echo "== dpkg-deb --contents"
 listing=$(dpkg-deb --contents "$deb")

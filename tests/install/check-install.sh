@@ -17,20 +17,26 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvtier-install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 step() { echo "== $*"; }
+# The cmake and cpack of the CMake that configured BUILD_DIR (ctest passes them), not whichever is first
+# on PATH: CPack 3.x and 4.x write different packages (check-deb.sh).
+cmake=${KVTIER_CMAKE:-cmake}
+cpack=${KVTIER_CPACK:-cpack}
 
 case "$mode" in
   prefix)
-    step "cmake --install $build --prefix $tmp/prefix"
-    cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "cmake --install"; }
+    step "$cmake --install $build --prefix $tmp/prefix"
+    "$cmake" --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "cmake --install"; }
     prefix=$tmp/prefix
     sysroot=""
     ;;
   deb)
-    step "cpack (make deb) into $tmp/pkg"
-    (cd "$tmp" && cpack --config "$build/CPackConfig.cmake" -B "$tmp/pkg" >"$tmp/cpack.log" 2>&1) ||
+    step "$cpack (make deb) into $tmp/pkg: CPack $("$cpack" --version | head -1 | awk '{print $3}')"
+    (cd "$tmp" && "$cpack" --config "$build/CPackConfig.cmake" -B "$tmp/pkg" >"$tmp/cpack.log" 2>&1) ||
       { cat "$tmp/cpack.log"; fail "cpack"; }
     deb=$(ls "$tmp"/pkg/kvtier_*.deb) || fail "no kvtier_*.deb in $tmp/pkg"
     bash "$here/check-deb.sh" "$deb"
+    step "check-deb.sh's ldconfig rule on repacked variants"
+    bash "$here/check-deb-ldconfig.sh" "$deb"
     dpkg-deb -x "$deb" "$tmp/root"
     prefix=$tmp/root/usr
     sysroot=$tmp/root
