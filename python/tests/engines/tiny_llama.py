@@ -40,3 +40,26 @@ def build(path: Path, seed: int = 0) -> Path:
     fast.save_pretrained(path)
     (path / "kvtier-tiny-llama.json").write_text(json.dumps({"seed": seed, "init_std": INIT_STD}))
     return path
+
+
+def build_lora(path: Path, seed: int, rank: int = 8) -> Path:
+    """A PEFT-format LoRA adapter of the tiny Llama on q, k and v projections (so it changes the KV),
+    random A and B; written into ``path``."""
+    import torch
+    from safetensors.torch import save_file
+
+    path.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(seed)
+    hidden, out = 4 * HEAD_DIM, {"q_proj": 4 * HEAD_DIM, "k_proj": KV_HEADS * HEAD_DIM, "v_proj": KV_HEADS * HEAD_DIM}
+    tensors = {}
+    for layer in range(LAYERS):
+        for proj, width in out.items():
+            prefix = f"base_model.model.model.layers.{layer}.self_attn.{proj}"
+            tensors[f"{prefix}.lora_A.weight"] = torch.randn(rank, hidden, generator=gen) * 0.1
+            tensors[f"{prefix}.lora_B.weight"] = torch.randn(width, rank, generator=gen) * 0.1
+    save_file(tensors, str(path / "adapter_model.safetensors"))
+    (path / "adapter_config.json").write_text(json.dumps({
+        "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": rank, "lora_alpha": 2 * rank, "lora_dropout": 0.0,
+        "bias": "none", "target_modules": list(out), "base_model_name_or_path": None, "fan_in_fan_out": False,
+        "modules_to_save": None, "use_rslora": False, "use_dora": False}))
+    return path

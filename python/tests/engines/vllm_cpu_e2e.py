@@ -6,13 +6,15 @@ Run with the Python of the venv scripts/engines-venv.sh builds (``make test-engi
 
 Each engine is vLLM's offline ``LLM`` in a process of its own (``engine`` subcommand), on a tiny Llama
 built here (tiny_llama.py), float32, ``enforce_eager``, prefix caching off (so every hit is kvtier's),
-the same ``VLLM_CPU_NUM_OF_RESERVED_CPU`` for every engine. Prompts go one per ``generate`` call, so
-each runs alone in its batch in every engine. The engines, in order:
+the same ``VLLM_CPU_NUM_OF_RESERVED_CPU`` for every engine, LoRA enabled. Prompts go one per
+``generate`` call, so each runs alone in its batch in every engine; some carry a ``cache_salt`` or a LoRA
+adapter (``prompts``). The engines, in order:
 
 1. ``recompute``: no connector; the reference tokens and logprobs.
 2. ``save``: KvtierConnector on a fresh file:// tier; computes and saves every prompt's chunks.
 3. ``load``: a new process on the same tier. Every prompt must show exactly its expected external hit
-   (its whole chunks but the one holding the last prompt token) in vLLM's ``num_cached_tokens`` and the
+   (its whole chunks but the one holding the last prompt token; none under a salt or adapter the save
+   engine never ran) in vLLM's ``num_cached_tokens`` and the
    ``vllm:external_prefix_cache_hits`` counter, and its greedy tokens must equal recompute's with
    every sampled token's float32 logprob within the tolerance (the larger of TOL_FLOOR and 10 x the
    difference between engines 1 and 2 on the prompts engine 2 computed itself).
@@ -46,13 +48,16 @@ RESERVED_CPUS = "1"     # vLLM's reserved cores, the same for every engine (ENGI
 
 
 def prompts() -> dict:
-    """name -> token ids: lengths below, at and above chunk multiples, and shared prefixes."""
+    """name -> {ids, salt, lora, saved}: lengths below, at and above chunk multiples, shared prefixes, and
+    the request-identity cases: the same tokens under a cache_salt or a LoRA adapter the save engine
+    used (a hit from those chunks) and under one it never saw (``saved`` False: no hit allowed, since
+    the tokens' unsalted / base-model chunks are in the tier)."""
     rng = random.Random(20261207)
 
     def draw(n: int) -> list:
         return [rng.randrange(3, 1024) for _ in range(n)]
     a, b, c = draw(300), draw(512), draw(700)
-    return {
+    plain = {
         "a300": a,                       # one chunk and 44 tokens
         "b512": b,                       # two whole chunks: the last is left to compute (one token must be)
         "c700": c,                       # two chunks and 188 tokens
@@ -60,10 +65,16 @@ def prompts() -> dict:
         "e257_a256": a[:256] + draw(1),  # a's first chunk and one token: the shortest hit
         "f100": draw(100),               # under one chunk: never a hit
     }
+    out = {n: dict(ids=ids, salt=None, lora=None, saved=True) for n, ids in plain.items()}
+    out["g300_salt1"] = dict(ids=a, salt="tenant-1", lora=None, saved=True)
+    out["h300_salt2"] = dict(ids=a, salt="tenant-2", lora=None, saved=False)
+    out["i300_lora1"] = dict(ids=a, salt=None, lora=1, saved=True)
+    out["j300_lora2"] = dict(ids=a, salt=None, lora=2, saved=False)
+    return out
 
 
-def expected_hit(n: int) -> int:
-    return (n - 1) // CHUNK_TOKENS * CHUNK_TOKENS
+def expected_hit(p: dict) -> int:
+    return (len(p["ids"]) - 1) // CHUNK_TOKENS * CHUNK_TOKENS if p["saved"] else 0
 
 
 # ---- one engine (runs in its own process) -------------------------------------------------------
@@ -78,13 +89,22 @@ def run_engine(args: argparse.Namespace) -> None:
         kv = KVTransferConfig(kv_connector=args.connector, kv_connector_module_path=args.module,
                               kv_role="kv_both", kv_load_failure_policy="recompute",
                               kv_connector_extra_config={"tiers": [args.tier], "chunk_tokens": CHUNK_TOKENS})
+    from vllm.lora.request import LoRARequest
     llm = LLM(model=args.model, tokenizer=args.model, dtype="float32", enforce_eager=True,
               enable_prefix_caching=False, max_model_len=1024, max_num_seqs=4, seed=0,
-              disable_log_stats=False, kv_transfer_config=kv)
+              disable_log_stats=False, kv_transfer_config=kv, enable_lora=True, max_lora_rank=8, max_loras=2)
     params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True, logprobs=1)
     out = {"prompts": {}, "metrics": {}}
-    for name, ids in prompts().items():
-        res = llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)[0]
+    for name, p in prompts().items():
+        if args.phase == "save" and not p["saved"]:
+            continue
+        prompt = TokensPrompt(prompt_token_ids=p["ids"])
+        if p["salt"]:
+            prompt["cache_salt"] = p["salt"]
+        lora = None
+        if p["lora"]:
+            lora = LoRARequest(f"adapter{p['lora']}", p["lora"], str(Path(args.model).parent / f"lora{p['lora']}"))
+        res = llm.generate([prompt], params, use_tqdm=False, lora_request=lora)[0]
         comp = res.outputs[0]
         out["prompts"][name] = {
             "tokens": list(comp.token_ids),
@@ -120,7 +140,7 @@ def engine(tag: str, model: Path, work: Path, tier: str = "", connector: str = "
                PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
                TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
-    cmd = [sys.executable, __file__, "engine", "--model", str(model), "--out", str(out)]
+    cmd = [sys.executable, __file__, "engine", "--model", str(model), "--out", str(out), "--phase", tag]
     if connector:
         cmd += ["--tier", tier, "--connector", connector, "--module", module]
     start = time.monotonic()
@@ -137,8 +157,8 @@ def engine(tag: str, model: Path, work: Path, tier: str = "", connector: str = "
 def compare(ref: dict, got: dict, tol: float) -> tuple[bool, float, list]:
     """(all equal within tol, the largest logprob difference, one line per prompt)."""
     ok, worst, lines = True, 0.0, []
-    for name, r in ref["prompts"].items():
-        g = got["prompts"][name]
+    for name, g in got["prompts"].items():
+        r = ref["prompts"][name]
         same = r["tokens"] == g["tokens"]
         # logprobs are comparable up to and including the first differing token (same context)
         upto = next((i + 1 for i, (x, y) in enumerate(zip(r["tokens"], g["tokens"])) if x != y), len(r["tokens"]))
@@ -153,12 +173,12 @@ def compare(ref: dict, got: dict, tol: float) -> tuple[bool, float, list]:
 
 def hits_ok(run: dict, tag: str) -> bool:
     ok = True
-    for name, ids in prompts().items():
-        want, got = expected_hit(len(ids)), run["prompts"][name]["cached"]
+    for name, p in prompts().items():
+        want, got = expected_hit(p), run["prompts"][name]["cached"]
         if got != want:
             print(f"  {tag} {name}: num_cached_tokens {got}, expected {want}")
             ok = False
-    total = sum(expected_hit(len(ids)) for ids in prompts().values())
+    total = sum(expected_hit(p) for p in prompts().values())
     counter = run["metrics"].get("vllm:external_prefix_cache_hits")
     if counter != total:
         print(f"  {tag}: vllm:external_prefix_cache_hits {counter}, expected {total}")
@@ -181,14 +201,18 @@ def main() -> int:
     try:
         import tiny_llama
         model = tiny_llama.build(work / "model")
+        for i in (1, 2):
+            tiny_llama.build_lora(work / f"lora{i}", seed=i)
         tier_dir = work / "tier"
         tier = f"file://{tier_dir}?capacity=1GiB"
         conn = "KvtierConnector"
 
         ref = engine("recompute", model, work)
-        outs = {tuple(p["tokens"]) for p in ref["prompts"].values()}
-        if len(outs) != len(ref["prompts"]) or any(len(set(p["tokens"])) == 1 for p in ref["prompts"].values()):
-            print(f"FAIL: degenerate reference output (the model ignores its prompt): {ref['prompts']}")
+        plain = [ref["prompts"][n] for n, p in prompts().items() if not p["salt"] and not p["lora"]]
+        outs = {tuple(p["tokens"]) for p in plain}
+        lora_changes = ref["prompts"]["i300_lora1"]["logprobs"] != ref["prompts"]["a300"]["logprobs"]
+        if len(outs) != len(plain) or any(len(set(p["tokens"])) == 1 for p in plain) or not lora_changes:
+            print(f"FAIL: degenerate reference output (the model ignores its prompt, or the LoRA adapter changes nothing): {ref['prompts']}")
             return 1
         saved = engine("save", model, work, tier, conn)
         own = [n for n, p in saved["prompts"].items() if p["cached"] == 0]  # computed by engine 2 itself
@@ -243,7 +267,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd")
     e = sub.add_parser("engine")
-    for a in ("--model", "--out", "--tier", "--connector", "--module"):
+    for a in ("--model", "--out", "--tier", "--connector", "--module", "--phase"):
         e.add_argument(a, default="")
     ns = parser.parse_args()
     if ns.cmd == "engine":
