@@ -81,6 +81,25 @@ void Reply(httplib::Response& res, const ServeReply& r) {
   res.set_content(r.body, r.content_type.c_str());
 }
 
+// True (with the reply set) for a body serve does not take: any Transfer-Encoding (serve's bodies are
+// small JSON with a Content-Length, the one length httplib bounds before reading) and any
+// Content-Encoding but identity (never inflated). The connection is closed after the reply.
+bool RefuseBodyEncodings(const httplib::Request& req, httplib::Response& res) {
+  int status = 0;
+  const char* what = nullptr;
+  if (req.has_header("Transfer-Encoding")) {
+    status = 411;
+    what = "Transfer-Encoding is not accepted: send the body with a Content-Length";
+  } else if (req.has_header("Content-Encoding") && req.get_header_value("Content-Encoding") != "identity") {
+    status = 415;
+    what = "Content-Encoding is not accepted: send the body uncompressed";
+  }
+  if (what == nullptr) return false;
+  Reply(res, ErrorReply(status, what));
+  res.set_header("Connection", "close");
+  return true;
+}
+
 bool SameToken(const std::string& given, const std::string& expected) {
   return given.size() == expected.size() && CRYPTO_memcmp(given.data(), expected.data(), given.size()) == 0;
 }
@@ -142,6 +161,9 @@ void HttpServer::Route() {
   svr.set_keep_alive_max_count(100);
   const std::string token = options_.token;
   svr.set_pre_routing_handler([token](const httplib::Request& req, httplib::Response& res) {
+    // Runs once the head is read, before any body byte: bodies serve does not need are refused unread
+    // (a chunked body escaped the length limit, a gzip body inflated past it).
+    if (RefuseBodyEncodings(req, res)) return httplib::Server::HandlerResponse::Handled;
     if (token.empty() || req.path == "/healthz" || req.path == "/readyz") return httplib::Server::HandlerResponse::Unhandled;
     if (SameToken(req.get_header_value("Authorization"), "Bearer " + token)) {
       return httplib::Server::HandlerResponse::Unhandled;
