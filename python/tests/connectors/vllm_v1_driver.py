@@ -13,7 +13,10 @@ attention layers' wait_for_layer_load / save_kv_layer) call it, with vLLM's argu
              get_finished -> get_block_ids_with_load_errors -> clear_connector_metadata
 
 A request is a prompt prefill (in steps of at most ``step_tokens`` tokens) that ends when its prompt
-is computed. ``compute`` writes the KV of tokens [start, end) into the paged cache: a caller's model
+is computed; it may carry vLLM's ``lora_request``, ``mm_features``, ``cache_salt`` and
+``prompt_embeds``. As vLLM's scheduler (``_update_from_kv_xfer_finished``) does, the driver frees a
+finished request's blocks at its first ``finished_recving`` or ``finished_sending`` report and fails
+on any later report of it (in vLLM, ``assert req_id in self.requests`` ends EngineCore). ``compute`` writes the KV of tokens [start, end) into the paged cache: a caller's model
 or the default ``reference_rows`` (a deterministic function of the token prefix).
 """
 
