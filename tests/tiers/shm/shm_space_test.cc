@@ -97,7 +97,7 @@ TEST(ShmSpace, ACapacityBeyondTheFilesystemIsRefusedAndLeavesNoFile) {
 TEST(ShmSpace, AFullTmpfsNeverKillsTheWriterOfAPoolMadeOnIt) {
   SmallTmpfs small("8m");
   if (!small.mounted()) GTEST_SKIP() << "cannot mount a size-limited tmpfs here: " << small.error();
-  const std::string url = "shm://pool?dir=" + small.dir() + "&capacity=5MiB";
+  const std::string url = "shm://pool?dir=" + small.dir() + "&capacity=5MiB&threads=1";  // no threads in the fork
   {
     auto t = OpenTier(url, {});
     ASSERT_TRUE(t.ok()) << t.status().ToString();
