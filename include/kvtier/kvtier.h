@@ -141,7 +141,9 @@ typedef struct kvtier_store_options {
   /* Chunk events (docs/serve.md): NULL, or a ZeroMQ endpoint the store binds and publishes its stored,
    * removed and evicted chunks on ("tcp://127.0.0.1:5557"; routers connect), msgpack in the shape of
    * vLLM's KV event batches. The two fields were added after the others: a struct_size
-   * that ends at key_file is still accepted and means no events. */
+   * that ends at key_file is still accepted and means no events. Refused (INVALID_ARGUMENT): a tcp://
+   * host other than loopback (the socket has no authentication), a port outside 0..65535, an ipc:// path
+   * that exists and is not a dead socket of this user (it would be removed). */
   const char* events;
   const char* events_topic;    /* NULL: "kvtier"; the first frame of every event message */
 } kvtier_store_options;
