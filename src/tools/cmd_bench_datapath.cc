@@ -88,10 +88,13 @@ int RunDatapath(const DatapathArgs& a) {
     }
     std::cerr << "results written to " << a.json << "\n";
   }
-  uint64_t errors = 0;
-  for (const auto& p : result->sweep) errors += p.kvtier.errors;
+  uint64_t errors = 0, wrong = 0;
+  for (const auto& p : result->sweep) {
+    errors += p.kvtier.errors;
+    wrong += p.kvtier.wrong_bytes;
+  }
   if (errors) {
-    std::cerr << "kvtier bench datapath: " << errors << " chunk reads failed or returned wrong bytes\n";
+    std::cerr << "kvtier bench datapath: " << internal::DatapathErrorLine(errors, wrong) << "\n";
     return 1;
   }
   return 0;

@@ -256,7 +256,7 @@ std::optional<T> MedianOf(const std::vector<std::optional<T>>& runs, Rate rate) 
 // The run with the median bandwidth, for kvtier, its writes, fio and the references independently;
 // errors of every run count; each run's kvtier/fio ratios, for the paired ratio (SweepPoint).
 SweepPoint MedianPoint(std::vector<SweepPoint> runs) {
-  uint64_t errors = 0;
+  uint64_t errors = 0, wrong_bytes = 0;
   std::vector<std::optional<FioResult>> fio, fio_write;
   std::vector<std::optional<PhaseResult>> write, encrypted_write, reference, write_reference;
   std::vector<double> read_ratios, write_ratios;  // per run, where fio ran in it
@@ -264,6 +264,7 @@ SweepPoint MedianPoint(std::vector<SweepPoint> runs) {
     if (p.fio) read_ratios.push_back(p.RatioToFio());
     if (p.write && p.fio_write) write_ratios.push_back(p.RatioWriteToFio());
     errors += p.kvtier.errors;
+    wrong_bytes += p.kvtier.wrong_bytes;
     fio.push_back(p.fio);
     fio_write.push_back(p.fio_write);
     write.push_back(p.write);
@@ -277,6 +278,7 @@ SweepPoint MedianPoint(std::vector<SweepPoint> runs) {
   });
   SweepPoint out = runs[(runs.size() - 1) / 2];
   out.kvtier.errors = errors;
+  out.kvtier.wrong_bytes = wrong_bytes;
   out.fio = MedianOf(fio, fio_rate);
   out.fio_write = MedianOf(fio_write, fio_rate);
   const auto rate = [](const PhaseResult& p) { return p.BytesPerSecond(); };

@@ -295,6 +295,7 @@ PhaseResult ReadPass(Tier& tier, ReadArea* area) {
       r.bytes += area->chunk_bytes();
     } else {
       ++r.errors;
+      r.wrong_bytes += ops[i].status.ok();
     }
   }
   return r;
@@ -304,7 +305,7 @@ void LatencyPass(Tier& tier, ReadArea* area, uint32_t depth, uint64_t sample, Ph
   area->ClearTags();
   sample = std::min(sample, area->chunks());
   LatencyHistogram latency;
-  std::atomic<uint64_t> next{0}, errors{0};
+  std::atomic<uint64_t> next{0}, errors{0}, wrong{0};
   std::vector<std::thread> threads;
   for (uint32_t t = 0; t < std::max<uint32_t>(depth, 1); ++t) {
     threads.emplace_back([&] {
@@ -313,12 +314,14 @@ void LatencyPass(Tier& tier, ReadArea* area, uint32_t depth, uint64_t sample, Ph
         const Status s = tier.Get(area->id(i), area->Destination(i));
         latency.Record(SecondsSince(t0) * 1e6);
         if (!s.ok() || !area->TagMatches(i)) ++errors;
+        if (s.ok() && !area->TagMatches(i)) ++wrong;
       }
     });
   }
   for (auto& t : threads) t.join();
   into->SetLatency(latency.Summary());
   into->errors += errors.load();
+  into->wrong_bytes += wrong.load();
 }
 
 Result<PhaseResult> FileReaderPass(const std::string& tier_dir, ReadArea* area, uint64_t inflight,
@@ -349,6 +352,7 @@ Result<PhaseResult> FileReaderPass(const std::string& tier_dir, ReadArea* area, 
       r.bytes += area->chunk_bytes();
     } else {
       ++r.errors;
+      r.wrong_bytes += reads[i].status.ok();
     }
   }
   return r;

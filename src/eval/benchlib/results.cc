@@ -13,7 +13,7 @@ double Gbps(double bytes_per_second) { return bytes_per_second / 1e9; }
 
 nlohmann::json PhaseJson(const PhaseResult& p) {
   return {{"chunks", p.chunks},   {"bytes", p.bytes},   {"seconds", p.seconds},
-          {"gbps", Gbps(p.BytesPerSecond())}, {"errors", p.errors}, {"p50_us", p.p50_us},
+          {"gbps", Gbps(p.BytesPerSecond())}, {"errors", p.errors}, {"wrong_bytes", p.wrong_bytes}, {"p50_us", p.p50_us},
           {"p99_us", p.p99_us}};
 }
 
@@ -421,6 +421,11 @@ std::string FormatSummary(const DatapathResult& r) {
     }
   }
   return out;
+}
+
+std::string DatapathErrorLine(uint64_t errors, uint64_t wrong_bytes) {
+  return std::to_string(errors - wrong_bytes) + " chunk reads failed, " + std::to_string(wrong_bytes) +
+         " returned wrong bytes";
 }
 
 }  // namespace kvtier::internal

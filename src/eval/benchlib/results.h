@@ -28,6 +28,7 @@ struct PhaseResult {
   uint64_t bytes = 0;    // payload bytes delivered (or written)
   double seconds = 0;
   uint64_t errors = 0;   // chunks that failed or came back with the wrong bytes
+  uint64_t wrong_bytes = 0;  // of `errors`: chunks read without an error whose bytes were wrong
   double p50_us = 0, p99_us = 0;  // per chunk; 0 when the path does not measure it
   // Writes: the tier's Flush after the last Put returned (file://: one syncfs, which makes the chunks
   // durable), not in `seconds`: a Put returns once its chunk is published, as fio's writes return
@@ -169,6 +170,9 @@ nlohmann::json ToJson(const DatapathResult& r);
 
 // Human-readable summary (the table a user reads), with estimates labelled as such.
 std::string FormatSummary(const DatapathResult& r);
+// "N chunk reads failed, M returned wrong bytes" for `errors` chunks in error, `wrong_bytes` of them
+// read without an error but with the wrong bytes (issue 39: the two were one figure).
+std::string DatapathErrorLine(uint64_t errors, uint64_t wrong_bytes);
 
 // One line: "32768-token hit (128 chunks): read 1.13 GiB (1217396736 bytes) = 100.4% of the minimum ...".
 std::string HitText(const HitResult& hit);

@@ -8,6 +8,7 @@
 #include "eval/benchlib/datapath_io.h"
 #include "eval/benchlib/datapath_passes.h"
 #include "io/chunk_io.h"
+#include "kvtier/forwarding_tier.h"
 #include "testing/fake_object_client.h"
 
 namespace kvtier::internal {
@@ -318,6 +319,37 @@ TEST(DatapathTest, EachPassRunsNextToItsFioReferenceInAlternatingOrder) {
   EXPECT_DOUBLE_EQ(p.RatioToFio(), (p.read_ratios_to_fio[0] + p.read_ratios_to_fio[1]) / 2);
   EXPECT_DOUBLE_EQ(p.RatioWriteToFio(), (p.write_ratios_to_fio[0] + p.write_ratios_to_fio[1]) / 2);
   EXPECT_EQ(p.kvtier.errors, 0u);
+}
+
+// Issue 39: the bench named failed reads and wrong bytes as one figure. A tier that fails chunk 1 and
+// serves chunk 0 with another chunk's tag, reporting success: two errors, one of them wrong bytes.
+class OneFailedOneWrongTier final : public ForwardingTier {
+ public:
+  using ForwardingTier::ForwardingTier;
+  void GetMany(std::span<ReadOp> ops) override {
+    inner().GetMany(ops);
+    if (ops.size() < 2) return;
+    ops[1].status = Status::IOError("injected");
+    std::span<std::byte> first = ops[0].dst[0];
+    first[0] ^= std::byte{0xFF};  // the tag: chunk 0 now carries other bytes, and the read says OK
+  }
+};
+
+TEST(DatapathErrors, FailedReadsAndWrongBytesAreCountedApart) {
+  auto m = FindModelPreset("qwen2.5-0.5b");
+  ASSERT_TRUE(m.ok());
+  m->layout.tokens_per_chunk = 16;
+  auto area = ReadArea::Create(*m, 4);
+  ASSERT_TRUE(area.ok()) << area.status().ToString();
+  auto mem = OpenTier("mem://?capacity=16MiB");
+  ASSERT_TRUE(mem.ok());
+  std::shared_ptr<Tier> inner = std::move(*mem);
+  OneFailedOneWrongTier tier(inner);
+  ASSERT_TRUE(WritePass(tier, *area).ok());
+  const PhaseResult r = ReadPass(tier, &*area);
+  EXPECT_EQ(r.errors, 2u);
+  EXPECT_EQ(r.wrong_bytes, 1u);
+  EXPECT_EQ(DatapathErrorLine(r.errors, r.wrong_bytes), "1 chunk reads failed, 1 returned wrong bytes");
 }
 
 }  // namespace
