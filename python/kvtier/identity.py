@@ -20,7 +20,8 @@ The fields the connectors set (docs/connectors.md lists them per engine): ``engi
 where every rank holds the same bytes, e.g. MLA), ``pp_size``, ``pp_rank``, ``cp_size``,
 ``cp_rank``, ``split_heads``, ``host_pool``, ``block_bytes``, ``hash_scheme``, ``hash_seed``,
 ``salt``, and for vLLM the weights' ``weight_dtype``, ``quantization``, ``quant_config``,
-``code_revision``, ``hf_overrides``, ``attention_dtype``. New fields are new names: existing
+``code_revision``, ``hf_overrides``, ``attention_dtype``, and on vLLM's CPU backend the kernel's
+K packing ``cpu_attn_isa``. New fields are new names: existing
 encodings do not change.
 """
 

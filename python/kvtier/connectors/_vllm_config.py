@@ -1,5 +1,6 @@
 """What the vLLM connector reads of vLLM's configuration: the ``ModelSpec`` of a ``VllmConfig``
-(model_config, cache_config, parallel_config; the weights' identity fields by ``_vllm_engine_identity``),
+(model_config, cache_config, parallel_config; the weights' identity fields by ``_vllm_engine_identity``,
+on a CPU device the attention kernel's packing by ``_vllm_cpu_kernel``),
 the KV cache groups of a ``KVCacheConfig`` it serves (``check_kv_cache_config``), the connector's
 options, role, device and TP rank. ValueError for what is not served. Imports no module that imports
 it (no import cycle).
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from ._vllm_cpu_kernel import cpu_attn_isa
 from ._vllm_engine_identity import model_identity_fields
 from ._vllm_groups import CacheGroup, mamba_state_of, refusal
 from ._vllm_spec import ROLES, ModelSpec
@@ -27,12 +29,16 @@ def spec_of_vllm_config(vllm_config: Any) -> ModelSpec:
     if cache_dtype == "auto":
         cache_dtype = str(mc.dtype).replace("torch.", "")
     mla = bool(getattr(mc, "use_mla", False))
+    fields = model_identity_fields(mc)
+    if device_type(vllm_config) == "cpu":  # K's bytes are in the CPU kernel's packing (_vllm_cpu_kernel)
+        isa = cpu_attn_isa(mc, int(cc.block_size), int(mc.get_head_size()), getattr(cc, "cache_dtype", None))
+        fields = tuple(sorted(fields + (("cpu_attn_isa", isa),)))
     # MLA: vLLM's ModelConfig gives 1 KV head and a head size of kv_lora_rank + qk_rope_head_dim
     return ModelSpec(model=str(mc.model), revision=getattr(mc, "revision", None),
                      layers=int(mc.get_num_layers(pc)), kv_heads=1 if mla else int(mc.get_num_kv_heads(pc)),
                      head_dim=int(mc.get_head_size()), kv_dtype=cache_dtype, block_size=int(cc.block_size),
                      tp_size=int(pc.tensor_parallel_size), attention="mla" if mla else "mha",
-                     model_fields=model_identity_fields(mc))
+                     model_fields=fields)
 
 
 def check_kv_cache_config(kv_cache_config: Any, spec: ModelSpec) -> Optional[list]:

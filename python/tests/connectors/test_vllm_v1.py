@@ -18,7 +18,7 @@ from connector_helpers import corrupt_chunk, file_tier, requires_library, tiny_f
 from vllm_v1_driver import FlashAttnCache, MiniEngine, reference_rows, vllm_config  # noqa: E402
 
 import kvtier  # noqa: E402
-from kvtier.connectors import vllm_v1  # noqa: E402
+from kvtier.connectors import _vllm_cpu_kernel, vllm_v1  # noqa: E402
 from kvtier.connectors.vllm_v1 import KvtierConnectorCore, ModelSpec  # noqa: E402
 
 pytestmark = requires_library
@@ -326,6 +326,9 @@ def test_adapter_reads_the_vllm_config(file_tier):
     conn.shutdown()
     cfg.device_config = types.SimpleNamespace(device_type="cpu")  # vLLM's CPU platform: its HND backend
     cpu = vllm_v1.KvtierConnector(cfg, role)
+    # on a CPU device the identity also names the kernel's K packing (_vllm_cpu_kernel)
+    isa = _vllm_cpu_kernel.cpu_attn_isa(cfg.model_config, BS, DIM, "auto")
+    spec = dataclasses.replace(spec, model_fields=tuple(sorted(spec.model_fields + (("cpu_attn_isa", isa),))))
     assert cpu.namespace.id == KvtierConnectorCore("worker", spec, {"tiers": url, "chunk_tokens": CHUNK,
                                                                     "kv_cache_layout": "cpu_attn"},
                                                    store=sched.store).namespace.id != conn.namespace.id

@@ -31,7 +31,7 @@ from vllm_v1_driver import (CachedRequestData, FakeCuda, NewRequestData, Schedul
                             vllm_config)
 
 from kvtier import _lib  # noqa: E402
-from kvtier.connectors import _gpu_grouped, _gpu_paged, vllm_v1  # noqa: E402
+from kvtier.connectors import _gpu_grouped, _gpu_paged, _vllm_cpu_kernel, vllm_v1  # noqa: E402
 from kvtier.connectors._gpu_grouped import GpuGroupedWorker, bad_blocks, device_grouped_cache  # noqa: E402
 from kvtier.connectors._host_paged import _start  # noqa: E402
 from kvtier.connectors._vllm_groups import (CacheGroup, grouped_cache_of, mamba_state_of, skipped_blocks,  # noqa: E402
@@ -392,8 +392,11 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
     with pytest.raises(ValueError, match="KvtierHybridConnector"):  # the default class serves one group
         vllm_v1.KvtierConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
     conn = vllm_v1.KvtierHybridConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
-    core = KvtierConnectorCore("scheduler", dataclasses.replace(SPEC, model_fields=(("weight_dtype", "float32"),)), {"tiers": url, "kv_cache_layout": "cpu_attn"},
-                               groups=GROUPS)  # the adapter adds the ModelConfig's dtype
+    # the adapter adds the ModelConfig's dtype and, on a CPU device, the kernel's K packing
+    cpu_fields = (("cpu_attn_isa", _vllm_cpu_kernel.cpu_attn_isa(on("cpu").model_config, BS, DIM, "auto")),
+                  ("weight_dtype", "float32"))
+    core = KvtierConnectorCore("scheduler", dataclasses.replace(SPEC, model_fields=cpu_fields),
+                               {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=GROUPS)
     assert conn.namespace.id == core.namespace.id
     cpu_ns = conn.namespace.id
     conn.shutdown()
@@ -410,7 +413,8 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
     with pytest.raises(ValueError, match="disable-hybrid-kv-cache-manager"):           # NHD: refused
         vllm_v1.KvtierHybridConnector(named, types.SimpleNamespace(name="WORKER"), cfg)
     gpu = vllm_v1.KvtierHybridConnector(on("cuda"), types.SimpleNamespace(name="WORKER"), cfg)
-    assert gpu.namespace.id == cpu_ns  # the same head-major chunks as the CPU backend's
+    # kvtier's head-major chunk order, as the CPU backend's, but not its kernel's K packing
+    assert gpu.namespace.id != cpu_ns
     gpu.shutdown()
     worker = KvtierConnectorCore("worker", SPEC, {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=GROUPS)
     with pytest.raises(ValueError, match="not the layers of the KV cache groups"):
@@ -685,17 +689,22 @@ def test_mamba_groups_are_served_in_mode_all_only_and_refused_otherwise_with_the
     with pytest.raises(ValueError, match="mamba_cache_mode 'all'"):  # the message names the mode that is served
         vllm_v1.check_kv_cache_config(kv_cache_config((M_GROUPS[0].names, FULL()),
                                                       (M_GROUPS[1].names, mamba(mamba_cache_mode="align"))), M_SPEC)
-    # the adapter on a CPU device, and on a CUDA device (vLLM's HND layout: the same chunks); an NHD
-    # layout named in the configuration is refused, naming the ways out
+    # the adapter on a CPU device (its identity names the CPU kernel's K packing), and on a CUDA device
+    # (vLLM's HND layout: kvtier's chunk order, no packing); an NHD layout named in the configuration is
+    # refused, naming the ways out
     on = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device="cpu")
     conn = vllm_v1.KvtierHybridConnector(on, types.SimpleNamespace(name="SCHEDULER"), cfg)
-    core = KvtierConnectorCore("scheduler", dataclasses.replace(M_SPEC, model_fields=(("weight_dtype", "float32"),)), {"tiers": url, "kv_cache_layout": "cpu_attn"},
-                               groups=M_GROUPS)
+    cpu_fields = (("cpu_attn_isa", _vllm_cpu_kernel.cpu_attn_isa(on.model_config, BS, DIM, "auto")),
+                  ("weight_dtype", "float32"))
+    core = KvtierConnectorCore("scheduler", dataclasses.replace(M_SPEC, model_fields=cpu_fields),
+                               {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=M_GROUPS)
     assert conn.namespace.id == core.namespace.id
     on_gpu = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device="cuda")
     gpu = vllm_v1.KvtierHybridConnector(on_gpu, types.SimpleNamespace(name="WORKER"), cfg)
-    assert gpu.namespace.id == core.namespace.id
-    for c in (conn, core, gpu):
+    gpu_core = KvtierConnectorCore("scheduler", dataclasses.replace(M_SPEC, model_fields=(("weight_dtype", "float32"),)),
+                                   {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=M_GROUPS)
+    assert gpu.namespace.id == gpu_core.namespace.id != core.namespace.id
+    for c in (conn, core, gpu, gpu_core):
         c.shutdown()
     on_gpu = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url], "kv_cache_layout": "flashinfer"},
                          device="cuda")
