@@ -82,7 +82,10 @@ Worker side (one per TP rank):
   that failed to load: those chunks were computed against KV that was not loaded.
 - ``get_block_ids_with_load_errors``: the blocks of every chunk that was missing or failed
   verification (kvtier never reports such a chunk loaded), so vLLM recomputes those tokens
-  (``kv_load_failure_policy: recompute``). A failed save is counted and logged, never raised; a
+  (``kv_load_failure_policy: recompute``). With several KV cache groups (whose block ids vLLM's
+  recovery cannot tell apart) loads are asynchronous and a failed one is reported per request in
+  ``get_transfer_results``' ``failed_recving`` instead (vLLM 0.32 recomputes it from token 0);
+  the adapter refuses several groups on revisions without ``failed_recving``. A failed save is counted and logged, never raised; a
   full tier drops the save softly (kvtier's ``dropped_saves``) and a later lookup misses.
 - ``get_kv_connector_stats``: the counters of the interval since the last call (``KvtierConnectorStats``).
 - ``handle_preemptions`` waits for the saves of preempted requests before their blocks are reused;
@@ -141,6 +144,20 @@ except Exception:  # pragma: no cover - depends on the environment
 
     class _HMA:  # type: ignore[no-redef]
         """Stand-in of vLLM's SupportsHMA (revisions without it, or no vLLM)."""
+
+try:  # vLLM's per-request load failures (revisions whose scheduler recovers several KV cache groups)
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorTransferResults  # type: ignore
+    REPORTS_FAILED_RECVING = "failed_recving" in getattr(KVConnectorTransferResults, "__dataclass_fields__", {})
+except Exception:  # pragma: no cover - depends on the environment
+    REPORTS_FAILED_RECVING = not HAVE_VLLM  # without vLLM: the stand-in below, as vLLM 0.32 declares it
+
+    @dataclass
+    class KVConnectorTransferResults:  # type: ignore[no-redef]
+        """Stand-in of vLLM 0.32's KVConnectorTransferResults (a failed receive is also finished)."""
+
+        finished_sending: set = field(default_factory=set)
+        finished_recving: set = field(default_factory=set)
+        failed_recving: set = field(default_factory=set)
 
 try:
     from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorStats as _StatsBase  # type: ignore
@@ -315,10 +332,11 @@ def _check_grouped(spec: ModelSpec, extra: Mapping[str, Any], groups: Sequence[C
             "(kv_cache_layout 'hnd', which KvtierHybridConnector sets and asks vLLM for on a CUDA device; "
             "VLLM_KV_CACHE_LAYOUT=HND); or --disable-hybrid-kv-cache-manager (one group, the classic layout, "
             "every layer's KV of every token)")
-    if extra.get("async_load"):
-        raise ValueError("KvtierConnector: async_load with several KV cache groups is refused: vLLM's "
-                         "scheduler finishes an asynchronous load for one KV cache group only "
-                         "(_update_waiting_for_remote_kv, docs/connectors.md)")
+    if len(groups) > 1 and "async_load" in extra and not extra["async_load"]:
+        raise ValueError("KvtierConnector: async_load false with several KV cache groups is refused: vLLM "
+                         "recovers a failed load of several groups only as a failed asynchronous load "
+                         "(failed_recving; block-level load errors end EngineCore there), so loads are "
+                         "asynchronous (docs/connectors.md)")
 
 
 def _classic_spec(layout: kvtier.Layout) -> str:
@@ -387,7 +405,10 @@ class KvtierConnectorCore:
             with _configuration_errors():
                 store, self._store_key = _acquire_store(extra)
         self._store = store
-        self._async_load = bool(extra.get("async_load", False))
+        # Several KV cache groups: vLLM recovers a failed load only as a failed asynchronous one
+        # (get_transfer_results' failed_recving), never by block ids (unique within a group only)
+        self._several_groups = bool(self._groups) and len(self._groups) > 1
+        self._async_load = bool(extra.get("async_load", False)) or self._several_groups
         self._lock = threading.Lock()
         self._closed = False
         self._meta: Optional[KvtierConnectorMetadata] = None
@@ -406,6 +427,7 @@ class KvtierConnectorCore:
         self._finished_seen: set[str] = set()
         self._late_recving: set[str] = set()     # async loads ended while another op of theirs ran
         self._failed_loads: set[str] = set()     # requests with a load error in this step
+        self._recv_failed: set[str] = set()      # several groups: async loads that failed, not yet reported
         self._step_errors: set[int] = set()      # blocks that failed to load in this step
         self._stats = {"lookups": 0, "hit_tokens": 0, "loads": 0, "loaded_chunks": 0, "load_errors": 0,
                        "error_blocks": 0, "saves": 0, "saved_chunks": 0, "saves_failed": 0,
@@ -598,7 +620,11 @@ class KvtierConnectorCore:
         return meta
 
     def update_connector_output(self, connector_output: Any) -> None:
-        """Blocks that failed to load are recomputed by the engine: their chunks are saved again."""
+        """Blocks that failed to load are recomputed by the engine: their chunks are saved again (a
+        request whose asynchronous load failed, ``failed_recving``: all of them, from token 0)."""
+        for rid in getattr(connector_output, "failed_recving", None) or ():
+            if rid in self._reqs:
+                self._reqs[rid].saved_chunks = 0
         invalid = set(getattr(connector_output, "invalid_block_ids", None) or ())
         if not invalid:
             return
@@ -680,11 +706,18 @@ class KvtierConnectorCore:
         for spec in meta.loads:
             keys = self._keys(spec)
             tables = self._tables(spec.blocks, len(keys))
-            if self._gpu is not None:
+            if self._gpu is not None and not spec.is_async:
                 self._load_gpu(spec.req_id, keys, tables if self._groups else tables[0])
                 continue
             op = _Op(spec.req_id, None, tables.transpose(1, 0, 2).reshape(len(keys), -1), True, spec.is_async,
                      keys=keys)
+            if self._gpu is not None:  # several groups on CUDA: read before this returns, reported as async
+                op.handle = self._ended_gpu_load(spec.req_id, keys, tables)
+                self._stats["loads"] += 1
+                self._held.add(spec.req_id)
+                with self._lock:
+                    self._ops.append(op)
+                continue
             try:
                 op.handle = self._start_io(True, keys, tables)
             except (kvtier.KvtierError, ValueError, RuntimeError) as e:
@@ -808,6 +841,19 @@ class KvtierConnectorCore:
         self._finished_seen &= self._held  # only ids that may still be reported
         return (sending or None), (recving or None)
 
+    def get_transfer_results(self, finished_req_ids: set) -> Any:
+        """vLLM's KVConnectorTransferResults: ``get_finished``'s two sets and, with several KV cache
+        groups, the finished asynchronous loads that failed (``failed_recving``, each also in
+        ``finished_recving``, as vLLM asks): vLLM recomputes such a request from its first token (its
+        recovery by block ids cannot tell the groups' blocks apart)."""
+        sending, recving = self.get_finished(finished_req_ids)
+        failed = self._recv_failed & set(recving or ())
+        self._recv_failed -= failed
+        results = KVConnectorTransferResults(finished_sending=set(sending or ()), finished_recving=set(recving or ()))
+        if failed:
+            results.failed_recving = failed
+        return results
+
     def get_block_ids_with_load_errors(self) -> set:
         """The blocks that failed to load since the last call. The step's synchronous loads are ended
         first, so their errors are reported in the step that used them, whichever of its calls vLLM
@@ -861,7 +907,10 @@ class KvtierConnectorCore:
             self._step_errors |= {int(b) for b in bad}
             self._stats["load_errors"] += 1
             self._stats["error_blocks"] += int(bad.size)
-            self._load_errors |= {int(b) for b in bad}
+            if self._several_groups:  # the whole request, in failed_recving (get_transfer_results)
+                self._recv_failed.add(req_id)
+            else:
+                self._load_errors |= {int(b) for b in bad}
 
     def _load_gpu(self, req_id: str, keys: list, blocks: np.ndarray) -> None:
         self._stats["loads"] += 1
@@ -872,6 +921,18 @@ class KvtierConnectorCore:
             logger.warning("KvtierConnector: GPU load of %s failed (%s); its tokens are recomputed", req_id, e)
             loaded, bad = 0, blocks[blocks >= 0]
         self._note_load(req_id, loaded, bad)
+
+    def _ended_gpu_load(self, req_id: str, keys: list, tables: np.ndarray) -> Optional["_Ended"]:
+        """An asynchronous load of kvtier.gpu's grouped path: read and verified now, the engine's stream
+        made to wait for it; its result as an ended operation (accounted for by get_finished)."""
+        try:
+            self._require_cache()
+            loaded, _ = self._gpu.load(keys, tables)  # type: ignore[union-attr]
+            self._gpu.wait_layer(0)  # type: ignore[union-attr]  # one layer group: the whole load
+        except (kvtier.KvtierError, ValueError, RuntimeError) as e:
+            logger.warning("KvtierConnector: GPU load of %s failed (%s); its tokens are recomputed", req_id, e)
+            return None
+        return _Ended(loaded)
 
     def _save_gpu(self, req_id: str, keys: list, blocks: np.ndarray) -> None:
         try:
@@ -931,6 +992,25 @@ class KvtierConnectorCore:
             self._stats["saves_failed"] += 0 if op.handle is None else 1
         else:
             self._stats["saved_chunks"] += done
+
+
+class _Ended:
+    """A Handle's answers for an operation that ended before it was recorded (kvtier.gpu's loads)."""
+
+    def __init__(self, count: int) -> None:
+        self._count = count
+
+    def done(self) -> bool:
+        return True
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        return self._count
+
+    def wait_bytes(self, nbytes: int, timeout: Optional[float] = None) -> int:
+        return self._count
+
+    def close(self) -> None:
+        return None
 
 
 @contextlib.contextmanager
@@ -1005,6 +1085,13 @@ class KvtierConnector(KvtierConnectorCore, _Base):  # type: ignore[misc,valid-ty
             raise ValueError(f"KvtierConnector: {len(groups)} KV cache groups (vLLM's hybrid KV cache manager is "
                              "on); KvtierConnector serves one: run with --disable-hybrid-kv-cache-manager, or, on "
                              "vLLM's CPU backend, name KvtierHybridConnector (sliding-window groups served)")
+        if groups is not None and len(groups) > 1 and not REPORTS_FAILED_RECVING:
+            raise ValueError(f"KvtierHybridConnector: {len(groups)} KV cache groups on a vLLM revision whose "
+                             "KVConnectorTransferResults has no failed_recving: its scheduler cannot recover a "
+                             "failed load of several groups (it unpacks one group's block ids in "
+                             "_update_requests_with_invalid_blocks and _update_waiting_for_remote_kv: EngineCore "
+                             "would die on the first load error). Use vLLM 0.32 or later, or "
+                             "--disable-hybrid-kv-cache-manager with KvtierConnector")
         KvtierConnectorCore.__init__(self, role_text, spec, extra, tp_rank, groups=groups)
         self._vllm_role = role
 

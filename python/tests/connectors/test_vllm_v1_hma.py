@@ -70,7 +70,13 @@ class DriverEngine:
     """What both engines below share: vLLM's scheduler and worker of one KvtierConnectorCore each, one
     block pool (block 0: the null block), and the scheduler's step around the model's compute. A subclass
     gives ``_alloc``, ``_free_skipped`` (blocks vLLM frees as a running request moves on), ``_forward``
-    (the worker's layer calls and the model's compute) and ``_request_ok``."""
+    (the worker's layer calls and the model's compute) and ``_request_ok``.
+
+    Load results as vLLM 0.32's scheduler (vllm/v1/core/sched/scheduler.py of the engines venv) takes
+    them: an asynchronous load's request waits (``remote``) until ``get_transfer_results`` reports it in
+    ``finished_recving``; one also in ``failed_recving`` is recomputed from token 0 (its blocks freed,
+    the connector asked again); block-level load errors (``invalid_block_ids``) with several KV cache
+    groups raise, as ``_handle_invalid_blocks`` does (EngineCore dies)."""
 
     def __init__(self, spec: ModelSpec, groups: list, url: str, step_tokens: int, extra: dict) -> None:
         cfg = {"tiers": url, "kv_cache_layout": "cpu_attn", "chunk_tokens": 8, **extra}
@@ -80,6 +86,7 @@ class DriverEngine:
         self.free, self.used = list(range(1, BLOCKS)), set()
         self.step_tokens, self.reqs, self.held, self.finished_ids = step_tokens, {}, {}, set()
         self.kv_ok, self.errors = {}, set()
+        self.failed_recving: set = set()  # every request vLLM was told failed to load
 
     def add(self, rid: str, tokens: list) -> None:
         self.reqs[rid] = Req(rid, list(tokens), blocks=[[] for _ in self.groups])
@@ -89,12 +96,25 @@ class DriverEngine:
         for r in self.reqs.values():
             if r.status == "waiting":
                 ext, is_async = self.sched.get_num_new_matched_tokens(r, 0)
-                assert not is_async
+                if is_async:  # vLLM allocates the hit's blocks and waits for finished_recving
+                    assert ext > 0
+                    self._alloc(r, ext, ext)
+                    self.sched.update_state_after_alloc(r, Blocks(r.blocks), ext)
+                    r.computed, r.status = ext, "remote"
+                    continue
                 n = len(r.prompt_token_ids) - ext if ext else min(self.step_tokens, len(r.prompt_token_ids))
                 self._alloc(r, ext, ext + n)
                 self.sched.update_state_after_alloc(r, Blocks(r.blocks), ext)
                 r.computed, r.status = ext, "running"
                 new.append(NewRequestData(r.request_id, r.prompt_token_ids, Blocks(r.blocks).get_block_ids(), ext))
+                n_sched[r.request_id] = n
+            elif r.status == "loaded":  # its load finished: scheduled without asking the connector again
+                n = len(r.prompt_token_ids) - r.computed
+                self._alloc(r, r.computed, r.computed + n)
+                self.sched.update_state_after_alloc(r, Blocks(r.blocks), 0)
+                r.status = "running"
+                new.append(NewRequestData(r.request_id, r.prompt_token_ids, Blocks(r.blocks).get_block_ids(),
+                                          r.computed))
                 n_sched[r.request_id] = n
             elif r.status == "running":
                 n = min(self.step_tokens, len(r.prompt_token_ids) - r.computed)
@@ -118,11 +138,15 @@ class DriverEngine:
         w.start_load_kv(None)
         self._forward(n_sched)
         w.wait_for_save()
-        sending, _ = w.get_finished(out.finished_req_ids)
-        self.errors |= w.get_block_ids_with_load_errors()
+        if hasattr(w, "get_transfer_results"):
+            results = w.get_transfer_results(out.finished_req_ids)
+        else:  # vLLM's base class: get_finished's sets, nothing failed
+            sending, recving = w.get_finished(out.finished_req_ids)
+            results = types.SimpleNamespace(finished_sending=set(sending or ()), finished_recving=set(recving or ()))
+        invalid = w.get_block_ids_with_load_errors() | getattr(self, "early_invalid", set())
+        self.early_invalid = set()
         w.clear_connector_metadata()
-        for rid in sending or ():
-            self.held.pop(rid)
+        self._after_transfers(results, invalid)
         for rid, n in n_sched.items():
             r = self.reqs[rid]
             r.computed += n
@@ -133,6 +157,36 @@ class DriverEngine:
                 self.finished_ids.add(rid)
                 if hold:
                     self.held[rid] = r.blocks
+
+    def _after_transfers(self, results: Any, invalid: set) -> None:
+        """vLLM 0.32's update_from_output for the connector's results (see the class docstring)."""
+        self.errors |= invalid
+        if invalid and len(self.groups) > 1:
+            raise RuntimeError("vLLM _handle_invalid_blocks: block-level load failures with several KV cache "
+                               "groups (EngineCore dies)")
+        failed = set(getattr(results, "failed_recving", None) or ())
+        self.failed_recving |= failed
+        self.sched.update_connector_output(types.SimpleNamespace(
+            finished_sending=results.finished_sending, finished_recving=results.finished_recving,
+            failed_recving=failed, invalid_block_ids=invalid))
+        assert failed <= set(results.finished_recving), "a failed receive is also finished (vLLM's contract)"
+        for rid in results.finished_recving:
+            r = self.reqs[rid]
+            if r.status == "remote" and rid in failed:  # recomputed from token 0: blocks freed, asked again
+                self._release(r)
+                r.computed, r.status = 0, "waiting"
+            elif r.status == "remote":
+                r.status = "loaded"
+            else:
+                assert r.status == "finished", f"{rid} reported received in status {r.status}"
+                self.held.pop(rid)
+        for rid in results.finished_sending:
+            self.held.pop(rid)
+
+    def _release(self, r: Req) -> None:
+        for ids in r.blocks:
+            self.free += [b for b in ids if b]
+        r.blocks = [[] for _ in self.groups]
 
     def run(self) -> None:
         deadline = time.monotonic() + 60
@@ -278,10 +332,14 @@ def test_window_groups_reload_what_vllm_attends_to_and_never_write_the_null_bloc
     second.close()
 
 
-def test_a_corrupt_chunk_reports_its_blocks_of_every_group(file_tier):
-    """vLLM recomputes from the first block reported (at the revision read its recovery handles one KV
-    cache group: docs/connectors.md); the connector reports the chunk's blocks in each group, the null
-    blocks never."""
+def test_a_failed_load_of_several_groups_fails_the_request_never_engine_core(file_tier):
+    """Issue 43: vLLM's recovery by block ids cannot tell several KV cache groups' blocks apart (0.32's
+    _handle_invalid_blocks raises, older revisions die unpacking one group), and the driver raises as
+    0.32 does. The connector loads several groups asynchronously and reports a request whose load failed
+    in failed_recving (also in finished_recving); vLLM recomputes it from token 0 and asks the connector
+    again, whose lookup now ends before the bad chunk (removed), and the recomputed chunks are saved
+    again: the next identical request, and a fresh engine's, are served every chunk, equal to recompute.
+    Fails on the code before the fix (block-level errors: the driver's RuntimeError)."""
     url, tier_dir = file_tier
     a = prompt(4, 6 * 8 + 3)
     keys = saved_chunk_keys(HybridEngine, url, a)
@@ -289,10 +347,21 @@ def test_a_corrupt_chunk_reports_its_blocks_of_every_group(file_tier):
     second = HybridEngine(url)
     second.add("a", a)
     second.run()
-    full, window = second.reqs["a"].blocks
-    assert second.worker.stats()["loaded_chunks"] == 5
-    assert second.errors == set(full[10:12]) | set(window[10:12]) and 0 not in second.errors
+    st = second.worker.stats()
+    assert second.failed_recving == {"a"} and not second.errors and second.kv_ok == {"a": True}
+    assert st["load_errors"] == 1 and second.sched.stats()["hit_tokens"] == 48 + 40  # then the 5 good chunks
+    assert second.untouched_blocks_hold_the_sentinel()  # the null block among them: never written
+    second.worker.store.flush()
+    second.add("b", a)
+    second.run()
+    assert second.kv_ok["b"] and second.failed_recving == {"a"} and not second.errors
+    assert second.sched.stats()["hit_tokens"] == 48 + 40 + 48
     second.close()
+    third = HybridEngine(url)
+    third.add("a", a)
+    third.run()
+    assert third.sched.stats()["hit_tokens"] == 48 and third.kv_ok == {"a": True} and not third.failed_recving
+    third.close()
 
 
 @pytest.mark.parametrize("on", ["cpu", "fake_cuda"])
@@ -374,7 +443,7 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
         "dtype=fp32 window:layers=2,heads=2,dim=8,window=10,dtype=fp32")
     for extra, match in (({}, "disable-hybrid-kv-cache-manager"), ({"kv_cache_layout": "flash_attn"}, "head-major"),
                          ({"kv_cache_layout": "flashinfer"}, "kv_cache_layout 'hnd', which KvtierHybridConnector"),
-                         ({"kv_cache_layout": "cpu_attn", "async_load": True}, "_update_waiting_for_remote_kv")):
+                         ({"kv_cache_layout": "cpu_attn", "async_load": False}, "failed_recving")):
         with pytest.raises(ValueError, match=match):
             KvtierConnectorCore("worker", SPEC, {"tiers": url, **extra}, groups=GROUPS)
     mamba = kv_cache_config((NAMES[1::2], FULL()), (NAMES[0::2], MAMBA()))
@@ -391,6 +460,12 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
 
     with pytest.raises(ValueError, match="KvtierHybridConnector"):  # the default class serves one group
         vllm_v1.KvtierConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
+    old, vllm_v1.REPORTS_FAILED_RECVING = vllm_v1.REPORTS_FAILED_RECVING, False
+    try:  # a vLLM revision whose scheduler cannot recover a failed load of several groups: refused
+        with pytest.raises(ValueError, match="no failed_recving"):
+            vllm_v1.KvtierHybridConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
+    finally:
+        vllm_v1.REPORTS_FAILED_RECVING = old
     conn = vllm_v1.KvtierHybridConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
     # the adapter adds the ModelConfig's dtype and, on a CPU device, the kernel's K packing
     cpu_fields = (("cpu_attn_isa", _vllm_cpu_kernel.cpu_attn_isa(on("cpu").model_config, BS, DIM, "auto")),
@@ -547,7 +622,8 @@ class MambaEngine(DriverEngine):
         return all(bool((raw.view(BLOCKS, -1)[spare] == SENTINEL).all()) for raw in self.raw)
 
     def _forward(self, n_sched: dict) -> None:
-        self.errors |= self.worker.get_block_ids_with_load_errors()  # (a load with Mamba states ends in start_load_kv)
+        self.early_invalid = self.worker.get_block_ids_with_load_errors()  # (a sync load with Mamba states
+        self.errors |= self.early_invalid                                  # ends in start_load_kv)
         for name in M_NAMES:  # vLLM's attention layers wait; its Mamba layers may not
             if name.endswith("attn.attn"):
                 self.worker.wait_for_layer_load(name)
@@ -617,9 +693,10 @@ def test_mamba_states_are_saved_at_chunk_ends_and_a_prefix_loads_its_own_state(f
 
 
 def test_a_corrupt_mamba_state_is_a_load_error_of_the_whole_load_never_a_hit_with_that_state(file_tier):
-    """A flipped byte in chunk 5's state: the load reports every block it was to write (the state as of
-    chunk 4's end was read and dropped, not put in a block, so vLLM recomputes from the load's first
-    block), no block takes the bad state, and the next lookup ends at chunk 5."""
+    """A flipped byte in chunk 5's state: the load fails as a whole (the state as of chunk 4's end was read
+    and dropped, not put in a block), reported in failed_recving (several groups: never block ids, on
+    which vLLM's scheduler raises), and vLLM recomputes the request from token 0, whose second lookup ends
+    at chunk 5: a hit of 5 chunks with chunk 4's state, which the Mamba layers read."""
     url, tier_dir = file_tier
     a = prompt(7, 6 * 8 + 3)
     keys = saved_chunk_keys(MambaEngine, url, a)
@@ -627,22 +704,19 @@ def test_a_corrupt_mamba_state_is_a_load_error_of_the_whole_load_never_a_hit_wit
     corrupt_chunk(tier_dir, keys[5], payload_offset=kv_bytes + 3 * 240 + 100)  # layer 4's SSM state
     second = MambaEngine(url)
     second.add("a", a)
-    second.step()
-    full, ma, mb = second.reqs["a"].blocks
-    assert second.worker.stats()["loaded_chunks"] == 0 and second.worker.stats()["load_errors"] == 1
-    assert second.errors == set(full[:12]) | {ma[11], mb[11]} and 0 not in second.errors
-    assert ma[:11] == [0] * 11 and mb[:11] == [0] * 11
-    for layer, g in ((1, mb), (4, mb), (0, ma)):  # no block holds chunk 5's state (bad or good)
-        conv, ssm = second.page(layer, g[11])
-        want = reference_state(a, 48, layer)
-        assert not torch.equal(ssm, want[1])
-    req = types.SimpleNamespace(request_id="again", prompt_token_ids=a)
-    assert second.sched.get_num_new_matched_tokens(req, 0) == (40, False)
+    second.run()
+    st = second.worker.stats()
+    assert second.failed_recving == {"a"} and not second.errors and second.kv_ok == {"a": True}
+    assert st["load_errors"] == 1 and st["loaded_chunks"] == 5  # none of the failed load, 5 of the second
+    assert second.sched.stats()["hit_tokens"] == 48 + 40
+    for layer in (0, 1, 3, 4):  # what each Mamba layer read at its first step: chunk 4's state
+        got, want = second.loaded_state[("a", layer)], reference_state(a, 40, layer)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     second.close()
-    third = MambaEngine(url)  # a fresh engine: a hit of 5 chunks, with chunk 4's state
+    third = MambaEngine(url)  # a fresh engine: the recomputed chunk 5 was saved again
     third.add("a", a)
     third.run()
-    assert third.sched.stats()["hit_tokens"] == 40 and third.kv_ok == {"a": True} and not third.errors
+    assert third.sched.stats()["hit_tokens"] == 48 and third.kv_ok == {"a": True} and not third.errors
     third.close()
 
 
