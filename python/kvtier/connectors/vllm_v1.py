@@ -27,8 +27,8 @@ Scheduler side (one process):
   of vLLM's ModelConfig (``_vllm_engine_identity``).
 - ``update_state_after_alloc`` records which chunks go to which blocks; ``build_connector_meta``
   hands the loads, the saves of newly completed prompt chunks and the preempted requests to the
-  workers; ``request_finished`` answers True (hold the blocks) for a request with saves or an
-  asynchronous load handed to the workers, and the workers report it in ``finished_sending`` once
+  workers; ``request_finished`` answers True (hold the blocks) for a request with saves or a
+  load handed to the workers, and the workers report it in ``finished_sending`` once
   kvtier stopped reading or writing its blocks.
 - The connectors of one process share one Store per configuration (with TP 1 vLLM runs the
   scheduler and the worker in one process: every tier shows the scheduler the worker's saves at
@@ -71,7 +71,10 @@ Worker side (one per TP rank):
   report each verified piece of the chunk format, mem:// each copied slice, other tiers whole
   chunks), so layer 0's attention runs while later layers are still being read. A chunk that fails
   after its first layers landed is zeroed and reported with the load errors like any other: the
-  step's output for those tokens is dropped and they are recomputed.
+  step's output for those tokens is dropped and they are recomputed. A synchronous load not done
+  ``load_timeout_s`` (default 30) after it started fails (its blocks are load errors, the forward goes
+  on) and stays in flight: its request's blocks are held (``request_finished`` answers True for every
+  request with a load) until the read ends, and reported as load errors again then.
 - ``save_kv_layer`` does nothing per layer (a chunk holds every layer); ``wait_for_save`` starts
   one background kvtier save per request and returns without waiting for storage.
 - ``get_finished`` reports asynchronous loads that are done (``finished_recving``, also for a
@@ -105,7 +108,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
@@ -195,9 +200,10 @@ class KvtierConnectorStats(_StatsBase):  # type: ignore[misc,valid-type]
 
 SCHEDULER, WORKER = ROLES
 OWN_OPTIONS = ("tiers", "chunk_tokens", "async_load", "tenant", "salt", "model_id", "model_revision",
-               "kv_cache_layout", "layer_groups", "layout_spec") + STORE_OPTION_NAMES
+               "kv_cache_layout", "layer_groups", "layout_spec", "load_timeout_s") + STORE_OPTION_NAMES
 KV_CACHE_LAYOUTS = ("auto", "flash_attn", "flashinfer", "cpu_attn", "hnd")
 DEFAULT_CHUNK_TOKENS = 256
+DEFAULT_LOAD_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -252,6 +258,8 @@ class _Op:
     is_async: bool = False
     landed: float = 0      # a synchronous load: bytes of every chunk known to be in place (inf: ended)
     keys: list = field(default_factory=list)  # a load's keys: the first one not loaded is removed
+    deadline: float = math.inf  # a synchronous load: given up at this time.monotonic()
+    given_up: bool = False  # a synchronous load past its deadline: failed, its request busy until it ends
 
 
 def chunk_tokens_of(extra: Mapping[str, Any], block_size: int) -> int:
@@ -268,6 +276,21 @@ def chunk_tokens_of(extra: Mapping[str, Any], block_size: int) -> int:
         raise ValueError(f"KvtierConnector: chunk_tokens {value} is not a positive multiple of the "
                          f"block size {block_size}")
     return value
+
+
+def load_timeout_of(extra: Mapping[str, Any]) -> float:
+    """``load_timeout_s``: seconds the forward waits for a synchronous load before the load fails
+    (default 30; ``inf``: no deadline); ValueError unless a positive number."""
+    value = extra.get("load_timeout_s", DEFAULT_LOAD_TIMEOUT_S)
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"KvtierConnector: load_timeout_s {value!r} is not a number of seconds") from None
+    if not seconds > 0:  # NaN too
+        raise ValueError(f"KvtierConnector: load_timeout_s {value!r} is not a positive number of seconds")
+    return seconds
 
 
 def check_options(extra: Mapping[str, Any]) -> None:
@@ -409,6 +432,7 @@ class KvtierConnectorCore:
         # (get_transfer_results' failed_recving), never by block ids (unique within a group only)
         self._several_groups = bool(self._groups) and len(self._groups) > 1
         self._async_load = bool(extra.get("async_load", False)) or self._several_groups
+        self._load_timeout = load_timeout_of(extra)
         self._lock = threading.Lock()
         self._closed = False
         self._meta: Optional[KvtierConnectorMetadata] = None
@@ -431,7 +455,8 @@ class KvtierConnectorCore:
         self._step_errors: set[int] = set()      # blocks that failed to load in this step
         self._stats = {"lookups": 0, "hit_tokens": 0, "loads": 0, "loaded_chunks": 0, "load_errors": 0,
                        "error_blocks": 0, "saves": 0, "saved_chunks": 0, "saves_failed": 0,
-                       "window_saves_skipped": 0, "state_saves_skipped": 0}
+                       "window_saves_skipped": 0, "state_saves_skipped": 0, "load_timeouts": 0,
+                       "late_load_ends": 0}
         self._reported: dict[str, int] = {}
 
     # ---- properties ----------------------------------------------------------------------------
@@ -576,8 +601,8 @@ class KvtierConnectorCore:
         meta = KvtierConnectorMetadata(loads=self._pending_loads,
                                        preempted=set(getattr(scheduler_output, "preempted_req_ids", None) or ()))
         self._pending_loads = []
-        for spec in meta.loads:
-            if spec.is_async and spec.req_id in self._reqs:
+        for spec in meta.loads:  # held at its end until the workers' reads of it ended (finished_sending):
+            if spec.req_id in self._reqs:  # a synchronous load given up at its deadline may still write
                 self._reqs[spec.req_id].held = True
         computed: dict[str, int] = {}
         for new in scheduler_output.scheduled_new_reqs:
@@ -724,12 +749,13 @@ class KvtierConnectorCore:
                 logger.warning("KvtierConnector: load of %s not started (%s); its tokens are recomputed",
                                spec.req_id, e)
             self._stats["loads"] += 1
-            if spec.is_async:
-                self._held.add(spec.req_id)
+            self._held.add(spec.req_id)  # the scheduler holds every loading request's blocks at its end
+            if not spec.is_async:
+                op.deadline = time.monotonic() + self._load_timeout
             with self._lock:
                 self._ops.append(op)
             if self._has_state and not spec.is_async:  # a Mamba layer may read its state before any
-                self._finish(op)  # attention layer waits: the load ends before the forward starts
+                self._end_sync_load(op)  # attention layer waits: the load ends before the forward starts
             elif not spec.is_async:
                 self._sync_loads.append(op)
 
@@ -743,18 +769,21 @@ class KvtierConnectorCore:
                 self._gpu.wait_layer(index)  # the engine's stream waits; the host does not
             return
         if index is None or self._cache is None:
-            while self._sync_loads:
-                self._finish(self._sync_loads.pop())
+            self._end_sync_loads()
             return
         need = self._layer_end[index]
-        for op in self._sync_loads:
+        for op in list(self._sync_loads):
             # A layer whose bytes an earlier wait already saw in place (with head-major chunks, every
             # layer after the first) costs no call: vLLM waits once per layer per step.
             if op.handle is None or op.landed >= need:
                 continue
             try:
-                ready = op.handle.wait_bytes(need)
+                ready = op.handle.wait_bytes(need, timeout=max(0.0, op.deadline - time.monotonic()))
             except kvtier.KvtierError as e:  # accounted for when the load is finished
+                if e.status == kvtier.Status.BUSY and not op.handle.done():  # its deadline passed
+                    self._sync_loads.remove(op)
+                    self._give_up(op)
+                    continue
                 logger.warning("KvtierConnector: waiting for layer %s of %s failed: %s", layer_name,
                                op.req_id, e)
                 ready = -1
@@ -864,7 +893,32 @@ class KvtierConnectorCore:
 
     def _end_sync_loads(self) -> None:
         while self._sync_loads:
-            self._finish(self._sync_loads.pop())
+            self._end_sync_load(self._sync_loads.pop())
+
+    def _end_sync_load(self, op: _Op) -> None:
+        """Waits for a synchronous load until its deadline (``load_timeout_s``), then accounts for it;
+        past the deadline the load is given up (``_give_up``) and the forward goes on."""
+        if op.handle is not None and not op.handle.done():
+            try:
+                op.handle.wait(timeout=max(0.0, op.deadline - time.monotonic()))
+            except kvtier.KvtierError as e:
+                if e.status == kvtier.Status.BUSY and not op.handle.done():
+                    self._give_up(op)
+                    return
+        self._finish(op)
+
+    def _give_up(self, op: _Op) -> None:
+        """A synchronous load past its deadline (a tier read that hangs: a stalled NFS under fs://) has
+        failed: every block it was to write is a load error of this step (vLLM recomputes them, or fails
+        the request with kv_load_failure_policy 'fail'), and its saves are dropped. kvtier may still
+        write those blocks until the read ends, so the operation stays in flight: its request is not
+        reported finished (vLLM keeps its blocks) until then, and when it ends its blocks are reported
+        again (get_finished), so that vLLM recomputes what the late read wrote over."""
+        op.given_up = True
+        self._stats["load_timeouts"] += 1
+        logger.warning("KvtierConnector: load of %s not done after load_timeout_s %s s; its tokens are "
+                       "recomputed, its blocks held until the read ends", op.req_id, self._load_timeout)
+        self._note_load(op.req_id, 0, op.blocks[op.blocks >= 0])
 
     def get_kv_connector_stats(self) -> Optional[KvtierConnectorStats]:
         """The counters since the last call (None when nothing changed), for vLLM's stats logger."""
@@ -971,6 +1025,12 @@ class KvtierConnectorCore:
             if op not in self._ops:
                 return
             self._ops.remove(op)
+        if op.given_up:  # failed at its deadline already; its late writes are recomputed as well
+            op.handle.close()
+            self._stats["late_load_ends"] += 1
+            if not self._several_groups:
+                self._load_errors |= {int(b) for b in op.blocks[op.blocks >= 0]}
+            return
         done, answered = 0, False
         if op.handle is not None:
             try:

@@ -15,7 +15,8 @@ torch = pytest.importorskip("torch", reason="python3-torch is not installed (scr
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from connector_helpers import corrupt_chunk, file_tier, requires_library, tiny_file_tier  # noqa: E402,F401
-from vllm_v1_driver import FlashAttnCache, MiniEngine, reference_rows, vllm_config  # noqa: E402
+from vllm_v1_driver import (FINISHED, FlashAttnCache, MiniEngine, hang_loads, reference_rows, step_within,  # noqa: E402
+                            vllm_config)
 
 import kvtier  # noqa: E402
 from kvtier.connectors import _vllm_cpu_kernel, vllm_v1  # noqa: E402
@@ -576,3 +577,73 @@ print("ok")
 '''
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_hung_tier_read_fails_its_load_at_the_deadline_and_its_blocks_stay_held_until_it_ends(file_tier):
+    """Issue 43: a tier read that hangs (HungRead: a stalled NFS) blocked the forward forever. Now the
+    synchronous load fails after ``load_timeout_s``: its blocks are load errors of that step (vLLM
+    recomputes them), the step's saves computed on them are dropped and the forward goes on; the request
+    finishes on recomputed KV, but its blocks are not reported free (finished_sending) while kvtier may
+    still write them. Released, the late read writes, its blocks are reported again (vLLM recomputes what
+    it wrote over) and the request is freed. Before the fix the step never returned (step_within fails)."""
+    url, _ = file_tier
+    tokens = prompt(21, 4 * CHUNK + 1)
+    first_visit(url, tokens)
+    eng = engine(url, load_timeout_s=0.2)
+    hung = hang_loads(eng.worker, count=1)
+    r = eng.add("a", tokens)
+    step_within(eng, hung)                        # waits 0.2 s for the load, then goes on
+    per = CHUNK // BS
+    assert len(hung) == 1 and not hung[0].released
+    assert eng.worker.stats()["load_timeouts"] == 1 and len(eng.load_error_blocks) == 4 * per
+    assert r.num_computed_tokens == 0             # vLLM's recovery: recomputed from the first bad block
+    for _ in range(3):                            # recomputed and finished; its blocks still held
+        step_within(eng, hung)
+    assert r.status == FINISHED and eng.kv_ok == {"a": True}
+    assert "a" in eng.held and "a" not in eng.sending_done
+    held = list(eng.held["a"])
+    hung[0].release()                             # the read ends: kvtier writes the held blocks
+    eng.run()
+    assert "a" in eng.sending_done and held[0] in eng.free
+    st = eng.worker.stats()
+    assert st["late_load_ends"] == 1 and st["load_errors"] == 1
+    b = eng.add("b", tokens)                      # the tier still serves the prefix, equal to recompute
+    eng.run()
+    assert eng.kv_ok["b"] and eng.worker.stats()["loaded_chunks"] == 4
+    close(eng)
+
+
+def test_a_late_read_that_ends_while_its_request_runs_is_recomputed_again(file_tier):
+    """The read of a load given up at its deadline ends while its request is still computing (in the
+    same blocks, vLLM's recompute policy): the connector reports those blocks again in the step it sees
+    the read ended, and vLLM recomputes from the first of them, so no token keeps KV the late read wrote
+    over; the request then holds only recomputed KV."""
+    url, _ = file_tier
+    tokens = prompt(22, 4 * CHUNK + 1)
+    first_visit(url, tokens)
+    eng = engine(url, load_timeout_s=0.2, step_tokens=CHUNK)
+    hung = hang_loads(eng.worker, count=1)
+    r = eng.add("a", tokens)
+    step_within(eng, hung)                        # the load fails at its deadline
+    assert r.num_computed_tokens == 0 and eng.worker.stats()["load_timeouts"] == 1
+    step_within(eng, hung)                        # chunk 0 recomputed into the held blocks
+    assert r.num_computed_tokens == CHUNK
+    hung[0].release()
+    hung[0].wait(30)                              # the late read has written its blocks
+    errors_before = set(eng.load_error_blocks)
+    eng.load_error_blocks = set()
+    step_within(eng, hung)                        # seen ended: its blocks are load errors again
+    assert eng.load_error_blocks == errors_before and r.num_computed_tokens == 0
+    assert eng.worker.stats()["late_load_ends"] == 1
+    eng.run()
+    assert eng.kv_ok == {"a": True} and "a" in eng.sending_done
+    close(eng)
+
+
+@pytest.mark.parametrize("bad", [0, -1, "soon", float("nan"), True, None])
+def test_a_load_timeout_that_is_not_a_positive_number_is_a_value_error(file_tier, bad):
+    with pytest.raises(ValueError, match="load_timeout_s"):
+        connectors(file_tier[0], load_timeout_s=bad)
+    sched, worker = connectors(file_tier[0], load_timeout_s="inf")  # no deadline
+    worker.shutdown()
+    sched.shutdown()

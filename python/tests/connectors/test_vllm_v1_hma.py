@@ -27,8 +27,8 @@ torch = pytest.importorskip("torch", reason="python3-torch is not installed (scr
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from connector_helpers import corrupt_chunk, file_tier, requires_library  # noqa: E402,F401
-from vllm_v1_driver import (CachedRequestData, FakeCuda, NewRequestData, SchedulerOutput, reference_rows,  # noqa: E402
-                            vllm_config)
+from vllm_v1_driver import (CachedRequestData, FakeCuda, NewRequestData, SchedulerOutput, hang_loads,  # noqa: E402
+                            reference_rows, step_within, vllm_config)
 
 from kvtier import _lib  # noqa: E402
 from kvtier.connectors import _gpu_grouped, _gpu_paged, _vllm_cpu_kernel, vllm_v1  # noqa: E402
@@ -362,6 +362,29 @@ def test_a_failed_load_of_several_groups_fails_the_request_never_engine_core(fil
     third.run()
     assert third.sched.stats()["hit_tokens"] == 48 and third.kv_ok == {"a": True} and not third.failed_recving
     third.close()
+
+
+def test_a_hung_read_of_several_groups_never_holds_up_the_forward_and_keeps_its_blocks(file_tier):
+    """Several groups load asynchronously: while a's tier read hangs (HungRead) the forward goes on and
+    another request completes; a waits for its load with its blocks (vLLM frees them only at
+    finished_recving) and is served the loaded KV once the read ends."""
+    url, _ = file_tier
+    a = prompt(11, 6 * 8 + 3)
+    saved_chunk_keys(HybridEngine, url, a)
+    eng = HybridEngine(url, load_timeout_s=0.2)
+    hung = hang_loads(eng.worker, count=1)
+    eng.add("a", a)
+    eng.add("b", prompt(12, 20))
+    for _ in range(4):
+        step_within(eng, hung)
+    assert eng.reqs["b"].status == "finished" and eng.kv_ok == {"b": True}
+    assert eng.reqs["a"].status == "remote" and len(hung) == 1 and not hung[0].released
+    blocks = [b for ids in eng.reqs["a"].blocks for b in ids if b]
+    assert blocks and not set(blocks) & set(eng.free)
+    hung[0].release()
+    eng.run()
+    assert eng.kv_ok["a"] and not eng.failed_recving and eng.worker.stats()["loaded_chunks"] == 6
+    eng.close()
 
 
 @pytest.mark.parametrize("on", ["cpu", "fake_cuda"])

@@ -22,6 +22,7 @@ or the default ``reference_rows`` (a deterministic function of the token prefix)
 
 from __future__ import annotations
 
+import threading
 import time
 import types
 from dataclasses import dataclass, field
@@ -445,3 +446,79 @@ class MiniEngine:
             self.step()
             if not busy:
                 time.sleep(0.001)
+
+
+class HungRead:
+    """A fault hook: a kvtier load whose tier read hangs (a stalled NFS under fs://) until ``release``;
+    it answers as kvtier's Handle does meanwhile (done() False, a timed wait raises KvtierError(BUSY), close()
+    waits). Released, the real load starts and writes its blocks, as the late read would."""
+
+    def __init__(self, start: Callable[[], Any]) -> None:
+        self._start, self._real, self._released = start, None, threading.Event()
+
+    def release(self) -> None:
+        self._real = self._start()
+        self._released.set()
+
+    @property
+    def released(self) -> bool:
+        return self._released.is_set()
+
+    def _after_release(self, timeout: Optional[float]) -> Any:
+        import kvtier
+        if not self._released.wait(timeout):
+            raise kvtier.KvtierError(kvtier.Status.BUSY, "the tier read hangs")
+        return self._real
+
+    def done(self) -> bool:
+        return self.released and self._real.done()
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        return self._after_release(timeout).wait(timeout)
+
+    def wait_bytes(self, nbytes: int, timeout: Optional[float] = None) -> int:
+        return self._after_release(timeout).wait_bytes(nbytes, timeout)
+
+    def close(self) -> None:
+        assert self._released.wait(60), "a hung read was closed before the test released it"
+        self._real.close()
+
+
+def hang_loads(worker: Any, count: int = 1 << 30) -> list:
+    """Makes the next ``count`` loads of ``worker`` (a KvtierConnectorCore on the host path) HungReads;
+    the list of them, in start order."""
+    hung: list = []
+    start = worker._start_io
+
+    def start_io(is_load: bool, keys: list, tables: Any) -> Any:
+        if not is_load or len(hung) >= count:
+            return start(is_load, keys, tables)
+        hung.append(HungRead(lambda: start(is_load, keys, tables)))
+        return hung[-1]
+
+    worker._start_io = start_io
+    return hung
+
+
+def step_within(engine: Any, hung: list, limit_s: float = 30.0) -> None:
+    """engine.step() in a thread: fails (after releasing the hung reads, so the thread ends) when the
+    step has not returned within ``limit_s`` -- a forward blocked by a hung read."""
+    errors: list = []
+
+    def run() -> None:
+        try:
+            engine.step()
+        except BaseException as e:  # reported in the test's thread
+            errors.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(limit_s)
+    if t.is_alive():
+        for h in hung:
+            if not h.released:
+                h.release()
+        t.join(limit_s)
+        raise AssertionError(f"the step did not return within {limit_s} s: the forward waited for a hung read")
+    if errors:
+        raise errors[0]
