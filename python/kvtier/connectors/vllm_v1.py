@@ -732,6 +732,7 @@ class KvtierConnectorCore:
             keys = self._keys(spec)
             tables = self._tables(spec.blocks, len(keys))
             if self._gpu is not None and not spec.is_async:
+                self._held.add(spec.req_id)  # the scheduler holds every loading request (reported at its end)
                 self._load_gpu(spec.req_id, keys, tables if self._groups else tables[0])
                 continue
             op = _Op(spec.req_id, None, tables.transpose(1, 0, 2).reshape(len(keys), -1), True, spec.is_async,

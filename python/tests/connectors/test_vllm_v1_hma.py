@@ -1073,3 +1073,30 @@ def test_cuda_hnd_groups_reload_equals_recompute(file_tier):
     third.run()
     assert third.worker.stats()["loaded_chunks"] == 6 and third.kv_ok == {"a": True} and not third.errors
     third.close()
+
+
+def test_a_request_with_a_cuda_load_is_held_and_reported_once_at_its_end(file_tier, host_gpu):
+    """Every request with a load is held at its end (request_finished answers True: a synchronous load
+    given up at its deadline may still write its blocks), so a worker must report each one, also on the
+    CUDA path, whose loads end inside start_load_kv (here of one group: kvtier.gpu's block-table path)."""
+    url, _ = file_tier
+    cfg = {"tiers": url, "kv_cache_layout": "hnd", "chunk_tokens": 8, "layer_groups": 1}
+    sched, worker = KvtierConnectorCore("scheduler", SPEC, cfg), KvtierConnectorCore("worker", SPEC, cfg)
+    worker.register_kv_caches({n: fa_hnd(torch.zeros(2, BLOCKS, HEADS, BS, DIM)) for n in NAMES})
+    tokens = prompt(13, 17)
+    load = vllm_v1.LoadSpec("r", tokens[:16], 0, [1, 2, 3, 4], False)  # nothing saved: a failed load
+    sched._reqs["r"] = vllm_v1._ReqState(tokens, [[1, 2, 3, 4, 5]], 2)
+    sched._pending_loads = [load]
+    meta = sched.build_connector_meta(SchedulerOutput([], CachedRequestData(), {}, set(), set()))
+    assert meta.loads == [load]
+    worker.bind_connector_metadata(meta)
+    worker.start_load_kv(None)
+    for name in NAMES:
+        worker.wait_for_layer_load(name)
+    worker.wait_for_save()
+    assert worker.get_finished(set()) == (None, None) and worker.get_block_ids_with_load_errors()
+    worker.clear_connector_metadata()
+    assert sched.request_finished(types.SimpleNamespace(request_id="r"), [1, 2, 3, 4, 5])[0]
+    assert worker.get_finished({"r"}) == ({"r"}, None) and worker.get_finished(set()) == (None, None)
+    worker.shutdown()
+    sched.shutdown()
