@@ -22,8 +22,11 @@
 //
 // Streams and devices: the transfer's GPU work runs on its own non-blocking stream. `after_stream` (Load
 // and Save) makes it wait for the work the engine queued on its stream so far (attention still reading
-// blocks a load overwrites, the prefill writing blocks a save reads). Every call sets the cache's device
-// and restores the caller's before it returns. Streams being captured into a CUDA graph are refused
+// blocks a load overwrites, the prefill writing blocks a save reads); nullptr is the legacy default
+// stream (handle 0), which the non-blocking transfer stream would otherwise not wait for. Every call
+// sets the cache's device and gives the calling thread back the CUDA context it had (none on a thread
+// that had none); the transfer's reader threads set the cache's device before any CUDA call, so no
+// context is ever made on a device the caller did not name. Streams being captured into a CUDA graph are refused
 // (InvalidArgument): kvtier's copies and host reads cannot be captured; call outside the capture.
 // Errors: a call that fails has waited for every copy and kernel it queued, so nothing is still writing
 // the caller's blocks or the transfer's staging when it returns.
@@ -83,8 +86,9 @@ class PinnedRegistration {
   PinnedRegistration& operator=(const PinnedRegistration&) = delete;
 
  private:
-  explicit PinnedRegistration(void* ptr) : ptr_(ptr) {}
+  PinnedRegistration(void* ptr, int device) : ptr_(ptr), device_(device) {}
   void* ptr_;
+  int device_;
 };
 
 // This process's page-locking of the host memory a Store's tiers lend chunks from (Tier::HostRegions: a
@@ -159,7 +163,8 @@ class GpuLoad {
   // blocks. InvalidArgument for a group out of range; Internal when the GPU reported an error.
   virtual Status WaitLayerGroup(uint32_t group) = 0;
   // Makes the engine's `stream` (a cudaStream_t) wait for layer group `group` without blocking the
-  // host: kernels queued on it after this call see the rows. InvalidArgument when `stream` is being
+  // host: kernels queued on it after this call see the rows (nullptr: the legacy default stream).
+  // InvalidArgument when `stream` is being
   // captured into a CUDA graph.
   virtual Status StreamWaitLayerGroup(uint32_t group, void* stream) = 0;
   // true when every group has landed, false while some are in flight; never blocks. The GPU's error
@@ -188,8 +193,8 @@ class GpuTransfer {
   // tokens_per_chunk) into the blocks of `block_table`. Returns once every batch has been read and
   // verified on the host and queued on the GPU; the GpuLoad says when its layers land. When
   // `after_stream` (a cudaStream_t) is given, no byte reaches the blocks before the work queued on it so
-  // far has finished (kernels still reading or writing those blocks); nullptr waits for nothing (so work
-  // on the legacy default stream must be synchronised first). ns.layout() must be the transfer's
+  // far has finished (kernels still reading or writing those blocks); nullptr is the legacy default
+  // stream (handle 0: PyTorch's default stream), waited for like any other. ns.layout() must be the transfer's
   // layout. InvalidArgument when the block table is too short for the keys or names a block past
   // num_blocks, or `after_stream` is capturing; the Store's or the GPU's error otherwise (then nothing
   // this call queued is still in flight).
@@ -201,8 +206,7 @@ class GpuTransfer {
   // Gathers chunks 0..keys.size()-1 of the request from the blocks of `block_table` and saves them
   // (Store::Save: top tier now, lower tiers in the background). When `after_stream` (a cudaStream_t)
   // is given, the gather waits for the work queued on it so far (the prefill that wrote the blocks);
-  // nullptr waits for nothing (so work on the legacy default stream must be synchronised first).
-  // Returns once every chunk is in the top tier. InvalidArgument as for Load; the Store's or the GPU's
+  // nullptr is the legacy default stream, as for Load. Returns once every chunk is in the top tier. InvalidArgument as for Load; the Store's or the GPU's
   // error (then nothing this call queued is still in flight).
   virtual Status Save(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
                       std::span<const uint32_t> block_table, void* after_stream = nullptr) = 0;

@@ -274,8 +274,10 @@ KVTIER_API void kvtier_gpu_close(kvtier_gpu* gpu);
  * blocks of `block_table` (token t in block block_table[t / block_tokens], row t % block_tokens).
  * Returns once every chunk has been read and verified on the host and queued on the GPU; *loaded is the
  * verified prefix. `after_stream` (a cudaStream_t): no byte reaches the blocks before the work queued on
- * it so far has finished (attention still reading them); NULL waits for nothing. Wait with
- * kvtier_gpu_wait / _wait_layers / _stream_wait_layers (this load replaces the previous one there).
+ * it so far has finished (attention still reading them); NULL is the legacy default stream (handle 0,
+ * PyTorch's default stream), waited for like any other. Wait with kvtier_gpu_wait / _wait_layers /
+ * _stream_wait_layers (a load that succeeds replaces the previous one there; one that fails leaves the
+ * previous one, so the waits of a step survive one failed load).
  * INVALID_ARGUMENT when the table is too short or names a block past num_blocks, or the stream is being
  * captured into a CUDA graph. On any error nothing the call queued is still in flight. */
 KVTIER_API kvtier_status kvtier_gpu_load_after(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
@@ -289,13 +291,13 @@ KVTIER_API kvtier_status kvtier_gpu_load(kvtier_gpu* gpu, kvtier_store* store, c
 /* Of the last load: blocks (without spinning) until layer group `group` has landed; until all have. */
 KVTIER_API kvtier_status kvtier_gpu_wait_layers(kvtier_gpu* gpu, uint32_t group);
 KVTIER_API kvtier_status kvtier_gpu_wait(kvtier_gpu* gpu);
-/* Of the last load: makes `stream` (a cudaStream_t, e.g. torch.cuda.current_stream().cuda_stream)
- * wait for layer group `group` without blocking the host (INVALID_ARGUMENT while it is capturing). */
+/* Of the last load: makes `stream` (a cudaStream_t, e.g. torch.cuda.current_stream().cuda_stream; NULL
+ * is the legacy default stream) wait for layer group `group` without blocking the host
+ * (INVALID_ARGUMENT while it is capturing). */
 KVTIER_API kvtier_status kvtier_gpu_stream_wait_layers(kvtier_gpu* gpu, uint32_t group, void* stream);
 /* Gathers chunks 0..n_keys-1 of the request from the blocks of `block_table` and saves them (top tier
  * before it returns, lower tiers in the background). `after_stream` (a cudaStream_t): the gather waits
- * for the work queued on it so far; NULL waits for nothing (synchronise the legacy default stream, whose
- * handle is NULL, before the call). INVALID_ARGUMENT while the stream is being captured into a CUDA graph;
+ * for the work queued on it so far; NULL is the legacy default stream, waited for like any other. INVALID_ARGUMENT while the stream is being captured into a CUDA graph;
  * on any error nothing the call queued is still in flight. */
 KVTIER_API kvtier_status kvtier_gpu_save(kvtier_gpu* gpu, kvtier_store* store, const kvtier_ns* ns,
                                          const kvtier_key* keys, size_t n_keys, const uint32_t* block_table,

@@ -112,3 +112,24 @@ def test_piece_bindings_check_their_arguments():
     assert loaded.value == 0
     assert lib.kvtier_gpu_save_pieces(None, None, None, None, 0, None, 0, None, None, None) == \
         kvtier.Status.INVALID_ARGUMENT
+
+
+def test_a_failed_load_leaves_the_last_good_one_for_the_waits():
+    """kvtier_gpu_load_after that fails (here a block table too short for its chunk) after one that
+    succeeded leaves the waits on the good one: the engine may still have to wait for an earlier request's
+    load of the same step. Before, the failed call dropped it and every wait answered INVALID_ARGUMENT
+    ("no load to wait for"). Needs a GPU (skipped with the reason here); nothing is copied (no keys in
+    the good load, the failing one refused before anything is queued), so the cache's addresses are never
+    touched."""
+    if not gpu.available(0):
+        pytest.skip(gpu.why_not(0))
+    ns = kvtier.Namespace("m", LAYOUT)
+    cache = gpu.PagedCache(0, 4, 16, [0x10000, 0x20000], [0x30000, 0x40000])
+    with kvtier.Store(["mem://?capacity=8MiB"]) as store, gpu.Transfer(ns, cache, layer_groups=2) as t:
+        assert t.load(store, ns, [], []) == 0
+        with pytest.raises(kvtier.KvtierError) as e:
+            t.load(store, ns, ns.chunk_keys(list(range(16))), [])
+        assert e.value.status == kvtier.Status.INVALID_ARGUMENT
+        t.stream_wait_layers(1, 0)   # the legacy default stream (handle 0)
+        t.wait_layers(0)
+        t.wait()

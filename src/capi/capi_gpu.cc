@@ -8,7 +8,10 @@
 
 struct kvtier_gpu {
   std::unique_ptr<kvtier::GpuTransfer> transfer;
-  std::unique_ptr<kvtier::GpuLoad> last;  // the last load, for the wait calls
+  // The last load that succeeded, for the wait calls. A load that fails leaves it in place: the engine
+  // may still have to wait for an earlier request's load of the same step (a failed load has waited for
+  // everything it queued itself).
+  std::unique_ptr<kvtier::GpuLoad> last;
 };
 
 struct kvtier_host_pins {
@@ -40,7 +43,7 @@ Status Handles(const char* fn, const kvtier_gpu* gpu, const kvtier_store* store,
   return Status::OK();
 }
 
-// Keeps a started load for the wait calls and reports its verified prefix.
+// Keeps a started load for the wait calls and reports its verified prefix; a failed one changes nothing.
 Status Keep(kvtier_gpu* gpu, kvtier::Result<std::unique_ptr<kvtier::GpuLoad>> load, size_t* loaded) {
   if (!load.ok()) return load.status();
   gpu->last = std::move(*load);
@@ -160,7 +163,6 @@ kvtier_status kvtier_gpu_load_after(kvtier_gpu* gpu, kvtier_store* store, const 
     KVTIER_RETURN_IF_ERROR(Table(fn, block_table, n_blocks));
     auto k = kvtier::capi::CopyKeys(fn, keys, n_keys);
     if (!k.ok()) return k.status();
-    gpu->last.reset();
     return Keep(gpu, gpu->transfer->Load(*store->store, ns->ns, *k, std::span(block_table, n_blocks), after_stream),
                 loaded);
   });
@@ -213,7 +215,6 @@ kvtier_status kvtier_gpu_load_pieces(kvtier_gpu* gpu, kvtier_store* store, const
     if (!places.ok()) return places.status();
     auto k = kvtier::capi::CopyKeys(fn, keys, n_keys);
     if (!k.ok()) return k.status();
-    gpu->last.reset();
     return Keep(gpu, gpu->transfer->LoadPieces(*store->store, ns->ns, *k, *places, after_stream), loaded);
   });
 }

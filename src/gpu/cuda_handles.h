@@ -14,30 +14,25 @@
 
 namespace kvtier::internal {
 
-// Sets `device` current on this thread for the scope's life and then restores the device that was
-// current before (kvtier's calls leave the caller's thread as they found it).
+// Sets `device` current on this thread for the scope's life and then gives the thread back the CUDA
+// context it had before: the caller's context (its device) on a thread that had one, no context at all on
+// a thread that had none (a fresh kvtier reader thread, an engine thread that never touched CUDA). It never
+// makes a context on any device but `device`: restoring "device 0" with cudaSetDevice on a thread that
+// had no context would create one on GPU 0 (CUDA 12+ makes the primary context in cudaSetDevice), hundreds
+// of MiB there for every engine worker of a multi-GPU host.
 class DeviceScope {
  public:
   DeviceScope() = default;
   ~DeviceScope() { Restore(); }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
-  Status Enter(int device) {
-    Restore();
-    KVTIER_CUDA_RETURN(cudaGetDevice(&prev_), "cudaGetDevice");
-    if (prev_ != device) {
-      KVTIER_CUDA_RETURN(cudaSetDevice(device), "cudaSetDevice");
-      set_ = true;
-    }
-    return Status::OK();
-  }
-  void Restore() {
-    if (set_) (void)cudaSetDevice(prev_);
-    set_ = false;
-  }
+  Status Enter(int device);
+  void Restore();
 
  private:
-  int prev_ = 0;
+  void* prev_ctx_ = nullptr;  // the driver context current before (a CUcontext), nullptr for none
+  int prev_ = 0;              // the runtime's device before, where the driver gives no context calls
+  bool contexts_ = false;     // whether the driver's context calls are there (prev_ctx_ is known)
   bool set_ = false;
 };
 
@@ -46,13 +41,14 @@ class DeviceScope {
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
-  ~PinnedBuffer() { RegisteredHostFree(ptr_, bytes_); }
+  ~PinnedBuffer() { RegisteredHostFree(device_, ptr_, bytes_); }
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
   // Frees what it held before.
   Status Allocate(int device, size_t bytes) {
-    RegisteredHostFree(ptr_, bytes_);
+    RegisteredHostFree(device_, ptr_, bytes_);
     bytes_ = 0;
+    device_ = device;
     ptr_ = RegisteredHostAlloc(device, bytes, 4096);
     if (ptr_ == nullptr) return Status::NoSpace("GPU staging: cannot map and page-lock " + std::to_string(bytes) + " bytes");
     bytes_ = bytes;
@@ -63,6 +59,7 @@ class PinnedBuffer {
  private:
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  int device_ = 0;
 };
 
 class DeviceBuffer {

@@ -1,6 +1,10 @@
 #include "gpu/cuda_status.h"
 
+#include <cuda.h>
+
 #include <string>
+
+#include "gpu/cuda_handles.h"
 
 namespace kvtier::internal {
 
@@ -43,6 +47,66 @@ Status CheckDevice(int device) {
                                 std::to_string(major) + ".x; kvtier's kernels are built for sm_90 and later");
   }
   return Status::OK();
+}
+
+namespace {
+
+// cuCtxGetCurrent / cuCtxSetCurrent of the driver, found through the runtime (kvtier links the static
+// runtime and never libcuda itself). Both null when the driver does not give them.
+struct DriverContextCalls {
+  CUresult (*get)(CUcontext*) = nullptr;
+  CUresult (*set)(CUcontext) = nullptr;
+};
+
+const DriverContextCalls& DriverContext() {
+  static const DriverContextCalls calls = [] {
+    DriverContextCalls c;
+    int devices = 0;
+    (void)cudaGetDeviceCount(&devices);  // initialises the driver (no context) before asking it
+    void* get = nullptr;
+    void* set = nullptr;
+    cudaDriverEntryPointQueryResult q1 = cudaDriverEntryPointSymbolNotFound, q2 = q1;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000, cudaEnableDefault, &q1) == cudaSuccess &&
+        cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 12000, cudaEnableDefault, &q2) == cudaSuccess &&
+        q1 == cudaDriverEntryPointSuccess && q2 == cudaDriverEntryPointSuccess && get != nullptr && set != nullptr) {
+      c.get = reinterpret_cast<CUresult (*)(CUcontext*)>(get);
+      c.set = reinterpret_cast<CUresult (*)(CUcontext)>(set);
+    }
+    (void)cudaGetLastError();
+    return c;
+  }();
+  return calls;
+}
+
+}  // namespace
+
+Status DeviceScope::Enter(int device) {
+  Restore();
+  const DriverContextCalls& drv = DriverContext();
+  CUcontext ctx = nullptr;
+  contexts_ = drv.get != nullptr && drv.get(&ctx) == CUDA_SUCCESS;
+  prev_ctx_ = ctx;
+  if (contexts_ && ctx == nullptr) {  // no context on this thread: `device`'s for the scope, then none again
+    KVTIER_CUDA_RETURN(cudaSetDevice(device), "cudaSetDevice");
+    set_ = true;
+    return Status::OK();
+  }
+  KVTIER_CUDA_RETURN(cudaGetDevice(&prev_), "cudaGetDevice");
+  if (prev_ != device) {
+    KVTIER_CUDA_RETURN(cudaSetDevice(device), "cudaSetDevice");
+    set_ = true;
+  }
+  return Status::OK();
+}
+
+void DeviceScope::Restore() {
+  if (!set_) return;
+  set_ = false;
+  if (contexts_) {
+    (void)DriverContext().set(static_cast<CUcontext>(prev_ctx_));  // the caller's context, or none
+  } else {
+    (void)cudaSetDevice(prev_);  // a driver without the context calls: the runtime's device
+  }
 }
 
 }  // namespace kvtier::internal

@@ -29,6 +29,11 @@ Status QueueDelayedFill(int device, void* stream, int sleep_ms, void* ptr, int b
 Result<int> DeviceCount();
 Result<int> CurrentDevice();
 Status SetCurrentDevice(int device);
+// Tests: whether the calling thread has a CUDA context current, and whether `device`'s primary context
+// is active in this process (the driver's cuCtxGetCurrent and cuDevicePrimaryCtxGetState, through the
+// runtime's driver entry points). Neither makes a context.
+Result<bool> ContextCurrent();
+Result<bool> PrimaryContextActive(int device);
 // Tests: starts / ends (and discards) the capture of `stream` into a CUDA graph.
 Status CaptureBegin(int device, void* stream);
 Status CaptureEnd(int device, void* stream);

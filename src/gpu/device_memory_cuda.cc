@@ -1,7 +1,9 @@
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <thread>
 
 #include "gpu/cuda_handles.h"
@@ -101,6 +103,43 @@ Result<int> CurrentDevice() {
 Status SetCurrentDevice(int device) {
   KVTIER_CUDA_RETURN(cudaSetDevice(device), "cudaSetDevice");
   return Status::OK();
+}
+
+namespace {
+Result<void*> DriverCall(const char* name) {
+  int devices = 0;
+  (void)cudaGetDeviceCount(&devices);  // initialises the driver, makes no context
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  KVTIER_CUDA_RETURN(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q),
+                     "cudaGetDriverEntryPointByVersion");
+  if (q != cudaDriverEntryPointSuccess || fn == nullptr) {
+    return Status::NotSupported(std::string("the driver gives no ") + name);
+  }
+  return fn;
+}
+}  // namespace
+
+Result<bool> ContextCurrent() {
+  KVTIER_ASSIGN_OR_RETURN(void* fn, DriverCall("cuCtxGetCurrent"));
+  CUcontext ctx = nullptr;
+  if (reinterpret_cast<CUresult (*)(CUcontext*)>(fn)(&ctx) != CUDA_SUCCESS) return Status::Internal("cuCtxGetCurrent");
+  return ctx != nullptr;
+}
+
+Result<bool> PrimaryContextActive(int device) {
+  KVTIER_ASSIGN_OR_RETURN(void* get, DriverCall("cuDeviceGet"));
+  KVTIER_ASSIGN_OR_RETURN(void* state, DriverCall("cuDevicePrimaryCtxGetState"));
+  CUdevice dev = 0;
+  if (reinterpret_cast<CUresult (*)(CUdevice*, int)>(get)(&dev, device) != CUDA_SUCCESS) {
+    return Status::Internal("cuDeviceGet");
+  }
+  unsigned flags = 0;
+  int active = 0;
+  if (reinterpret_cast<CUresult (*)(CUdevice, unsigned*, int*)>(state)(dev, &flags, &active) != CUDA_SUCCESS) {
+    return Status::Internal("cuDevicePrimaryCtxGetState");
+  }
+  return active != 0;
 }
 
 Status CaptureBegin(int device, void* stream) {

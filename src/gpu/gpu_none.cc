@@ -23,7 +23,7 @@ Result<std::unique_ptr<PinnedRegistration>> PinnedRegistration::Register(std::sp
                                                                          int /*device*/) {
   return NoCudaStatus();
 }
-PinnedRegistration::~PinnedRegistration() { (void)ptr_; }  // never constructed here
+PinnedRegistration::~PinnedRegistration() { (void)ptr_, (void)device_; }  // never constructed here
 
 Result<std::unique_ptr<GpuTransfer>> GpuTransfer::Open(const Layout& layout, const PagedKvCache& cache,
                                                        const GpuTransferOptions& options) {
@@ -55,6 +55,8 @@ Status QueueDelayedFill(int, void*, int, void*, int, size_t) { return NoCudaStat
 Result<int> DeviceCount() { return NoCudaStatus(); }
 Result<int> CurrentDevice() { return NoCudaStatus(); }
 Status SetCurrentDevice(int) { return NoCudaStatus(); }
+Result<bool> ContextCurrent() { return NoCudaStatus(); }
+Result<bool> PrimaryContextActive(int) { return NoCudaStatus(); }
 Status CaptureBegin(int, void*) { return NoCudaStatus(); }
 Status CaptureEnd(int, void*) { return NoCudaStatus(); }
 

@@ -33,6 +33,12 @@ Status CheckNotCapturing(cudaStream_t stream, const char* fn) {
   return Status::OK();
 }
 
+// The engine's stream of an `after_stream` or a layer wait: nullptr (0) is the legacy default stream,
+// named explicitly so that it stays the legacy stream whatever default-stream mode a build uses.
+cudaStream_t EngineStream(void* stream) {
+  return stream == nullptr ? cudaStreamLegacy : static_cast<cudaStream_t>(stream);
+}
+
 // Chunks lent by a tier are copied to the GPU straight from the tier's memory when every byte of them
 // lies in page-locked memory (PinStoreHostMemory, or a tier allocated with PinnedHostAllocator) in a few
 // runs; otherwise they are read into the pinned staging like any other chunk.
@@ -78,7 +84,7 @@ class CudaLoad final : public GpuLoad {
     KVTIER_RETURN_IF_ERROR(CheckGroup(group));
     DeviceScope scope;
     KVTIER_RETURN_IF_ERROR(scope.Enter(device_));
-    const auto s = static_cast<cudaStream_t>(stream);
+    const cudaStream_t s = EngineStream(stream);
     KVTIER_RETURN_IF_ERROR(CheckNotCapturing(s, "StreamWaitLayerGroup"));
     KVTIER_CUDA_RETURN(cudaStreamWaitEvent(s, events_[group].get(), 0), "cudaStreamWaitEvent");
     return Status::OK();
@@ -262,9 +268,11 @@ class CudaTransfer final : public GpuTransfer {
                 void* after_stream);
 
   // The transfer's stream waits for the work queued on the engine's `after_stream` so far.
+  // Makes the transfer's stream wait for the work queued on the engine's stream so far. nullptr is the
+  // legacy default stream (handle 0: PyTorch's default stream, an engine run with --enforce-eager): the
+  // transfer's stream is non-blocking, so without this event it would not wait for that stream at all.
   Status WaitForStream(void* after_stream, const char* fn) {
-    if (after_stream == nullptr) return Status::OK();
-    const auto s = static_cast<cudaStream_t>(after_stream);
+    const cudaStream_t s = EngineStream(after_stream);
     KVTIER_RETURN_IF_ERROR(CheckNotCapturing(s, fn));
     KVTIER_CUDA_RETURN(cudaEventRecord(after_.get(), s), "cudaEventRecord on the engine's stream");
     KVTIER_CUDA_RETURN(cudaStreamWaitEvent(stream_.get(), after_.get(), 0), "cudaStreamWaitEvent");
@@ -406,6 +414,11 @@ Status CudaTransfer::QueueLoadGroup(const Slot& s, uint32_t g, uint32_t count) {
 
 Result<size_t> CudaTransfer::ReadBatch(Store& store, const Namespace& ns, std::span<const ChunkKey> keys,
                                        Slot& s) {
+  // A reader thread makes no CUDA call (the slot's event, the lent chunks' pointer attributes, a pinned
+  // allocation of a tier) before the transfer's device is current: on a fresh thread the runtime would
+  // otherwise make a context on GPU 0, a device the caller may never have used.
+  DeviceScope scope;
+  KVTIER_RETURN_IF_ERROR(scope.Enter(device_));
   KVTIER_RETURN_IF_ERROR(WaitSlot(s));
   const uint64_t chunk = layout_.BytesPerChunk();
   s.src.assign(keys.size(), {});
@@ -495,9 +508,8 @@ Result<std::unique_ptr<GpuLoad>> CudaTransfer::LoadAt(Store& store, const Namesp
                                                       void* after_stream) {
   DeviceScope scope;
   KVTIER_RETURN_IF_ERROR(scope.Enter(device_));
-  if (after_stream != nullptr) {  // refused before anything is created or queued
-    KVTIER_RETURN_IF_ERROR(CheckNotCapturing(static_cast<cudaStream_t>(after_stream), "GpuTransfer::Load"));
-  }
+  // refused before anything is created or queued
+  KVTIER_RETURN_IF_ERROR(CheckNotCapturing(EngineStream(after_stream), "GpuTransfer::Load"));
   if (places.pieces != nullptr) KVTIER_RETURN_IF_ERROR(EnsureRunCapacity(MaxPiecesPerChunk(places.starts)));
   std::vector<Event> events(groups_);
   for (Event& e : events) KVTIER_RETURN_IF_ERROR(e.Create());

@@ -53,9 +53,11 @@ void* RegisteredHostAlloc(int device, size_t bytes, size_t alignment) {
   return mem;
 }
 
-void RegisteredHostFree(void* p, size_t bytes) {
+void RegisteredHostFree(int device, void* p, size_t bytes) {
   if (p == nullptr) return;
-  (void)cudaHostUnregister(p);
+  DeviceScope scope;  // a tier's thread may free it: no context on a device other than `device`
+  if (scope.Enter(device).ok()) (void)cudaHostUnregister(p);
+  (void)cudaGetLastError();
   munmap(p, RoundUp(bytes));
 }
 
@@ -65,7 +67,7 @@ class RegisteredHostAllocator final : public HostAllocator {
  public:
   explicit RegisteredHostAllocator(int device) : device_(device) {}
   void* Allocate(size_t bytes, size_t alignment) override { return RegisteredHostAlloc(device_, bytes, alignment); }
-  void Free(void* p, size_t bytes) override { RegisteredHostFree(p, bytes); }
+  void Free(void* p, size_t bytes) override { RegisteredHostFree(device_, p, bytes); }
 
  private:
   const int device_;
@@ -91,9 +93,13 @@ Result<std::unique_ptr<PinnedRegistration>> PinnedRegistration::Register(std::sp
     return Status::IOError("cudaHostRegister of " + FormatBytes(memory.size()) + ": " +
                            cudaGetErrorString(err));
   }
-  return std::unique_ptr<PinnedRegistration>(new PinnedRegistration(memory.data()));
+  return std::unique_ptr<PinnedRegistration>(new PinnedRegistration(memory.data(), device));
 }
 
-PinnedRegistration::~PinnedRegistration() { (void)cudaHostUnregister(ptr_); }
+PinnedRegistration::~PinnedRegistration() {
+  internal::DeviceScope scope;  // the holder's thread may have no context: none is made on another device
+  if (scope.Enter(device_).ok()) (void)cudaHostUnregister(ptr_);
+  (void)cudaGetLastError();
+}
 
 }  // namespace kvtier

@@ -12,7 +12,8 @@ namespace kvtier::internal {
 // portable with the CUDA runtime while `device` is current (the caller's device is restored after);
 // nullptr when the memory cannot be mapped or the driver refuses to lock it. Thread-safe.
 void* RegisteredHostAlloc(int device, size_t bytes, size_t alignment);
-// Unregisters and unmaps memory from RegisteredHostAlloc; nullptr: nothing.
-void RegisteredHostFree(void* p, size_t bytes);
+// Unregisters (with `device`, the one it was registered with, current: never a context on another
+// device, whatever thread frees it) and unmaps memory from RegisteredHostAlloc; nullptr: nothing.
+void RegisteredHostFree(int device, void* p, size_t bytes);
 
 }  // namespace kvtier::internal

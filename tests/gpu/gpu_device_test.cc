@@ -5,12 +5,16 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "gpu/device_memory.h"
 #include "kvtier/gpu.h"
@@ -32,14 +36,16 @@ using internal::CopyToHost;
 // A paged cache in device memory with host mirrors for checking.
 class DeviceCache {
  public:
-  DeviceCache(const Layout& layout, uint32_t num_blocks, uint32_t block_tokens)
-      : layout_(layout),
+  DeviceCache(const Layout& layout, uint32_t num_blocks, uint32_t block_tokens, int device = 0)
+      : device_(device),
+        layout_(layout),
         row_(uint64_t{layout.kv_heads} * layout.head_dim * DTypeBytes(layout.dtype)),
         tensor_bytes_(uint64_t{num_blocks} * block_tokens * row_) {
+    cache_.device = device;
     cache_.num_blocks = num_blocks;
     cache_.block_tokens = block_tokens;
     for (uint32_t l = 0; l < layout.layers * 2; ++l) {
-      auto p = internal::DeviceAlloc(0, tensor_bytes_);
+      auto p = internal::DeviceAlloc(device_, tensor_bytes_);
       if (!p.ok()) {
         status_ = p.status();
         return;
@@ -48,16 +54,16 @@ class DeviceCache {
     }
   }
   ~DeviceCache() {
-    for (void* p : cache_.k) internal::DeviceFree(0, p);
-    for (void* p : cache_.v) internal::DeviceFree(0, p);
+    for (void* p : cache_.k) internal::DeviceFree(device_, p);
+    for (void* p : cache_.v) internal::DeviceFree(device_, p);
   }
   const Status& status() const { return status_; }
   const PagedKvCache& cache() const { return cache_; }
   uint64_t tensor_bytes() const { return tensor_bytes_; }
 
   Status Clear(int byte) {
-    for (void* p : cache_.k) KVTIER_RETURN_IF_ERROR(internal::DeviceMemset(0, p, byte, tensor_bytes_));
-    for (void* p : cache_.v) KVTIER_RETURN_IF_ERROR(internal::DeviceMemset(0, p, byte, tensor_bytes_));
+    for (void* p : cache_.k) KVTIER_RETURN_IF_ERROR(internal::DeviceMemset(device_, p, byte, tensor_bytes_));
+    for (void* p : cache_.v) KVTIER_RETURN_IF_ERROR(internal::DeviceMemset(device_, p, byte, tensor_bytes_));
     return Status::OK();
   }
 
@@ -87,18 +93,19 @@ class DeviceCache {
     for (uint32_t l = layer_begin; l < std::min(layer_end, layout_.layers); ++l) {
       for (uint32_t kv = 0; kv < 2; ++kv) {
         void* dev = kv == 0 ? cache_.k[l] : cache_.v[l];
-        KVTIER_RETURN_IF_ERROR(CopyToHost(0, mirror.data(), dev, tensor_bytes_));
+        KVTIER_RETURN_IF_ERROR(CopyToHost(device_, mirror.data(), dev, tensor_bytes_));
         for (uint64_t t = 0; t < n_chunks * tpc; ++t) {
           const uint64_t chunk = t / tpc, in_chunk = t % tpc;
           const uint64_t off = chunk * layout_.BytesPerChunk() + ((uint64_t{l} * 2 + kv) * tpc + in_chunk) * row_;
           fn(mirror.data() + (uint64_t{table[t / bt]} * bt + t % bt) * row_, off);
         }
-        if (upload) KVTIER_RETURN_IF_ERROR(CopyToDevice(0, dev, mirror.data(), tensor_bytes_));
+        if (upload) KVTIER_RETURN_IF_ERROR(CopyToDevice(device_, dev, mirror.data(), tensor_bytes_));
       }
     }
     return Status::OK();
   }
 
+  int device_;
   Layout layout_;
   uint64_t row_, tensor_bytes_;
   PagedKvCache cache_;
@@ -595,11 +602,24 @@ TEST(GpuDeviceTest, ShmPoolPinnedOnceLoadsInPlace) {
   EXPECT_TRUE(dc.Get(table, n).value() == data) << "bytes differ after shm:// (pinned) -> GPU";
 }
 
-// A load given the engine's stream waits for the work queued there: a fill of the same blocks that is
-// still pending (behind a 300 ms host function) when Load is called lands first, and the load's bytes
-// are what remains. Without the dependency the fill would overwrite the loaded blocks.
-TEST(GpuDeviceTest, LoadWaitsForTheEnginesStream) {
-  SKIP_WITHOUT_GPU();
+// Queues on `engine` (nullptr: the legacy default stream) a fill of every K and V tensor with 0xEE that
+// is still pending (behind a 300 ms host function) when the call returns.
+void QueuePendingFill(DeviceCache& dc, void* engine) {
+  bool first = true;
+  for (const auto& tensors : {dc.cache().k, dc.cache().v}) {
+    for (void* p : tensors) {
+      ASSERT_TRUE(internal::QueueDelayedFill(0, engine, first ? 300 : 0, p, 0xEE, dc.tensor_bytes()).ok());
+      first = false;
+    }
+  }
+}
+
+// A load given the engine's stream (`engine`; nullptr: the legacy default stream, handle 0) waits for the
+// work queued there: a fill of the same blocks that is still pending when Load is called lands first,
+// and the load's bytes are what remains. Without the dependency the fill would overwrite the loaded
+// blocks. With `stream_wait`, the host never waits: the engine's stream waits for the last layer group
+// (StreamWaitLayerGroup on that stream) and the blocks are read back by a copy queued on it.
+void CheckLoadWaitsFor(void* engine, bool stream_wait) {
   const Layout layout{4, 2, 64, DType::kBF16, 64};
   const uint32_t n = 6;
   DeviceCache dc(layout, 32, 16);
@@ -618,23 +638,89 @@ TEST(GpuDeviceTest, LoadWaitsForTheEnginesStream) {
     opt.host_threads = 2;
     opt.layer_groups = groups;
     auto t = GpuTransfer::Open(layout, dc.cache(), opt).value();
-    auto engine = internal::StreamCreate(0);
-    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     ASSERT_TRUE(dc.Clear(0).ok());
-    bool first = true;
-    for (void* p : dc.cache().k) {
-      ASSERT_TRUE(internal::QueueDelayedFill(0, *engine, first ? 300 : 0, p, 0xEE, dc.tensor_bytes()).ok());
-      first = false;
-    }
-    for (void* p : dc.cache().v) ASSERT_TRUE(internal::QueueDelayedFill(0, *engine, 0, p, 0xEE, dc.tensor_bytes()).ok());
+    QueuePendingFill(dc, engine);
     const auto table = ShuffledTable(32, n * 4, 20 + groups);
-    auto load = t->Load(*store, ns, keys, table, *engine);
+    auto load = t->Load(*store, ns, keys, table, engine);
     ASSERT_TRUE(load.ok()) << load.status().ToString();
-    ASSERT_TRUE((*load)->Wait().ok());
-    ASSERT_TRUE(internal::StreamSynchronize(0, *engine).ok());
+    if (stream_wait) {
+      ASSERT_TRUE((*load)->StreamWaitLayerGroup(groups - 1, engine).ok());
+    } else {
+      ASSERT_TRUE((*load)->Wait().ok());
+    }
+    ASSERT_TRUE(internal::StreamSynchronize(0, engine).ok());
     EXPECT_TRUE(dc.Get(table, n).value() == data) << "the engine's pending fill landed after the load";
-    internal::StreamDestroy(0, *engine);
+    ASSERT_TRUE((*load)->Wait().ok());
   }
+}
+
+TEST(GpuDeviceTest, LoadWaitsForTheEnginesStream) {
+  SKIP_WITHOUT_GPU();
+  auto engine = internal::StreamCreate(0);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  CheckLoadWaitsFor(*engine, false);
+  internal::StreamDestroy(0, *engine);
+}
+
+// after_stream nullptr is the legacy default stream (PyTorch's default stream, handle 0), which the
+// transfer's non-blocking stream does not wait for by itself; and StreamWaitLayerGroup(g, nullptr)
+// makes that stream wait: the read-back (a cudaMemcpy, on the legacy stream) sees the loaded bytes.
+TEST(GpuDeviceTest, LoadWaitsForTheLegacyDefaultStream) {
+  SKIP_WITHOUT_GPU();
+  CheckLoadWaitsFor(nullptr, true);
+}
+
+// A save given the engine's stream (`engine`; nullptr: the legacy default stream) gathers after the work
+// queued there: the blocks hold `data` when Save is called and a pending fill (the prefill's last KV
+// writes) turns them to 0xEE; the chunks saved are the filled ones. Without the dependency the gather
+// would read `data` and the store would hold chunks that verify and are wrong.
+void CheckSaveWaitsFor(void* engine) {
+  const Layout layout{4, 2, 64, DType::kBF16, 64};
+  const uint32_t n = 6;
+  DeviceCache dc(layout, 32, 16);
+  ASSERT_TRUE(dc.status().ok()) << dc.status().ToString();
+  auto ns = Namespace::Make("test/gpu", layout, "t").value();
+  const auto data = RandomBytes(n * layout.BytesPerChunk(), 17);
+  const std::vector<std::byte> filled(n * layout.BytesPerChunk(), std::byte{0xEE});
+  for (uint32_t groups : {1u, 2u}) {
+    SCOPED_TRACE("groups " + std::to_string(groups));
+    StoreOptions so;
+    so.tiers = {"mem://?capacity=16MiB"};
+    auto store = Store::Open(so).value();
+    const auto keys = Keys(ns, n, 160 + groups);
+    GpuTransferOptions opt;
+    opt.staging_bytes = 2 * layout.BytesPerChunk();
+    opt.host_threads = 2;
+    opt.layer_groups = groups;
+    auto t = GpuTransfer::Open(layout, dc.cache(), opt).value();
+    const auto table = ShuffledTable(32, n * 4, 40 + groups);
+    ASSERT_TRUE(dc.Put(data, table).ok());
+    QueuePendingFill(dc, engine);
+    ASSERT_TRUE(t->Save(*store, ns, keys, table, engine).ok());
+    ASSERT_TRUE(internal::StreamSynchronize(0, engine).ok());
+    std::vector<std::byte> got(filled.size());
+    std::vector<std::span<std::byte>> pieces;
+    std::vector<ScatterList> dsts;
+    for (uint32_t i = 0; i < n; ++i) pieces.emplace_back(got.data() + i * layout.BytesPerChunk(), layout.BytesPerChunk());
+    for (uint32_t i = 0; i < n; ++i) dsts.emplace_back(&pieces[i], 1);
+    auto loaded = store->Load(ns, keys, dsts);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_EQ(*loaded, n);
+    EXPECT_TRUE(got == filled) << "the save gathered the blocks before the engine's pending writes";
+  }
+}
+
+TEST(GpuDeviceTest, SaveWaitsForTheEnginesStream) {
+  SKIP_WITHOUT_GPU();
+  auto engine = internal::StreamCreate(0);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  CheckSaveWaitsFor(*engine);
+  internal::StreamDestroy(0, *engine);
+}
+
+TEST(GpuDeviceTest, SaveWaitsForTheLegacyDefaultStream) {
+  SKIP_WITHOUT_GPU();
+  CheckSaveWaitsFor(nullptr);
 }
 
 // A stream being captured into a CUDA graph is refused with a clear error, and nothing is queued.
@@ -700,6 +786,98 @@ TEST(GpuDeviceTest, CallsRestoreTheCallersDevice) {
   t->reset();
   EXPECT_EQ(internal::CurrentDevice().value(), 1) << "close";
   ASSERT_TRUE(internal::SetCurrentDevice(0).ok());
+}
+
+// Every call of a transfer on `device`, made from a thread that has no CUDA context (as a fresh kvtier
+// reader thread, or an engine thread that never touched CUDA): each leaves the thread without one, and
+// in the whole process no device but `device` gets a context (a context on GPU 0 costs every worker of
+// a multi-GPU engine hundreds of MiB there). Runs only in the child process that
+// GpuDeviceTest.NoContextOnADeviceItWasNotGiven starts (nothing there touched CUDA before).
+TEST(GpuDeviceChild, TouchesOnlyTheDeviceItIsGiven) {
+  const char* env = std::getenv("KVTIER_GPU_CHILD_DEVICE");
+  if (env == nullptr) GTEST_SKIP() << "runs in the child process of GpuDeviceTest.NoContextOnADeviceItWasNotGiven";
+  const int device = std::atoi(env);
+  const int count = internal::DeviceCount().value();
+  std::thread caller([&] {
+    auto none = [](const char* after) {
+      auto current = internal::ContextCurrent();
+      ASSERT_TRUE(current.ok()) << current.status().ToString();
+      EXPECT_FALSE(*current) << "a CUDA context is left current on the caller's thread after " << after;
+    };
+    none("nothing");
+    const Layout layout{4, 2, 64, DType::kBF16, 64};
+    const uint32_t n = 12;
+    DeviceCache dc(layout, 64, 16, device);
+    ASSERT_TRUE(dc.status().ok()) << dc.status().ToString();
+    StoreOptions so;
+    so.tiers = {"mem://?capacity=16MiB"};
+    so.host_allocator = PinnedHostAllocator(device);  // pinned pages: reader threads ask for pointer attributes
+    ASSERT_NE(so.host_allocator, nullptr);
+    auto store = Store::Open(so);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    none("Store::Open with the pinned allocator");
+    auto ns = Namespace::Make("test/gpu", layout, "t").value();
+    const auto keys = Keys(ns, n, 300);
+    const auto data = RandomBytes(n * layout.BytesPerChunk(), 31);
+    const auto table = ShuffledTable(64, n * 4, 9);
+    ASSERT_TRUE(dc.Put(data, table).ok());
+    GpuTransferOptions opt;
+    opt.staging_bytes = 2 * layout.BytesPerChunk();  // 6 batches on 4 reader threads, in 2 waves
+    opt.host_threads = 4;
+    opt.layer_groups = 2;
+    auto t = GpuTransfer::Open(layout, dc.cache(), opt);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    none("Open");
+    ASSERT_TRUE((*t)->Save(**store, ns, keys, table).ok());
+    none("Save");
+    ASSERT_TRUE(dc.Clear(0).ok());
+    auto engine = internal::StreamCreate(device);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    auto load = (*t)->Load(**store, ns, keys, table, *engine);
+    ASSERT_TRUE(load.ok()) << load.status().ToString();
+    EXPECT_EQ((*load)->chunks(), n);
+    none("Load");
+    ASSERT_TRUE((*load)->StreamWaitLayerGroup(0, *engine).ok());
+    ASSERT_TRUE((*load)->WaitLayerGroup(1).ok());
+    ASSERT_TRUE((*load)->Done().ok());
+    ASSERT_TRUE((*load)->Wait().ok());
+    none("the waits");
+    EXPECT_TRUE(dc.Get(table, n).value() == data);
+    internal::StreamDestroy(device, *engine);
+    load->reset();
+    t->reset();
+    store->reset();
+    none("closing the transfer and the store (pinned memory unregistered)");
+  });
+  caller.join();
+  EXPECT_TRUE(internal::PrimaryContextActive(device).value()) << "the check saw no context at all";
+  for (int d = 0; d < count; ++d) {
+  if (env == nullptr) {
+    GTEST_SKIP() << "runs in the child process of GpuDeviceTest.NoContextOnADeviceItWasNotGiven";
+  }
+  }
+}
+
+// Starts GpuDeviceChild.TouchesOnlyTheDeviceItIsGiven in a process of its own, with the cache on the last
+// GPU: on a host of two or more, GPU 0 must stay without a context; on one GPU, every calling thread
+// must be left without a context (a transfer's reader threads set the device before any CUDA call).
+TEST(GpuDeviceTest, NoContextOnADeviceItWasNotGiven) {
+  SKIP_WITHOUT_GPU();
+  const int device = internal::DeviceCount().value() - 1;
+  char self[4096] = {};
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  ASSERT_GT(len, 0);
+  const std::string cmd = "KVTIER_GPU_CHILD_DEVICE=" + std::to_string(device) + " '" + std::string(self, len) +
+                          "' --gtest_filter=GpuDeviceChild.TouchesOnlyTheDeviceItIsGiven 2>&1";
+  FILE* child = popen(cmd.c_str(), "r");
+  ASSERT_NE(child, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t got; (got = fread(buf, 1, sizeof(buf), child)) > 0;) out.append(buf, got);
+  const int status = pclose(child);
+  std::printf("child (cache on GPU %d):\n%s", device, out.c_str());
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << "the child did not run its test:\n" << out;
 }
 
 }  // namespace

@@ -92,6 +92,7 @@ class GpuGroupedWorker(GpuWorker):
     def load(self, keys: list, tables: np.ndarray) -> tuple[int, np.ndarray]:  # type: ignore[override]
         entries, counts, scratch = self.cache.pieces(tables, alloc=self._alloc)
         stream = _current_stream()
+        self._after_earlier_load()  # a failed load leaves the step nothing to wait for (GpuWorker)
         self._scratch += [s for s in scratch if s is not None]
         done = self._transfer.load_pieces(self._store, self._ns, keys, entries, counts, after_stream=stream)
         self._loaded_this_step = True

@@ -254,6 +254,7 @@ class GpuWorker:
         done = 0
         if first < len(keys):
             stream = _current_stream()
+            self._after_earlier_load()
             if self._pieces is None:
                 done = self._transfer.load(self._store, self._ns, keys[first:], blocks[first:].ravel().tolist(),
                                            after_stream=stream)
@@ -263,6 +264,16 @@ class GpuWorker:
             self._loaded_this_step = True
         rest = blocks[first + done:]
         return done, np.concatenate([skipped, rest[rest >= 0]])
+
+    def _after_earlier_load(self) -> None:
+        """Before a step's next load: the engine's stream waits for the whole of the step's last load. The
+        next load is queued after it on the transfer's one stream, so its first layer group lands after
+        every group of this one anyway (no order is added), and the step's layer waits then depend on
+        the next load alone: one that fails (a per-request miss, reported as load errors) leaves nothing
+        to wait for, instead of a wait on a load the transfer may no longer hold."""
+        if self._loaded_this_step:
+            self.wait_layer(self._layers - 1)
+            self._loaded_this_step = False
 
     def wait_layer(self, index: int) -> None:
         if not self._loaded_this_step:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pathlib
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -16,7 +17,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from connector_helpers import file_tier, requires_library  # noqa: E402,F401
 from vllm_v1_driver import FakeCuda, FlashAttnCache, LatentCache, MiniEngine  # noqa: E402
 
+import kvtier  # noqa: E402
 import kvtier.gpu  # noqa: E402
+from kvtier.connectors import _gpu_paged  # noqa: E402
+from kvtier.connectors._host_paged import load_async, save_async  # noqa: E402
 from kvtier.connectors._gpu_paged import (device_paged_cache, gpu_cache_of, is_classic, layer_group,  # noqa: E402
                                           layer_major, load_plan, piece_plan)
 from kvtier.connectors._vllm_kv_caches import paged_cache_of  # noqa: E402
@@ -235,3 +239,120 @@ def test_connector_run_of_gpu_e2e_smoke_on_cpu(tmp_path):
     result = json.loads(out.read_text())
     assert result["complete"] and [lv["tier"] for lv in result["levels"]] == ["mem", "file"]
     assert all(lv["tokens_equal"] and lv["loaded_chunks"] == 2 for lv in result["levels"])
+
+
+# ---- a failed load after a successful one in the same step (kvtier.gpu played by the host path) -------
+STREAM = 0x5EED
+F32_SPEC = ModelSpec(model="test/llama-gpu-f32", revision="r1", layers=LAYERS, kv_heads=HEADS, head_dim=DIM,
+                     kv_dtype="float32", block_size=BS)  # the driver's reference rows are fp32
+
+
+class _CudaLooking(FlashAttnCache):
+    """A FlashAttnCache on the CPU whose registered tensors say they are on CUDA (FakeCuda)."""
+
+    def __init__(self) -> None:
+        super().__init__(LAYERS, BLOCKS, BS, HEADS, DIM)
+        self.real = self.tensors
+        self.tensors = {k: FakeCuda(v) for k, v in self.real.items()}
+
+    def kv(self, layer: int, kv: int):
+        return self.real[self.names[layer]][kv]
+
+
+class _HostTransfer:
+    """kvtier.gpu.Transfer's block-table calls run by kvtier's host path over the same blocks, with the C
+    API's bookkeeping of the last load for the waits: a load that succeeds replaces it; a load that fails
+    raises and, with ``drops_last`` (the C API before this fix), drops it too, so a wait then answers
+    INVALID_ARGUMENT "no load to wait for". Loads listed in ``fail`` (by call number) fail."""
+
+    drops_last, fail, made = False, set(), []
+
+    def __init__(self, ns, cache, layer_groups=1, **_) -> None:
+        self.groups, self.calls, self.last, self.waits = layer_groups, 0, None, []
+        self.host = None  # set by the test: the host path's PagedCache over the same tensors
+        _HostTransfer.made.append(self)
+
+    def load(self, store, ns, keys, table, after_stream=None) -> int:
+        assert after_stream == STREAM
+        self.calls += 1
+        if self.calls in self.fail:
+            if self.drops_last:
+                self.last = None
+            raise kvtier.KvtierError(kvtier.Status.IO_ERROR, f"load {self.calls} failed")
+        handle = load_async(store, ns, keys, self.host, np.asarray(table).reshape(len(keys), -1))
+        try:
+            done = handle.wait()
+        finally:
+            handle.close()
+        self.last = self.calls
+        return done
+
+    def save(self, store, ns, keys, table, after_stream=None) -> None:
+        assert after_stream == STREAM
+        handle = save_async(store, ns, keys, self.host, np.asarray(table).reshape(len(keys), -1))
+        try:
+            handle.wait()
+        finally:
+            handle.close()
+
+    def _need_load(self) -> None:
+        if self.last is None:
+            raise kvtier.KvtierError(kvtier.Status.INVALID_ARGUMENT, "kvtier_gpu_wait_layers: no load to wait for")
+
+    def stream_wait_layers(self, group, stream) -> None:
+        self._need_load()
+        self.waits.append((self.last, group, stream))
+
+    def wait_layers(self, group) -> None:
+        self._need_load()
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("drops_last", [True, False], ids=["library_drops_the_last_load", "library_keeps_it"])
+def test_a_failed_load_after_a_good_one_in_the_same_step_is_a_miss_not_an_exception(file_tier, monkeypatch,
+                                                                                    drops_last):
+    """Two requests load in one step on CUDA caches; the second's load fails. The engine sees a per-request
+    miss (the second request's blocks are load errors and recomputed), never an exception from a layer
+    wait, and the engine's stream still waits for the whole of the first request's load before the forward
+    reads it, whatever the library does with the failed load's slot."""
+    monkeypatch.setattr(_gpu_paged.gpu, "why_not", lambda device=0: "")
+    monkeypatch.setattr(_gpu_paged.gpu, "Transfer", _HostTransfer)
+    monkeypatch.setattr(_gpu_paged.gpu, "HostPins", lambda store, device=0: types.SimpleNamespace(close=lambda: None))
+    monkeypatch.setattr(_gpu_paged, "_current_stream", lambda: STREAM)
+    monkeypatch.setattr(_HostTransfer, "drops_last", drops_last)
+    monkeypatch.setattr(_HostTransfer, "made", [])
+    cfg = {"tiers": file_tier[0], "chunk_tokens": CHUNK, "layer_groups": 2}
+
+    def engine():
+        sched, worker = KvtierConnectorCore("scheduler", F32_SPEC, cfg), KvtierConnectorCore("worker", F32_SPEC, cfg)
+        cache = _CudaLooking()
+        eng = MiniEngine(sched, worker, cache, BLOCKS)
+        transfer = _HostTransfer.made[-1]
+        transfer.host = paged_cache_of(cache.real, F32_SPEC)
+        return eng, transfer
+
+    a = [(7919 + i * 31) % 32000 for i in range(2 * CHUNK + 3)]
+    b = [(104729 + i * 17) % 32000 for i in range(2 * CHUNK + 5)]
+    first, _ = engine()
+    first.add("a", a)
+    first.add("b", b)
+    first.run()
+    assert first.worker.stats()["saved_chunks"] == 4
+    first.worker.shutdown()
+    first.sched.shutdown()
+
+    monkeypatch.setattr(_HostTransfer, "fail", {2})  # the step's second load: request b's
+    second, transfer = engine()
+    second.add("a", a)
+    second.add("b", b)
+    second.run()                                      # no exception into the engine
+    assert transfer.calls == 2
+    assert second.kv_ok == {"a": True, "b": True}     # b recomputed
+    assert second.worker.stats()["loaded_chunks"] == 2
+    assert second.load_error_blocks                   # b's blocks, reported as load errors
+    # the engine's stream waited for the last layer group of a's load (load 1) before the forward
+    assert (1, transfer.groups - 1, STREAM) in transfer.waits
+    second.worker.shutdown()
+    second.sched.shutdown()
