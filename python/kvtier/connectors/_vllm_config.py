@@ -28,6 +28,15 @@ def spec_of_vllm_config(vllm_config: Any) -> ModelSpec:
     cache_dtype = str(getattr(cc, "cache_dtype", "auto"))
     if cache_dtype == "auto":
         cache_dtype = str(mc.dtype).replace("torch.", "")
+    if cache_dtype.startswith("fp8") and getattr(cc, "calculate_kv_scales", False):
+        # The scales that turn the fp8 bytes back into K and V are then computed by each engine from the
+        # first batch it sees: chunks saved by one engine would be read with another's scales, wrong
+        # values that verify. Scales from the checkpoint are the weights' (model, revision, quant_config
+        # in the identity), and without any the scale is 1.0 everywhere.
+        raise ValueError("KvtierConnector: an fp8 KV cache with calculate_kv_scales: every engine computes "
+                         "its own K/V scales from its first batch, so chunks saved under one engine's scales "
+                         "would be read under another's; use the checkpoint's scales (no "
+                         "--calculate-kv-scales) or a bf16/fp16 KV cache")
     mla = bool(getattr(mc, "use_mla", False))
     fields = model_identity_fields(mc)
     if device_type(vllm_config) == "cpu":  # K's bytes are in the CPU kernel's packing (_vllm_cpu_kernel)
