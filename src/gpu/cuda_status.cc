@@ -1,6 +1,7 @@
 #include "gpu/cuda_status.h"
 
 #include <cuda.h>
+#include <dlfcn.h>
 
 #include <string>
 
@@ -49,10 +50,18 @@ Status CheckDevice(int device) {
   return Status::OK();
 }
 
+void* DriverSymbol(const char* name) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);  // only the driver the runtime loaded
+  if (lib == nullptr) return nullptr;
+  void* fn = dlsym(lib, name);
+  dlclose(lib);  // drops the reference taken above; the runtime's keeps the library loaded
+  return fn;
+}
+
 namespace {
 
-// cuCtxGetCurrent / cuCtxSetCurrent of the driver, found through the runtime (kvtier links the static
-// runtime and never libcuda itself). Both null when the driver does not give them.
+// cuCtxGetCurrent / cuCtxSetCurrent of the driver the runtime loaded (kvtier links the static runtime and
+// never libcuda itself). Both null when the driver is not there.
 struct DriverContextCalls {
   CUresult (*get)(CUcontext*) = nullptr;
   CUresult (*set)(CUcontext) = nullptr;
@@ -62,17 +71,11 @@ const DriverContextCalls& DriverContext() {
   static const DriverContextCalls calls = [] {
     DriverContextCalls c;
     int devices = 0;
-    (void)cudaGetDeviceCount(&devices);  // initialises the driver (no context) before asking it
-    void* get = nullptr;
-    void* set = nullptr;
-    cudaDriverEntryPointQueryResult q1 = cudaDriverEntryPointSymbolNotFound, q2 = q1;
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000, cudaEnableDefault, &q1) == cudaSuccess &&
-        cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 12000, cudaEnableDefault, &q2) == cudaSuccess &&
-        q1 == cudaDriverEntryPointSuccess && q2 == cudaDriverEntryPointSuccess && get != nullptr && set != nullptr) {
-      c.get = reinterpret_cast<CUresult (*)(CUcontext*)>(get);
-      c.set = reinterpret_cast<CUresult (*)(CUcontext)>(set);
-    }
-    (void)cudaGetLastError();
+    // the runtime loads and initialises the driver (no context); a refusal is not left for the caller
+    if (cudaGetDeviceCount(&devices) != cudaSuccess) (void)cudaGetLastError();
+    c.get = reinterpret_cast<CUresult (*)(CUcontext*)>(DriverSymbol("cuCtxGetCurrent"));
+    c.set = reinterpret_cast<CUresult (*)(CUcontext)>(DriverSymbol("cuCtxSetCurrent"));
+    if (c.get == nullptr || c.set == nullptr) c = {};
     return c;
   }();
   return calls;

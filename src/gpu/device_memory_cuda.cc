@@ -108,14 +108,10 @@ Status SetCurrentDevice(int device) {
 namespace {
 Result<void*> DriverCall(const char* name) {
   int devices = 0;
-  (void)cudaGetDeviceCount(&devices);  // initialises the driver, makes no context
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-  KVTIER_CUDA_RETURN(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q),
-                     "cudaGetDriverEntryPointByVersion");
-  if (q != cudaDriverEntryPointSuccess || fn == nullptr) {
-    return Status::NotSupported(std::string("the driver gives no ") + name);
-  }
+  // the runtime loads and initialises the driver, makes no context
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) (void)cudaGetLastError();
+  void* fn = DriverSymbol(name);
+  if (fn == nullptr) return Status::NotSupported(std::string("the driver gives no ") + name);
   return fn;
 }
 }  // namespace
