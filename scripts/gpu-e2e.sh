@@ -102,8 +102,9 @@ pack
 SCRATCH=$(mktemp -d /tmp/kvtier-gpu-e2e.XXXXXX)
 
 # 1. Device tests: round trips for block_tokens 16..256 and fp8, more batches than slots, partial last
-#    batches, layer groups, file:// round trips, a load after the engine's stream, graph capture refused,
-#    caller-described pieces for an MLA latent cache and a head-major K/V cache (GpuPieces);
+#    batches, layer groups, file:// round trips, a load and a save after the engine's stream and after
+#    the legacy default stream, no context on a device not given (a child process), graph capture
+#    refused, caller-described pieces for an MLA latent cache and a head-major K/V cache (GpuPieces);
 #    pinned memory; then the CPU-side ones.
 step gpu_device_test 100 gpu_device_test.log \
   "$CARRY/bin/gpu_device_test" --gtest_output="json:$LOGS/gpu_device_test.json"
