@@ -158,7 +158,7 @@ TEST(HostileReportInputs, EveryMutationOfAValidResultIsRenderedOrRefusedNeverThr
   // Fields the report reads, each with a wrong type: refused.
   for (const char* p : {"/target", "/target/url", "/model/chunk_bytes", "/sweep", "/sweep/0",
                         "/sweep/0/kvtier/gbps", "/summary/gbps", "/verdict/break_even_tokens",
-                        "/context/load_seconds", "/started_at", "/repeat"}) {
+                        "/context/load_seconds", "/started_at", "/repeat", "/sweep/0/kvtier/wrong_bytes"}) {
     nlohmann::json m = ValidDatapath();
     m[nlohmann::json::json_pointer(p)] = true;  // the wrong type for each of these
     WriteText(path, m.dump());

@@ -83,6 +83,14 @@ bool PairedRatios(const nlohmann::json& d) {
   return false;
 }
 
+// " (M wrong bytes)" where a sweep point's errors include chunks read with the wrong bytes (results
+// written before `wrong_bytes` have none to say).
+std::string WrongBytes(const nlohmann::json& kvtier) {
+  const auto& w = Get(kvtier, "wrong_bytes");
+  if (!w.is_number_unsigned() || w.get<uint64_t>() == 0) return "";
+  return " (" + Int(w) + " wrong bytes)";
+}
+
 void SweepTables(const ReportInputs& in, std::ostringstream& md) {
   for (const auto& [file, d] : in.datapath) {
     md << "\n**" << Str(Get(Get(d, "target"), "url")) << ", "
@@ -100,7 +108,7 @@ void SweepTables(const ReportInputs& in, std::ostringstream& md) {
          << Fmt("%.1f", Get(k, "p50_us"), 1e-3) << " | " << Fmt("%.1f", Get(k, "p99_us"), 1e-3) << " | "
          << Fmt("%.2f", Get(f, "gbps")) << " | " << Fmt("%.1f", Get(f, "p50_us"), 1e-3) << " | "
          << Fmt("%.1f", Get(f, "p99_us"), 1e-3) << " | " << Fmt("%.0f%%", Get(p, "ratio_to_fio"), 100)
-         << " | " << Int(Get(k, "errors")) << " |\n";
+         << " | " << Int(Get(k, "errors")) << WrongBytes(k) << " |\n";
     }
     const auto& note = Get(d, "fio_note");
     if (note.is_string() && !Str(note).empty()) {

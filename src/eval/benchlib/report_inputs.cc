@@ -141,6 +141,7 @@ Status CheckDatapath(const nlohmann::json& d, const std::string& where) {
       {"kvtier/p50_us", Kind::kNumber},
       {"kvtier/p99_us", Kind::kNumber},
       {"kvtier/errors", Kind::kUint},
+      {"kvtier/wrong_bytes", Kind::kUint, false, true},  // of errors; absent in results before it
       {"fio", Kind::kObject, true, true},
       {"fio/gbps", Kind::kNumber},
       {"fio/p50_us", Kind::kNumber},

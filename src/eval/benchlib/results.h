@@ -28,12 +28,14 @@ struct PhaseResult {
   uint64_t bytes = 0;    // payload bytes delivered (or written)
   double seconds = 0;
   uint64_t errors = 0;   // chunks that failed or came back with the wrong bytes
-  uint64_t wrong_bytes = 0;  // of `errors`: chunks read without an error whose bytes were wrong
   double p50_us = 0, p99_us = 0;  // per chunk; 0 when the path does not measure it
   // Writes: the tier's Flush after the last Put returned (file://: one syncfs, which makes the chunks
   // durable), not in `seconds`: a Put returns once its chunk is published, as fio's writes return
   // without an fsync; an engine does not wait for Flush.
   double flush_seconds = 0;
+  // Of `errors`: chunks read without an error whose bytes were wrong. Last, so that the positional
+  // initialisers {chunks, bytes, seconds, errors, p50_us, p99_us} keep their meaning.
+  uint64_t wrong_bytes = 0;
   double BytesPerSecond() const { return seconds > 0 ? static_cast<double>(bytes) / seconds : 0; }
   void SetLatency(const LatencySummary& s) {
     p50_us = s.p50_us;

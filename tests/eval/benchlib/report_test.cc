@@ -89,6 +89,19 @@ TEST(ReportTest, MarkdownHasTheTableAndEmbedsEveryChart) {
   EXPECT_NE(md.find("| file | 8 |"), std::string::npos) << md;
 }
 
+// The sweep table says how many of a row's errors were chunks read with the wrong bytes (issue 39: the
+// bench counted both as one figure); results written before the field have no such words.
+TEST(ReportTest, SweepErrorsNameTheChunksReadWithWrongBytes) {
+  ReportInputs in = Inputs();
+  nlohmann::json& point = in.datapath[0].second["sweep"][1]["kvtier"];
+  point["errors"] = uint64_t{3};
+  point["wrong_bytes"] = uint64_t{2};
+  in.datapath[1].second["sweep"][0]["kvtier"].erase("wrong_bytes");
+  const std::string md = ReportMarkdown(in, ReportPlots(in), "kvtier report a.json b.json --out d");
+  EXPECT_NE(md.find("| 3 (2 wrong bytes) |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("(0 wrong bytes)"), std::string::npos) << md;
+}
+
 TEST(ReportTest, LoadRejectsUnknownJsonAndWriteDrawsSvgs) {
   char tmpl[] = "/tmp/kvtier-report-test-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
