@@ -197,9 +197,10 @@ class GroupedCache:
 
 
 def grouped_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, groups: Sequence[CacheGroup],
-                     chunk_tokens: int) -> GroupedCache:
+                     chunk_tokens: int, layout: str = "hnd") -> GroupedCache:
     """The plan of vLLM's HND ``kv_caches`` whose layers are in ``groups`` (a Mamba layer's entry: its
-    list of state tensors): CPU tensors, or CUDA ones seen through ``_gpu_paged._Geometry``."""
+    list of state tensors): CPU tensors, or CUDA ones seen through ``_gpu_paged._Geometry``. ``layout``
+    ``cpu_attn`` (vLLM's CPU backend) also reads vLLM 0.32's 4-dimensional CPU cache."""
     pos = layer_positions(groups)
     if set(kv_caches) != set(pos):
         raise ValueError(f"KvtierConnector: the KV caches' layers {sorted(kv_caches)} are not the layers "
@@ -208,7 +209,7 @@ def grouped_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, groups: Sequ
     if len(names) != spec.layers:
         raise ValueError(f"KvtierConnector: {len(names)} KV cache layers, the model has {spec.layers}")
     attn = {pos[n] for g in groups if g.state is None for n in g.names}
-    regions = {l: _layer_regions(kv_caches[names[l]], spec, "hnd", f"layer {names[l]!r}") for l in sorted(attn)}
+    regions = {l: _layer_regions(kv_caches[names[l]], spec, layout, f"layer {names[l]!r}") for l in sorted(attn)}
     segments = []
     for _, layers, group in kvtier_groups(groups):
         state = groups[group].state

@@ -439,6 +439,7 @@ class KvtierConnectorCore:
         # scheduler state
         self._reqs: dict[str, _ReqState] = {}
         self._hits: dict[str, int] = {}          # req id -> chunks found by the last lookup
+        self._load_failed: set[str] = set()      # requests whose load failed (failed_recving): no more hits
         self._pending_loads: list[LoadSpec] = []
         # worker state
         self._cache: Optional[PagedCache | GroupedCache] = None
@@ -510,7 +511,10 @@ class KvtierConnectorCore:
             return 0, False
         usable = self._usable_chunks(tokens)
         hit = 0
-        if usable and not self._closed:
+        # A request vLLM restarts after its load failed (failed_recving) is computed: this process's
+        # tiers may still list the chunk the worker could not use (a file:// index is per process), and
+        # another hit would fail the same way, again and again.
+        if usable and not self._closed and request.request_id not in self._load_failed:
             prefix = tokens[:usable * self._chunk_tokens]
             try:
                 hit = min(self._store.lookup(ns, chunk_keys(ns.chunk_keys(prefix), extras, self._chunk_tokens))
@@ -650,6 +654,7 @@ class KvtierConnectorCore:
         for rid in getattr(connector_output, "failed_recving", None) or ():
             if rid in self._reqs:
                 self._reqs[rid].saved_chunks = 0
+                self._load_failed.add(rid)
         invalid = set(getattr(connector_output, "invalid_block_ids", None) or ())
         if not invalid:
             return
@@ -662,6 +667,7 @@ class KvtierConnectorCore:
     def request_finished(self, request: Any, block_ids: Sequence[int]) -> tuple[bool, Optional[dict]]:
         rid = request.request_id
         self._hits.pop(rid, None)
+        self._load_failed.discard(rid)
         self._pending_loads = [s for s in self._pending_loads if s.req_id != rid]
         state = self._reqs.pop(rid, None)
         return (state is not None and state.held), None
@@ -681,7 +687,7 @@ class KvtierConnectorCore:
                                              self.namespace, self._store)
                 self._layer_index = {name: i for i, name in enumerate(self._gpu.names)}
                 return
-            self._host_cache(grouped_cache_of(kv_caches, self._spec, self._groups, self._chunk_tokens))
+            self._host_cache(grouped_cache_of(kv_caches, self._spec, self._groups, self._chunk_tokens, layout))
             return
         if kv_caches and is_cuda(next(iter(kv_caches.values()))):
             if self._async_load:

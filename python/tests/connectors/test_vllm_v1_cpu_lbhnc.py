@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pathlib
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -98,3 +99,40 @@ def test_the_4d_form_is_read_only_as_the_cpu_backends():
     other = {k: torch.zeros(BLOCKS, HEADS, BS * 2, DIM) for k in views}   # tokens where the content belongs
     with pytest.raises(ValueError, match="2 x head_dim"):
         paged_cache_of(other, SPEC, "cpu_attn")
+
+
+def test_several_kv_cache_groups_of_lbhnc_caches_round_trip_through_the_connector(tmp_path):
+    """KvtierHybridConnector on vLLM 0.32's CPU backend (issue 43's check inside real vLLM: a Gemma-2-like
+    model's full and sliding-window groups): the grouped path reads the LBHNC views under ``cpu_attn``
+    (it passed ``hnd``, which refuses them, so the worker failed at register_kv_caches). A chunk saved
+    from blocks of each group loads, asynchronously (several groups), into other blocks, equal."""
+    from kvtier.connectors import vllm_v1
+    from kvtier.connectors._vllm_groups import CacheGroup
+    names = list(lbhnc_views(0))
+    groups = [CacheGroup(tuple(names[1::2])), CacheGroup(tuple(names[0::2]), 3 * BS)]  # full, window
+    cfg = {"tiers": f"file://{tmp_path}/tier?capacity=64MiB", "kv_cache_layout": "cpu_attn", "chunk_tokens": CHUNK}
+    src, dst = lbhnc_views(2), lbhnc_views(3)
+    saver = KvtierConnectorCore("worker", SPEC, cfg, groups=groups)
+    loader = KvtierConnectorCore("worker", SPEC, cfg, groups=groups)
+    saver.register_kv_caches(src)
+    loader.register_kv_caches(dst)
+    tokens = list(range(100, 100 + CHUNK))
+    saver.bind_connector_metadata(vllm_v1.KvtierConnectorMetadata(
+        saves=[vllm_v1.SaveSpec("s", tokens, 0, [[1, 2], [3, 4]])]))
+    saver.wait_for_save()
+    assert saver.stats()["saved_chunks"] == 1
+    loader.bind_connector_metadata(vllm_v1.KvtierConnectorMetadata(
+        loads=[vllm_v1.LoadSpec("l", tokens, 0, [[5, 6], [7, 8]], True)]))
+    loader.start_load_kv(None)
+    recving = None
+    for _ in range(10000):  # at most 10 s: the load runs in kvtier's threads
+        _, recving = loader.get_finished(set())
+        if recving:
+            break
+        time.sleep(0.001)
+    assert recving == {"l"} and loader.stats()["loaded_chunks"] == 1 and not loader.get_block_ids_with_load_errors()
+    for group, (got, want) in zip(groups, (([5, 6], [1, 2]), ([7, 8], [3, 4]))):
+        for name in group.names:
+            assert torch.equal(dst[name][got], src[name][want])
+    loader.shutdown()
+    saver.shutdown()
