@@ -51,6 +51,9 @@ Status CheckDevice(int device) {
 }
 
 void* DriverSymbol(const char* name) {
+  int devices = 0;
+  // the runtime loads and initialises the driver (no context); a refusal is not left for the caller
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) (void)cudaGetLastError();
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);  // only the driver the runtime loaded
   if (lib == nullptr) return nullptr;
   void* fn = dlsym(lib, name);
@@ -70,9 +73,6 @@ struct DriverContextCalls {
 const DriverContextCalls& DriverContext() {
   static const DriverContextCalls calls = [] {
     DriverContextCalls c;
-    int devices = 0;
-    // the runtime loads and initialises the driver (no context); a refusal is not left for the caller
-    if (cudaGetDeviceCount(&devices) != cudaSuccess) (void)cudaGetLastError();
     c.get = reinterpret_cast<CUresult (*)(CUcontext*)>(DriverSymbol("cuCtxGetCurrent"));
     c.set = reinterpret_cast<CUresult (*)(CUcontext)>(DriverSymbol("cuCtxSetCurrent"));
     if (c.get == nullptr || c.set == nullptr) c = {};

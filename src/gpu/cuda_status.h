@@ -14,9 +14,9 @@ Status CudaStatus(cudaError_t err, const char* what);
 // OK when `device` exists and runs the sm_90 kernels; NotSupported with the reason otherwise.
 Status CheckDevice(int device);
 
-// A function of the driver (libcuda.so.1, which the static runtime has loaded; it is never loaded here)
-// by its name, e.g. cuCtxGetCurrent; nullptr when the driver is not loaded or lacks it. Looking it up
-// initialises nothing and makes no context.
+// A function of the driver (libcuda.so.1, which the static runtime loads: the runtime is asked for the
+// device count first, and libcuda is never opened here itself) by its name, e.g. cuCtxGetCurrent;
+// nullptr when the driver is not there or lacks it. Looking it up makes no context.
 void* DriverSymbol(const char* name);
 
 }  // namespace kvtier::internal

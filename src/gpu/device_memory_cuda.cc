@@ -107,9 +107,6 @@ Status SetCurrentDevice(int device) {
 
 namespace {
 Result<void*> DriverCall(const char* name) {
-  int devices = 0;
-  // the runtime loads and initialises the driver, makes no context
-  if (cudaGetDeviceCount(&devices) != cudaSuccess) (void)cudaGetLastError();
   void* fn = DriverSymbol(name);
   if (fn == nullptr) return Status::NotSupported(std::string("the driver gives no ") + name);
   return fn;

@@ -267,7 +267,6 @@ class CudaTransfer final : public GpuTransfer {
   Status SaveAt(Store& store, const Namespace& ns, std::span<const ChunkKey> keys, const Places& places,
                 void* after_stream);
 
-  // The transfer's stream waits for the work queued on the engine's `after_stream` so far.
   // Makes the transfer's stream wait for the work queued on the engine's stream so far. nullptr is the
   // legacy default stream (handle 0: PyTorch's default stream, an engine run with --enforce-eager): the
   // transfer's stream is non-blocking, so without this event it would not wait for that stream at all.

@@ -477,11 +477,9 @@ bool ShmPool::CountersPlausibleLocked() const {
 
 Result<uint32_t> ShmPool::ReserveLocked(uint64_t pages) {
   if (!CountersPlausibleLocked()) RepairLocked();  // scribbled counters: rebuilt from the slots
-  bool repaired = false;  // at most one rebuild per call when the derived state disagrees with the slots
   auto r = ReserveOnceLocked(pages);
-  while (!r.ok() && r.status().code() == Code::kInternal && !repaired) {
-    RepairLocked();
-    repaired = true;
+  if (!r.ok() && r.status().code() == Code::kInternal) {  // the derived state disagrees with the slots:
+    RepairLocked();                                       // rebuilt once, and tried once more
     r = ReserveOnceLocked(pages);
   }
   return r;
