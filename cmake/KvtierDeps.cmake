@@ -34,6 +34,6 @@ set_target_properties(Kvtier::events_deps PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${CPPZMQ_INCLUDE_DIR};${MSGPACK_INCLUDE_DIR}"
   INTERFACE_COMPILE_DEFINITIONS "MSGPACK_NO_BOOST"
   INTERFACE_LINK_LIBRARIES PkgConfig::ZMQ)
-# `kvtier serve` (src/tools/serve): cpp-httplib (libcpp-httplib-dev, a compiled library built with
-# OpenSSL; its pkg-config flags carry CPPHTTPLIB_OPENSSL_SUPPORT, which the header must see).
-pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# `kvtier serve` (src/tools/serve): Boost.Beast over Boost.Asio (libboost-dev, header-only; Asio's TLS
+# uses OpenSSL). Found through Boost's own CMake package (CMake 3.30+ has no FindBoost module).
+find_package(Boost 1.74 CONFIG REQUIRED COMPONENTS headers)

@@ -25,7 +25,7 @@ BUILD_PACKAGES=(
   libopenblas-dev
   prometheus-cpp-dev
   libhiredis-dev librados-dev libcurl4-openssl-dev
-  libcpp-httplib-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
+  libboost-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
 )
 # The Python package (standard library only) and the commands README gives for it.
 PYTHON_PACKAGES=(python3 python3-numpy python3-setuptools python3-pip python3-venv)

@@ -34,6 +34,8 @@ struct ServeArgs {
   std::string listen = "127.0.0.1:9400";
   std::string tls_cert, tls_key, token_file, events, events_topic = "kvtier", key_file;
   unsigned threads = 4;
+  unsigned max_connections = 512;
+  int idle_timeout_s = 15, request_timeout_s = 10;
   uint64_t max_body = 1 << 20;
   bool events_allow_remote = false;
 };
@@ -87,6 +89,9 @@ Result<HttpOptions> MakeHttpOptions(const ServeArgs& a) {
     KVTIER_ASSIGN_OR_RETURN(o.token, ReadToken(a.token_file));
   }
   o.threads = a.threads;
+  o.max_connections = a.max_connections;
+  o.idle_timeout_s = a.idle_timeout_s;
+  o.request_timeout_s = a.request_timeout_s;
   o.max_body_bytes = a.max_body;
   return o;
 }
@@ -206,8 +211,20 @@ KVTIER_COMMAND("", "serve", "Serve /metrics, /healthz, /readyz, /v1/namespaces a
                  cmd.add_option("--events-topic", a->events_topic, "first frame of every event message")
                      ->capture_default_str();
                  cmd.add_option("--key-file", a->key_file, "key of encrypted tiers (as StoreOptions::key_file)");
-                 cmd.add_option("--threads", a->threads, "connections served at once")
+                 cmd.add_option("--threads", a->threads, "requests that touch the tiers, answered at once")
                      ->check(WholeNumber(1, 256))
+                     ->capture_default_str();
+                 cmd.add_option("--max-connections", a->max_connections,
+                                "connections open at once; one more is answered 503 and closed")
+                     ->check(WholeNumber(1, 65536))
+                     ->capture_default_str();
+                 cmd.add_option("--idle-timeout", a->idle_timeout_s,
+                                "seconds a connection may wait before sending a request")
+                     ->check(WholeNumber(1, 3600))
+                     ->capture_default_str();
+                 cmd.add_option("--request-timeout", a->request_timeout_s,
+                                "seconds a request (head and body) may take to arrive once begun")
+                     ->check(WholeNumber(1, 3600))
                      ->capture_default_str();
                  return [a] { return RunServe(*a); };
                });

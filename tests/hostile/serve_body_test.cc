@@ -19,49 +19,11 @@
 #include <thread>
 
 #include "hostile/hostile_util.h"
+#include "hostile/serve_client.h"
 #include "support/temp_dir.h"
 
 namespace kvtier::testing {
 namespace {
-
-// `kvtier serve` over a file:// tier, stopped (SIGTERM) on destruction.
-class ServeChild {
- public:
-  explicit ServeChild(const std::string& root, const std::string& log) : log_(log) {
-    const std::string target = "file://" + root;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0 || ::dup2(fd, 1) < 0 || ::dup2(fd, 2) < 0) ::_exit(126);
-      ::alarm(300);  // a guard: the test stops it long before
-      ::execl(KVTIER_CLI_PATH, KVTIER_CLI_PATH, "serve", "--target", target.c_str(), "--listen", "127.0.0.1:0",
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-  }
-  ~ServeChild() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-  // The port from "listening on http://127.0.0.1:PORT"; 0 when it did not come within 60 s.
-  int Port() const {
-    const std::string mark = "listening on http://127.0.0.1:";
-    for (int i = 0; i < 6000; ++i) {
-      std::ifstream in(log_);
-      const std::string text((std::istreambuf_iterator<char>(in)), {});
-      const size_t at = text.find(mark);
-      if (at != std::string::npos && text.find('\n', at) != std::string::npos) return std::stoi(text.substr(at + mark.size()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return 0;
-  }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-};
 
 // Sends `request` (head and as much body as given) and returns the status line of the reply; "" when
 // none came within 30 s.

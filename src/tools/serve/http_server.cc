@@ -1,108 +1,37 @@
 #include "tools/serve/http_server.h"
 
-#include <httplib.h>
 #include <openssl/crypto.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 
-#include <deque>
-#include <functional>
+#include <chrono>
+#include <exception>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
 #include "core/input_file.h"
-#include "core/thread_annotations.h"
 #include "core/threads.h"
+#include "tools/serve/http_router.h"
+#include "tools/serve/http_session.h"
 
 namespace kvtier::tools {
 
 namespace {
 
-using internal::CondVar;
-using internal::Mutex;
-using internal::MutexLock;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
 
-// httplib's task queue, bounded: `threads` workers (core/threads.h) and at most `max_queued` accepted
-// connections waiting; enqueue waits for room, so the accepting thread stops accepting meanwhile.
-// Where the OS refused every worker, a connection is served on the accepting thread.
-class BoundedTaskQueue final : public httplib::TaskQueue {
- public:
-  BoundedTaskQueue(unsigned threads, size_t max_queued) : max_queued_(max_queued) {
-    (void)internal::StartThreads(&workers_, threads, [this] { Work(); }, "kvtier serve's connections");
-  }
-  ~BoundedTaskQueue() override { shutdown(); }
-
-  void enqueue(std::function<void()> fn) override EXCLUDES(mu_) {
-    if (workers_.empty()) {
-      fn();
-      return;
-    }
-    MutexLock lock(mu_);
-    while (queue_.size() >= max_queued_) room_.Wait(mu_);
-    queue_.push_back(std::move(fn));
-    work_.NotifyOne();
-  }
-
-  void shutdown() override EXCLUDES(mu_) {
-    {
-      MutexLock lock(mu_);
-      stop_ = true;
-    }
-    work_.NotifyAll();
-    for (auto& t : workers_) t.join();
-    workers_.clear();
-  }
-
- private:
-  void Work() EXCLUDES(mu_) {
-    for (;;) {
-      std::function<void()> fn;
-      {
-        MutexLock lock(mu_);
-        while (queue_.empty() && !stop_) work_.Wait(mu_);
-        if (queue_.empty()) return;  // stopping, and every accepted connection served (and closed)
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      room_.NotifyOne();
-      fn();
-    }
-  }
-
-  const size_t max_queued_;
-  Mutex mu_;
-  CondVar work_, room_;
-  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
-  bool stop_ GUARDED_BY(mu_) = false;
-  std::vector<std::thread> workers_;
-};
-
-void Reply(httplib::Response& res, const ServeReply& r) {
-  res.status = r.status;
-  res.set_content(r.body, r.content_type.c_str());
-}
-
-// True (with the reply set) for a body serve does not take: any Transfer-Encoding (serve's bodies are
-// small JSON with a Content-Length, the one length httplib bounds before reading) and any
-// Content-Encoding but identity (never inflated). The connection is closed after the reply.
-bool RefuseBodyEncodings(const httplib::Request& req, httplib::Response& res) {
-  int status = 0;
-  const char* what = nullptr;
-  if (req.has_header("Transfer-Encoding")) {
-    status = 411;
-    what = "Transfer-Encoding is not accepted: send the body with a Content-Length";
-  } else if (req.has_header("Content-Encoding") && req.get_header_value("Content-Encoding") != "identity") {
-    status = 415;
-    what = "Content-Encoding is not accepted: send the body uncompressed";
-  }
-  if (what == nullptr) return false;
-  Reply(res, ErrorReply(status, what));
-  res.set_header("Connection", "close");
-  return true;
-}
-
-bool SameToken(const std::string& given, const std::string& expected) {
-  return given.size() == expected.size() && CRYPTO_memcmp(given.data(), expected.data(), given.size()) == 0;
-}
+// File descriptors kept free beside the connections: the listening socket, the tiers, logs.
+constexpr rlim_t kSpareFds = 64;
 
 struct TlsMaterial {
   X509* cert = nullptr;
@@ -114,8 +43,9 @@ struct TlsMaterial {
 };
 
 Status LoadTls(const HttpOptions& o, TlsMaterial* tls) {
-  KVTIER_ASSIGN_OR_RETURN(std::string cert, internal::ReadBoundedFile(o.tls_cert, 1 << 20, "TLS certificate"));
-  KVTIER_ASSIGN_OR_RETURN(std::string key, internal::ReadSecretFile(o.tls_key, "TLS key"));
+  KVTIER_ASSIGN_OR_RETURN(std::string cert,
+                          ::kvtier::internal::ReadBoundedFile(o.tls_cert, 1 << 20, "TLS certificate"));
+  KVTIER_ASSIGN_OR_RETURN(std::string key, ::kvtier::internal::ReadSecretFile(o.tls_key, "TLS key"));
   BIO* cb = BIO_new_mem_buf(cert.data(), static_cast<int>(cert.size()));
   tls->cert = cb != nullptr ? PEM_read_bio_X509(cb, nullptr, nullptr, nullptr) : nullptr;
   BIO_free(cb);
@@ -128,92 +58,172 @@ Status LoadTls(const HttpOptions& o, TlsMaterial* tls) {
   return Status::OK();
 }
 
-}  // namespace
-
-HttpServer::HttpServer(const HttpOptions& options, const ServeApi& api) : options_(options), api_(api) {}
-HttpServer::~HttpServer() = default;
-
-Result<std::unique_ptr<HttpServer>> HttpServer::Make(const HttpOptions& options, const ServeApi& api) {
-  std::unique_ptr<HttpServer> s(new HttpServer(options, api));
-  if (options.tls_cert.empty() != options.tls_key.empty()) {
-    return Status::InvalidArgument("--tls-cert and --tls-key go together");
+// A TLS 1.2+ server context holding the certificate and key (it keeps its own references).
+Status MakeTlsContext(const HttpOptions& o, std::optional<net::ssl::context>* ctx) {
+  TlsMaterial tls;
+  KVTIER_RETURN_IF_ERROR(LoadTls(o, &tls));
+  ctx->emplace(net::ssl::context::tls_server);
+  (*ctx)->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                      net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
+  SSL_CTX* native = (*ctx)->native_handle();
+  if (SSL_CTX_use_certificate(native, tls.cert) != 1 || SSL_CTX_use_PrivateKey(native, tls.key) != 1 ||
+      SSL_CTX_check_private_key(native) != 1) {
+    return Status::InvalidArgument("the TLS certificate and key do not make a TLS context");
   }
-  if (!options.tls_cert.empty()) {
-    TlsMaterial tls;
-    KVTIER_RETURN_IF_ERROR(LoadTls(options, &tls));
-    auto ssl = std::make_unique<httplib::SSLServer>(tls.cert, tls.key);  // the context keeps its own references
-    if (!ssl->is_valid()) return Status::InvalidArgument("the TLS certificate and key do not make a TLS context");
-    s->server_ = std::move(ssl);
-  } else {
-    s->server_ = std::make_unique<httplib::Server>();
-  }
-  s->Route();
-  return s;
-}
-
-void HttpServer::Route() {
-  httplib::Server& svr = *server_;
-  const unsigned threads = options_.threads, queued = options_.queued;
-  svr.new_task_queue = [threads, queued] { return new BoundedTaskQueue(threads, queued); };
-  svr.set_payload_max_length(options_.max_body_bytes);
-  svr.set_read_timeout(options_.io_timeout_s, 0);
-  svr.set_write_timeout(options_.io_timeout_s, 0);
-  svr.set_keep_alive_max_count(100);
-  const std::string token = options_.token;
-  svr.set_pre_routing_handler([token](const httplib::Request& req, httplib::Response& res) {
-    // Runs once the head is read, before any body byte: bodies serve does not need are refused unread
-    // (a chunked body escaped the length limit, a gzip body inflated past it).
-    if (RefuseBodyEncodings(req, res)) return httplib::Server::HandlerResponse::Handled;
-    if (token.empty() || req.path == "/healthz" || req.path == "/readyz") return httplib::Server::HandlerResponse::Unhandled;
-    if (SameToken(req.get_header_value("Authorization"), "Bearer " + token)) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    res.set_header("WWW-Authenticate", "Bearer");
-    Reply(res, ErrorReply(401, "a bearer token is required (Authorization: Bearer ...)"));
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  svr.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    const char* what = res.status == 404 ? "no such path (GET /metrics, /healthz, /readyz, /v1/namespaces; POST /v1/lookup)"
-                       : res.status == 413 ? "the request body is too large"
-                                           : "the request was refused";
-    Reply(res, ErrorReply(res.status, what));
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  const ServeApi& api = api_;
-  svr.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    Reply(res, ServeReply{200, "{\"status\":\"ok\"}\n"});
-  });
-  svr.Get("/readyz", [&api](const httplib::Request&, httplib::Response& res) { Reply(res, api.Ready()); });
-  svr.Get("/metrics", [&api](const httplib::Request&, httplib::Response& res) { Reply(res, api.Metrics()); });
-  svr.Get("/v1/namespaces", [&api](const httplib::Request&, httplib::Response& res) { Reply(res, api.Namespaces()); });
-  svr.Post("/v1/lookup", [&api](const httplib::Request& req, httplib::Response& res) {
-    Reply(res, api.Lookup(req.body));
-  });
-}
-
-Result<int> HttpServer::Bind() {
-  if (options_.port == 0) {
-    const int port = server_->bind_to_any_port(options_.host);
-    if (port <= 0) return Status::IOError("cannot listen on " + options_.host + " (any port)");
-    return port;
-  }
-  if (!server_->bind_to_port(options_.host, options_.port)) {
-    return Status::IOError("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
-                           " (in use, or not an address of this host)");
-  }
-  return options_.port;
-}
-
-Status HttpServer::Run() {
-  const bool ok = server_->listen_after_bind();
-  if (!ok && !stopping_.load()) return Status::IOError("serving stopped on an error of the listening socket");
   return Status::OK();
 }
 
+// Room for max_connections open sockets: the soft RLIMIT_NOFILE is raised toward the hard one.
+Status ReserveDescriptors(unsigned max_connections) {
+  const rlim_t need = static_cast<rlim_t>(max_connections) + kSpareFds;
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return Status::IOError("cannot read RLIMIT_NOFILE");
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < need) {
+    if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < need) {
+      return Status::InvalidArgument("--max-connections " + std::to_string(max_connections) + " needs " +
+                                     std::to_string(need) + " file descriptors; RLIMIT_NOFILE allows " +
+                                     std::to_string(lim.rlim_max));
+    }
+    lim.rlim_cur = need;
+    if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) return Status::IOError("cannot raise RLIMIT_NOFILE");
+  }
+  return Status::OK();
+}
+
+// Past max_connections: a short 503 if the socket takes it at once (plain HTTP), then close. Never
+// queued: the client learns at once, and the open connections keep their room.
+void RefuseBusy(tcp::socket& socket, bool tls) {
+  static constexpr std::string_view kBusy =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+      "Retry-After: 1\r\nContent-Length: 54\r\n\r\n{\"error\":\"too many connections: try again shortly\"}\n";
+  if (!tls) (void)::send(socket.native_handle(), kBusy.data(), kBusy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  boost::system::error_code ec;
+  socket.shutdown(tcp::socket::shutdown_both, ec);
+  socket.close(ec);
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(const HttpOptions& o, const ServeApi& api) : options(o), router(api, o.token), shared(options, router, io) {}
+
+  void Accept();
+  void OnAccepted(const boost::system::error_code& ec, tcp::socket socket);
+  void StopOnLoop();
+
+  const HttpOptions options;
+  HttpRouter router;
+  std::optional<net::ssl::context> tls;
+  std::vector<std::thread> worker_threads;
+  // Destroyed in reverse: the workers' leftover jobs first (they hold work on `io`), then `io` with any
+  // leftover session, then what sessions use (shared, tls).
+  internal::SessionShared shared;
+  net::io_context io{1};
+  tcp::acceptor acceptor{io};
+  net::steady_timer retry{io};
+  net::io_context workers{1};
+  bool listening = false;
+};
+
+void HttpServer::Impl::Accept() {
+  acceptor.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
+    OnAccepted(ec, std::move(socket));
+  });
+}
+
+void HttpServer::Impl::OnAccepted(const boost::system::error_code& ec, tcp::socket socket) {
+  if (shared.stopping.load() || !acceptor.is_open()) return;
+  if (ec) {
+    // Out of descriptors or memory for a moment: try again shortly rather than spin.
+    retry.expires_after(std::chrono::milliseconds(100));
+    retry.async_wait([this](const boost::system::error_code& e) {
+      if (!e) Accept();
+    });
+    return;
+  }
+  if (shared.registry.size() >= options.max_connections) {
+    RefuseBusy(socket, tls.has_value());
+  } else {
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    if (tls) {
+      internal::StartTlsSession(std::move(socket), *tls, shared);
+    } else {
+      internal::StartSession(std::move(socket), shared);
+    }
+  }
+  Accept();
+}
+
+void HttpServer::Impl::StopOnLoop() {
+  shared.stopping.store(true);
+  boost::system::error_code ec;
+  acceptor.close(ec);
+  retry.cancel();
+  shared.registry.StopAll();
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HttpServer::~HttpServer() = default;
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Make(const HttpOptions& options, const ServeApi& api) {
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return Status::InvalidArgument("--tls-cert and --tls-key go together");
+  }
+  if (options.max_connections == 0 || options.max_header_bytes < 1024 || options.max_header_fields == 0 ||
+      options.idle_timeout_s <= 0 || options.request_timeout_s <= 0 || options.io_timeout_s <= 0) {
+    return Status::InvalidArgument("HTTP limits must be positive (and the head at least 1024 bytes)");
+  }
+  auto impl = std::make_unique<Impl>(options, api);
+  if (!options.tls_cert.empty()) KVTIER_RETURN_IF_ERROR(MakeTlsContext(options, &impl->tls));
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+Result<int> HttpServer::Bind() {
+  Impl& s = *impl_;
+  KVTIER_RETURN_IF_ERROR(ReserveDescriptors(s.options.max_connections));
+  const std::string where = s.options.host + ":" + std::to_string(s.options.port);
+  boost::system::error_code ec;
+  tcp::resolver resolver(s.io);
+  const auto found = resolver.resolve(s.options.host, std::to_string(s.options.port),
+                                      tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || found.empty()) return Status::IOError("cannot listen on " + where + " (not an address of this host)");
+  const tcp::endpoint endpoint = found.begin()->endpoint();
+  s.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(endpoint, ec);
+  if (!ec) s.acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    s.acceptor.close(ec);
+    return Status::IOError("cannot listen on " + where + " (in use, or not an address of this host)");
+  }
+  s.listening = true;
+  return static_cast<int>(s.acceptor.local_endpoint().port());
+}
+
+Status HttpServer::Run() {
+  Impl& s = *impl_;
+  if (!s.listening) return Status::IOError("serving needs Bind first");
+  // Requests that touch the Store run on these; where the OS refused every one, on the reading thread.
+  auto guard = net::make_work_guard(s.workers);
+  (void)::kvtier::internal::StartThreads(&s.worker_threads, s.options.threads, [&s] { s.workers.run(); },
+                                         "kvtier serve's requests");
+  if (!s.worker_threads.empty()) s.shared.workers = &s.workers;
+  s.Accept();
+  Status status = Status::OK();
+  try {
+    s.io.run();  // returns once Stop closed the listener and every connection has closed
+  } catch (const std::exception& e) {
+    status = Status::IOError(std::string("serving stopped: ") + e.what());
+  }
+  guard.reset();
+  for (auto& t : s.worker_threads) t.join();
+  s.worker_threads.clear();
+  return status;
+}
+
 void HttpServer::Stop() {
-  stopping_.store(true);
-  server_->stop();
+  net::post(impl_->io, [s = impl_.get()] { s->StopOnLoop(); });
 }
 
 }  // namespace kvtier::tools
