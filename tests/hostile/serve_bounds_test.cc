@@ -112,7 +112,7 @@ TEST_F(ServeBounds, OversizedHeadsAndBodiesAreRefusedWithRssBounded) {
 }
 
 TEST_F(ServeBounds, HealthzAnswersWithinASecondUnder300IdleAnd8SlowConnections) {
-  ASSERT_TRUE(AllowDescriptors(1024));
+  ASSERT_TRUE(AllowDescriptors(400)) << "this test needs 400 descriptors";
   Start();
   std::vector<int> idle, slow;
   for (int i = 0; i < 300; ++i) {
@@ -209,7 +209,7 @@ TEST_F(ServeBounds, TwoThousandPipelinedRequestsAreAnsweredInOrder) {
 }
 
 TEST_F(ServeBounds, PastTheConnectionLimitANewConnectionIsRefusedAtOnceNotQueued) {
-  ASSERT_TRUE(AllowDescriptors(1024)) << "this test needs 600 descriptors";
+  ASSERT_TRUE(AllowDescriptors(600)) << "this test needs 600 descriptors";
   Start();
   std::vector<int> held;
   for (int i = 0; i < 512; ++i) {  // the default --max-connections
