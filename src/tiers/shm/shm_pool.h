@@ -20,6 +20,8 @@
 
 namespace kvtier::internal::shm {
 
+struct RepairClaims;  // shm_repair.cc
+
 struct PoolSpec {
   std::string name;            // [A-Za-z0-9._-], 1 to 64 characters, not starting with '.'
   std::string dir = "/dev/shm";
@@ -78,9 +80,18 @@ class ShmPool {
   bool EvictOneLocked();
   // Told of each chunk EvictOneLocked evicts (with the lock held); set before the pool is shared.
   void SetEvictionListener(std::function<void(const ChunkId&)> fn) { on_evict_ = std::move(fn); }
+  // True when slot s's chunk (published or dead) reads back whole: its table and every piece match
+  // their checksums. Called by RepairLocked, with the lock held, only for slots whose page chains
+  // overlap. Set before the pool is shared; without it an overlap keeps the earlier slot.
+  void SetChainCheck(std::function<bool(uint32_t)> fn) { chain_check_ = std::move(fn); }
   // Takes back reservations and pins of processes that are gone; returns how many.
   uint64_t ReclaimDeadLocked();
-  void RepairLocked();  // rebuilds every derived structure from the slots and pin records
+  // Rebuilds every derived structure from the slots and pin records (shm_repair.cc). Of two page
+  // chains that share a page, the one whose chunk passes the chain check is kept (when only one does).
+  void RepairLocked();
+  // RepairLocked() when the header's counters disagree with the slots or the page bitmap: an O(slots)
+  // check, run by every writer that opens the pool.
+  void CheckCountersLocked();
   // Lowers (or raises, up to the arena) the bound and evicts down to it.
   void SetCapacityLocked(uint64_t bytes);
 
@@ -97,6 +108,7 @@ class ShmPool {
 
  private:
   std::function<void(const ChunkId&)> on_evict_;
+  std::function<bool(uint32_t)> chain_check_;
   ShmPool() = default;
   static Result<std::unique_ptr<ShmPool>> Map(int fd, const std::string& path, const PoolSpec& spec);
   static Status Create(const PoolSpec& spec, const std::string& path);
@@ -108,6 +120,13 @@ class ShmPool {
   Result<uint32_t> ReserveOnceLocked(uint64_t pages);  // Internal when the derived state disagrees
   bool CountersPlausibleLocked() const;              // the header's counters within the geometry
   bool UsedPagesAgreeLocked() const;                 // used_pages equals the slots' pages
+  bool NeedsRoomLocked(uint64_t pages) const;        // a reservation of `pages` must evict first
+  bool UsedPagesMatchBitmapLocked() const;           // used_pages equals the bits set (O(pages / 64))
+  bool CountersAgreeLocked() const;                  // used, live and bitmap agree with the slots
+  void RebuildPinCountsLocked();
+  bool ClaimChainLocked(uint32_t s, RepairClaims& c);  // false: s's chain is dropped
+  void ReleaseChainLocked(uint32_t s, RepairClaims& c) const;
+  bool IntactLocked(uint32_t s, RepairClaims& c) const;
   void IndexEraseLocked(uint32_t s);
   bool TakePagesLocked(uint64_t pages, uint32_t* first);
   void SetBits(uint32_t first, uint64_t pages, bool on);
