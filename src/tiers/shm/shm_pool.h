@@ -30,8 +30,14 @@ struct PoolSpec {
   uint64_t page_bytes = 64ull << 10;
   long group = -1;             // gid the file is shared with (mode 0660); -1: mode 0600
   bool read_only = false;
-  bool populate = false;
-  uint64_t key_check = 0;      // written into a pool this opener creates (0: plain); see PoolHeader       // map with MAP_POPULATE: page tables filled at open, no faults on first reads
+  // Page tables of the whole mapping set up at open (MADV_POPULATE_WRITE, or _READ for a read-only
+  // opener), so neither writes nor first reads fault page by page: kRequired fails the open when that
+  // cannot be done (populate=1), kBestEffort falls back to faulting on first touch (the writable
+  // default), kLazy does not try (populate=0; a read-only opener's default: looking stays cheap).
+  enum class Populate { kLazy, kBestEffort, kRequired };
+  Populate populate = Populate::kLazy;
+  unsigned populate_threads = 1;  // threads that share the populate pass (the tier's copy threads)
+  uint64_t key_check = 0;      // written into a pool this opener creates (0: plain); see PoolHeader
 };
 
 // "kvtier-shm-NAME": the file name of pool NAME; InvalidArgument for a name that is not allowed.

@@ -722,9 +722,15 @@ Result<std::unique_ptr<Tier>> OpenShmTier(const TierUrl& url, const TierOpenOpti
   }
   KVTIER_ASSIGN_OR_RETURN(uint64_t threads, url.GetUint("threads", 0, 256));
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  KVTIER_ASSIGN_OR_RETURN(spec.populate, url.GetBool("populate", false));
-  KVTIER_ASSIGN_OR_RETURN(const bool verify, url.GetBool("verify", true));
   spec.read_only = open.read_only;
+  if (url.params.count("populate") != 0) {
+    KVTIER_ASSIGN_OR_RETURN(const bool populate, url.GetBool("populate", false));
+    spec.populate = populate ? shm::PoolSpec::Populate::kRequired : shm::PoolSpec::Populate::kLazy;
+  } else {
+    spec.populate = spec.read_only ? shm::PoolSpec::Populate::kLazy : shm::PoolSpec::Populate::kBestEffort;
+  }
+  spec.populate_threads = static_cast<unsigned>(threads);
+  KVTIER_ASSIGN_OR_RETURN(const bool verify, url.GetBool("verify", true));
   std::shared_ptr<const ChunkCipher> cipher;
   if (auto k = url.params.find("key_file"); k != url.params.end()) {
     KVTIER_ASSIGN_OR_RETURN(cipher, ChunkCipher::FromKeyFile(k->second));
