@@ -1,7 +1,8 @@
 // Namespaces and chunk keys.
 //
-// A Namespace is the SHA-256 digest of (model identity, layout fingerprint, tenant, salt). Chunks of
-// different namespaces are never shared or revealed to each other.
+// A Namespace is the SHA-256 digest of (domain tag, model identity, layout fingerprint, tenant, salt),
+// each length-prefixed; plain namespaces (Make) and engine-identity ones (MakeNamespace) hash different
+// tags. Chunks of different namespaces are never shared or revealed to each other.
 //
 // A chunk key names a whole prefix: key[i] = SHA-256(namespace || key[i-1] || tokens of chunk i as
 // little-endian u32), with key[-1] = 32 zero bytes. Keys depend only on their inputs, so they are
