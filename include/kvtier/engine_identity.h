@@ -4,7 +4,7 @@
 // path when it changes byte order, model id and weights revision, KV dtype, attention kind, tokens per
 // block, K and V head dims, KV heads, tensor/pipeline/context-parallel size and rank, the engine's hash
 // scheme and seed -- as named text fields. Its canonical encoding is the input of the namespace id
-// (Namespace::Make(identity, layout, tenant)), so two identities that differ in any field never share a
+// (MakeNamespace(identity, layout, tenant)), so two identities that differ in any field never share a
 // chunk. The same encoding is kept beside a namespace's chunks (file://, fs://) for `kvtier inspect`;
 // that copy is only ever displayed, never trusted.
 //
@@ -55,10 +55,13 @@ class EngineIdentity {
   std::map<std::string, std::string, std::less<>> fields_;
 };
 
-// The namespace of blocks written under `identity` with chunk geometry `layout` for `tenant`: the id of
-// Namespace::Make(identity model, layout, tenant, salt = identity.Encode()), and the namespace carries
-// the encoding so that a Store can describe it in its tiers on first save. InvalidArgument for an
-// invalid identity or layout.
+// The namespace of blocks written under `identity` with chunk geometry `layout` for `tenant`. Its id is
+// SHA-256 of the same fields as Namespace::Make(identity model, layout, tenant, salt = identity.Encode())
+// but behind the domain tag "kvtier-identity-namespace-v2" instead of "kvtier-namespace-v1", so no plain
+// namespace's salt can give an identity namespace's id, nor the reverse. (Builds before this domain step
+// used the plain tag: their identity namespaces' chunks are misses now, never wrong hits.) The namespace
+// carries the encoding so that a Store can describe it in its tiers on first save. InvalidArgument for
+// an invalid identity or layout.
 Result<Namespace> MakeNamespace(const EngineIdentity& identity, const Layout& layout, std::string_view tenant);
 
 }  // namespace kvtier

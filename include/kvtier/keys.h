@@ -1,7 +1,8 @@
 // Namespaces and chunk keys.
 //
-// A Namespace is the SHA-256 digest of (model identity, layout fingerprint, tenant, salt). Chunks of
-// different namespaces are never shared or revealed to each other.
+// A Namespace is the SHA-256 digest of (domain tag, model identity, layout fingerprint, tenant, salt),
+// each length-prefixed; plain namespaces (Make) and engine-identity ones (MakeNamespace) hash different
+// tags. Chunks of different namespaces are never shared or revealed to each other.
 //
 // A chunk key names a whole prefix: key[i] = SHA-256(namespace || key[i-1] || tokens of chunk i as
 // little-endian u32), with key[-1] = 32 zero bytes. Keys depend only on their inputs, so they are
@@ -63,6 +64,12 @@ class Namespace {
 
  private:
   friend Result<Namespace> MakeNamespace(const EngineIdentity&, const Layout&, std::string_view);
+  // The first, length-prefixed input of the id's hash: plain namespaces (Make) and engine-identity
+  // namespaces (MakeNamespace) hash distinct tags, so no salt of one can give an id of the other.
+  static constexpr std::string_view kPlainDomain = "kvtier-namespace-v1";
+  static constexpr std::string_view kIdentityDomain = "kvtier-identity-namespace-v2";
+  static Result<Namespace> MakeInDomain(std::string_view domain, std::string_view model_id, const Layout& layout,
+                                        std::string_view tenant, std::string_view salt);
   Namespace(const Digest& id, const Layout& layout);
   void SetIdentity(std::string encoding) { identity_ = std::make_shared<const std::string>(std::move(encoding)); }
   Digest id_{};

@@ -342,8 +342,8 @@ KVTIER_API void kvtier_host_pins_free(kvtier_host_pins* pins);
  * `identity` is the canonical encoding of an engine identity: the line "kvtier-engine-identity-v1", then
  * one "name=value" line per field sorted by name (names 1..64 of [a-z0-9_], values without control
  * characters, each line ending in '\n'; "engine" and "model" required). Anything else is INVALID_ARGUMENT.
- * The namespace's id is that of kvtier_ns_create(model, layout, tenant, identity): two identities that
- * differ in any field never share a chunk. A store keeps the identity beside the namespace's chunks on
+ * The namespace's id is hashed in a domain of its own (MakeNamespace, kvtier/engine_identity.h): two
+ * identities that differ in any field never share a chunk, and no kvtier_ns_create salt gives the same id. A store keeps the identity beside the namespace's chunks on
  * its first save (file://, fs://), for `kvtier inspect`. tenant may be NULL or "". */
 KVTIER_API kvtier_status kvtier_ns_create_identity(const char* identity, const kvtier_layout* layout,
                                                    const char* tenant, kvtier_ns** out);

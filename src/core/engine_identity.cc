@@ -100,7 +100,8 @@ Result<EngineIdentity> EngineIdentity::Parse(std::string_view text) {
 Result<Namespace> MakeNamespace(const EngineIdentity& identity, const Layout& layout, std::string_view tenant) {
   KVTIER_RETURN_IF_ERROR(identity.Validate());
   const std::string encoding = identity.Encode();
-  KVTIER_ASSIGN_OR_RETURN(Namespace ns, Namespace::Make(*identity.Get("model"), layout, tenant, encoding));
+  KVTIER_ASSIGN_OR_RETURN(Namespace ns, Namespace::MakeInDomain(Namespace::kIdentityDomain, *identity.Get("model"),
+                                                                 layout, tenant, encoding));
   ns.SetIdentity(encoding);
   return ns;
 }

@@ -47,6 +47,11 @@ Namespace::Namespace(const Digest& id, const Layout& layout)
 
 Result<Namespace> Namespace::Make(std::string_view model_id, const Layout& layout,
                                   std::string_view tenant, std::string_view salt) {
+  return MakeInDomain(kPlainDomain, model_id, layout, tenant, salt);
+}
+
+Result<Namespace> Namespace::MakeInDomain(std::string_view domain, std::string_view model_id, const Layout& layout,
+                                          std::string_view tenant, std::string_view salt) {
   if (model_id.empty()) return Status::InvalidArgument("a namespace needs a model id");
   // A NUL would end the string in C and Python callers: two ids differing after it would be one.
   const std::pair<const char*, std::string_view> texts[] = {{"model id", model_id}, {"tenant", tenant},
@@ -58,7 +63,7 @@ Result<Namespace> Namespace::Make(std::string_view model_id, const Layout& layou
   }
   KVTIER_RETURN_IF_ERROR(layout.Validate());
   internal::Sha256 h;
-  h.UpdateLengthPrefixed("kvtier-namespace-v1");
+  h.UpdateLengthPrefixed(domain);  // length-prefixed first: no salt of one domain reaches another
   h.UpdateLengthPrefixed(model_id);
   uint8_t fp[8];
   const uint64_t f = layout.Fingerprint();

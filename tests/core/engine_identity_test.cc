@@ -47,15 +47,28 @@ TEST(EngineIdentity, RefusesControlCharactersBadNamesAndNonCanonicalText) {
   }
 }
 
-TEST(EngineIdentity, EveryFieldChangesTheNamespaceAndOldNamespacesKeepTheirIds) {
+// Known answers computed independently with python3 hashlib, lp(s) = struct.pack("<Q", len(s)) + s,
+// fp = 0x895410de1473cfab (SmallLayout's fingerprint, keys_test.cc), enc = Sglang().Encode():
+//   identity = sha256(lp("kvtier-identity-namespace-v2") + lp("org/model") + pack("<Q", fp) + lp("t") + lp(enc))
+//   plain    = sha256(lp("kvtier-namespace-v1")          + lp("org/model") + pack("<Q", fp) + lp("t") + lp(enc))
+// `plain` is also the id identity namespaces had before the domain step (builds before issue 39 item 8).
+constexpr const char* kIdentityNsHex = "4714c8e186c1b228b390115e6be08f680ace91dee24df441c7a7bd2e3aa1ab14";
+constexpr const char* kPlainSaltedNsHex = "9fe784592442fbd8c2e59b400fec9fbbc0c62c76e63de74e2a42eb027a5517f0";
+
+TEST(EngineIdentity, IdentityNamespacesHaveTheirOwnDomainAndEveryFieldChangesThem) {
   const EngineIdentity base = Sglang();
   auto ns = MakeNamespace(base, SmallLayout(), "t");
   ASSERT_TRUE(ns.ok());
   ASSERT_NE(ns->identity(), nullptr);
   EXPECT_EQ(*ns->identity(), base.Encode());
-  // The id is Namespace::Make's with the encoding as its salt: the existing function is unchanged.
-  EXPECT_EQ(ns->id(), Namespace::Make("org/model", SmallLayout(), "t", base.Encode())->id());
-  EXPECT_EQ(Namespace::Make("org/model", SmallLayout(), "t")->identity(), nullptr);
+  EXPECT_EQ(ns->Hex(), kIdentityNsHex);
+  // A plain namespace whose salt is the encoding keeps its id, and it is not the identity's: neither
+  // kind of namespace can be made to stand for the other (issue 39, item 8).
+  auto plain = Namespace::Make("org/model", SmallLayout(), "t", base.Encode());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->Hex(), kPlainSaltedNsHex);
+  EXPECT_NE(ns->id(), plain->id());
+  EXPECT_EQ(plain->identity(), nullptr);
   for (const auto& [name, value] : base.fields()) {
     EngineIdentity changed = base;
     ASSERT_TRUE(changed.Set(name, value + "x").ok());

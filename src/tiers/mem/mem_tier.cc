@@ -444,7 +444,7 @@ Status MemTier::CorruptForTesting(const ChunkId& id) {
 }  // namespace
 
 Result<std::unique_ptr<Tier>> OpenMemTier(const TierUrl& url, const TierOpenOptions& open) {
-  KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "page", "verify", "threads"}));
+  KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "page", "verify", "threads", "populate"}));
   if (!url.path.empty() && url.path != "/") {
     return Status::InvalidArgument("mem:// takes no path, got '" + url.path + "'");
   }
@@ -463,7 +463,11 @@ Result<std::unique_ptr<Tier>> OpenMemTier(const TierUrl& url, const TierOpenOpti
   KVTIER_ASSIGN_OR_RETURN(bool verify, url.GetBool("verify", false));
   KVTIER_ASSIGN_OR_RETURN(uint64_t threads, url.GetUint("threads", 0, 256));
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  KVTIER_ASSIGN_OR_RETURN(const bool populate, url.GetBool("populate", false));
   KVTIER_ASSIGN_OR_RETURN(std::unique_ptr<PageArena> arena, PageArena::Create(capacity, page, open.host_allocator));
+  // The whole arena committed at open instead of page by page as chunks arrive (opt-in: by default a
+  // mem:// tier costs only the memory it holds).
+  if (populate) KVTIER_RETURN_IF_ERROR(arena->Populate());
   auto tier = std::make_unique<MemTier>(url.ToString(), std::move(arena), verify, static_cast<unsigned>(threads));
   KVTIER_RETURN_IF_ERROR(tier->Init());
   return std::unique_ptr<Tier>(std::move(tier));

@@ -97,6 +97,17 @@ Result<std::unique_ptr<PageArena>> PageArena::Create(uint64_t capacity_bytes, ui
   return a;
 }
 
+Status PageArena::Populate() const {
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+  if (::madvise(pages_.data(), pages_.size(), MADV_POPULATE_WRITE) == 0) return Status::OK();
+  if (errno == ENOMEM || errno == EFAULT) {
+    return Status::NoSpace("mem:// populate=1: the host cannot commit " + FormatBytes(pages_.size()));
+  }
+  return Status::FromErrno(errno, "mem:// populate=1 (needs Linux 5.14 and the default host allocator)");
+}
+
 uint32_t PageArena::PagesFor(uint64_t bytes) const {
   const uint64_t n = (bytes + page_bytes_ - 1) / page_bytes_;
   return n == 0 ? 1 : (n > total_pages_ ? kNoPage : static_cast<uint32_t>(n));

@@ -76,6 +76,11 @@ class PageArena {
   static Result<std::unique_ptr<PageArena>> Create(uint64_t capacity_bytes, uint64_t page_bytes,
                                                    std::shared_ptr<HostAllocator> allocator = nullptr);
 
+  // Commits and maps every page now (MADV_POPULATE_WRITE), so no first touch of a page faults on the
+  // data path: IOError when the kernel cannot (Linux < 5.14, or an allocator whose memory is not an
+  // ordinary mapping), NoSpace when the memory is not there.
+  Status Populate() const;
+
   uint64_t page_bytes() const { return page_bytes_; }
   uint32_t total_pages() const { return total_pages_; }
   uint32_t free_pages() const { return free_count_; }

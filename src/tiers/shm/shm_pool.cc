@@ -12,8 +12,11 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
+#include "core/threads.h"
 #include "core/xxh3.h"
 #include "tiers/shm/shm_space.h"
 
@@ -32,6 +35,46 @@ bool ValidName(const std::string& name) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
   }
   return true;
+}
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#define MADV_POPULATE_WRITE 23
+#endif
+
+// One populate call over [p, p + n): the page tables of this process filled, the pages (reserved at
+// creation) mapped; no byte of the pool changes.
+Status PopulateRange(std::byte* p, uint64_t n, bool read_only, const std::string& path) {
+  if (::madvise(p, n, read_only ? MADV_POPULATE_READ : MADV_POPULATE_WRITE) == 0) return Status::OK();
+  if (errno == EINVAL) return Status::IOError(Err("populate " + path + " (populate= needs Linux 5.14)"));
+  if (errno == ENOMEM || errno == EFAULT) {
+    return Status::NoSpace(Err("populate " + path + " (the filesystem or memory cannot back the whole pool)"));
+  }
+  return Status::IOError(Err("populate " + path));
+}
+
+// The whole mapping populated once, at open, by up to `threads` threads over disjoint 2 MiB-aligned
+// slices (the kernel maps each page once per process: this is where that cost goes, instead of one
+// fault per 4 KiB page on the data path). A thread the OS refuses leaves its slice to the caller.
+Status PopulateMapping(std::byte* base, uint64_t bytes, bool read_only, unsigned threads, const std::string& path) {
+  constexpr uint64_t kAlign = 2ull << 20;
+  const uint64_t n = std::max<uint64_t>(1, std::min<uint64_t>(threads, bytes / kAlign));
+  const uint64_t slice = (bytes / n + kAlign - 1) / kAlign * kAlign;
+  std::vector<Status> done(n);
+  std::vector<std::thread> workers;
+  std::vector<uint64_t> inline_slices;
+  auto run = [&](uint64_t i) {
+    const uint64_t at = i * slice;
+    if (at < bytes) done[i] = PopulateRange(base + at, std::min(slice, bytes - at), read_only, path);
+  };
+  for (uint64_t i = 1; i < n; ++i) {
+    if (!TryStartThread(&workers, [&run, i] { run(i); })) inline_slices.push_back(i);
+  }
+  run(0);
+  for (uint64_t i : inline_slices) run(i);
+  for (auto& t : workers) t.join();
+  for (const Status& s : done) KVTIER_RETURN_IF_ERROR(s);
+  return Status::OK();
 }
 
 }  // namespace
@@ -227,18 +270,9 @@ Result<std::unique_ptr<ShmPool>> ShmPool::Map(int fd, const std::string& path, c
   pool->base_ = static_cast<std::byte*>(p);
   pool->hdr_ = reinterpret_cast<PoolHeader*>(p);
   KVTIER_RETURN_IF_ERROR(pool->Validate(pool->map_bytes_));
-  if (spec.populate) {  // fill this process's page tables now (and commit the pool's memory), not at first touch
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#define MADV_POPULATE_WRITE 23
-#endif
-    if (::madvise(p, pool->map_bytes_, spec.read_only ? MADV_POPULATE_READ : MADV_POPULATE_WRITE) != 0) {
-      if (errno == EINVAL) return Status::IOError(Err("populate " + path + " (populate= needs Linux 5.14)"));
-      if (errno == ENOMEM || errno == EFAULT) {
-        return Status::NoSpace(Err("populate " + path + " (the filesystem or memory cannot back the whole pool)"));
-      }
-      return Status::IOError(Err("populate " + path));
-    }
+  if (spec.populate != PoolSpec::Populate::kLazy) {
+    Status populated = PopulateMapping(pool->base_, pool->map_bytes_, spec.read_only, spec.populate_threads, path);
+    if (!populated.ok() && spec.populate == PoolSpec::Populate::kRequired) return populated;
   }
   const PoolHeader& h = *pool->hdr_;
   pool->slots_ = reinterpret_cast<Slot*>(pool->base_ + h.slots_off);
@@ -476,7 +510,10 @@ bool ShmPool::CountersPlausibleLocked() const {
 }
 
 Result<uint32_t> ShmPool::ReserveLocked(uint64_t pages) {
-  if (!CountersPlausibleLocked()) RepairLocked();  // scribbled counters: rebuilt from the slots
+  // Scribbled counters are rebuilt from the slots: at once when outside the geometry, and before a
+  // reservation evicts when the usage count disagrees with the page bitmap (a count within the arena
+  // but too high would otherwise evict chunks before anything noticed).
+  if (!CountersPlausibleLocked() || (NeedsRoomLocked(pages) && !UsedPagesMatchBitmapLocked())) RepairLocked();
   auto r = ReserveOnceLocked(pages);
   if (!r.ok() && r.status().code() == Code::kInternal) {  // the derived state disagrees with the slots:
     RepairLocked();                                       // rebuilt once, and tried once more
@@ -674,71 +711,6 @@ uint64_t ShmPool::ReclaimDeadLocked() {
   }
   hdr_->reclaimed.fetch_add(reclaimed, std::memory_order_relaxed);
   return reclaimed;
-}
-
-void ShmPool::RepairLocked() {
-  const uint64_t slots = hdr_->slot_count, total = hdr_->page_count;
-  // Pins: counts per slot from the records (a dead holder may have died between the two updates).
-  for (uint64_t i = 0; i < slots; ++i) slots_[i].pins.store(0, std::memory_order_relaxed);
-  for (uint64_t i = 0; i < hdr_->pin_count; ++i) {
-    PinRecord& r = pins_[i];
-    const uint32_t c = r.count.load(std::memory_order_relaxed), s = r.slot.load(std::memory_order_relaxed);
-    if (c == 0) continue;
-    if (s >= slots) {
-      r.count.store(0, std::memory_order_relaxed);
-      continue;
-    }
-    slots_[s].pins.fetch_add(c, std::memory_order_relaxed);
-  }
-  // Pages, index and counts: rebuilt from the slots' state words, the only source of truth.
-  for (uint64_t w = 0; w < (total + 63) / 64; ++w) bitmap_[w].store(0, std::memory_order_relaxed);
-  for (uint64_t i = 0; i < hdr_->index_size; ++i) index_[i].store(kNone, std::memory_order_relaxed);
-  uint64_t used = 0, live = 0;
-  for (uint64_t i = 0; i < slots; ++i) {
-    Slot& x = slots_[i];
-    const uint64_t w = x.word.load(std::memory_order_relaxed);
-    const uint64_t st = StateOf(w);
-    if (st == kFree) continue;
-    const uint64_t pg = x.pages.load(std::memory_order_relaxed), n = pg >> 32;
-    bool ok = st <= kDead && n <= total;
-    uint32_t p = static_cast<uint32_t>(pg);
-    for (uint64_t k = 0; ok && k < n; ++k) {  // a chain that leaves the arena or meets another: dropped
-      ok = p < total && (bitmap_[p / 64].load(std::memory_order_relaxed) & (uint64_t{1} << (p % 64))) == 0;
-      if (ok) {
-        bitmap_[p / 64].fetch_or(uint64_t{1} << (p % 64), std::memory_order_relaxed);
-        p = next_[p].load(std::memory_order_relaxed);
-      }
-    }
-    if (!ok) {
-      // Undo the bits this chain set, then drop the slot.
-      uint32_t q = static_cast<uint32_t>(pg);
-      for (uint64_t k = 0; k < n && q < total; ++k) {
-        bitmap_[q / 64].fetch_and(~(uint64_t{1} << (q % 64)), std::memory_order_relaxed);
-        q = next_[q].load(std::memory_order_relaxed);
-      }
-      x.word.store(MakeWord(GenOf(w) + 1, kFree), std::memory_order_release);
-      continue;
-    }
-    used += n;
-    if (st == kPublished) {
-      if (FindLocked(IdOf(x)) != kNone) {  // never made by PublishLocked; kept once all the same
-        x.word.store(MakeWord(GenOf(w), kDead), std::memory_order_release);
-      } else {
-        (void)IndexInsertLocked(static_cast<uint32_t>(i));  // cleared above, twice the slots: never full
-        ++live;
-      }
-    }
-  }
-  hdr_->used_pages.store(used, std::memory_order_relaxed);
-  hdr_->live_chunks.store(live, std::memory_order_relaxed);
-  hdr_->repairs.fetch_add(1, std::memory_order_relaxed);
-  // Reservations and pins of the dead; a kDead slot nobody pins any more.
-  ReclaimDeadLocked();
-  for (uint64_t i = 0; i < slots; ++i) {
-    if (StateOf(slots_[i].word.load(std::memory_order_relaxed)) == kDead && slots_[i].pins.load(std::memory_order_relaxed) == 0) {
-      FreeLocked(static_cast<uint32_t>(i));
-    }
-  }
 }
 
 void ShmPool::SetCapacityLocked(uint64_t bytes) {

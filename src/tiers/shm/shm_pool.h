@@ -20,6 +20,8 @@
 
 namespace kvtier::internal::shm {
 
+struct RepairClaims;  // shm_repair.cc
+
 struct PoolSpec {
   std::string name;            // [A-Za-z0-9._-], 1 to 64 characters, not starting with '.'
   std::string dir = "/dev/shm";
@@ -28,8 +30,14 @@ struct PoolSpec {
   uint64_t page_bytes = 64ull << 10;
   long group = -1;             // gid the file is shared with (mode 0660); -1: mode 0600
   bool read_only = false;
-  bool populate = false;
-  uint64_t key_check = 0;      // written into a pool this opener creates (0: plain); see PoolHeader       // map with MAP_POPULATE: page tables filled at open, no faults on first reads
+  // Page tables of the whole mapping set up at open (MADV_POPULATE_WRITE, or _READ for a read-only
+  // opener), so neither writes nor first reads fault page by page: kRequired fails the open when that
+  // cannot be done (populate=1), kBestEffort falls back to faulting on first touch (the writable
+  // default), kLazy does not try (populate=0; a read-only opener's default: looking stays cheap).
+  enum class Populate { kLazy, kBestEffort, kRequired };
+  Populate populate = Populate::kLazy;
+  unsigned populate_threads = 1;  // threads that share the populate pass (the tier's copy threads)
+  uint64_t key_check = 0;      // written into a pool this opener creates (0: plain); see PoolHeader
 };
 
 // "kvtier-shm-NAME": the file name of pool NAME; InvalidArgument for a name that is not allowed.
@@ -78,9 +86,18 @@ class ShmPool {
   bool EvictOneLocked();
   // Told of each chunk EvictOneLocked evicts (with the lock held); set before the pool is shared.
   void SetEvictionListener(std::function<void(const ChunkId&)> fn) { on_evict_ = std::move(fn); }
+  // True when slot s's chunk (published or dead) reads back whole: its table and every piece match
+  // their checksums. Called by RepairLocked, with the lock held, only for slots whose page chains
+  // overlap. Set before the pool is shared; without it an overlap keeps the earlier slot.
+  void SetChainCheck(std::function<bool(uint32_t)> fn) { chain_check_ = std::move(fn); }
   // Takes back reservations and pins of processes that are gone; returns how many.
   uint64_t ReclaimDeadLocked();
-  void RepairLocked();  // rebuilds every derived structure from the slots and pin records
+  // Rebuilds every derived structure from the slots and pin records (shm_repair.cc). Of two page
+  // chains that share a page, the one whose chunk passes the chain check is kept (when only one does).
+  void RepairLocked();
+  // RepairLocked() when the header's counters disagree with the slots or the page bitmap: an O(slots)
+  // check, run by every writer that opens the pool.
+  void CheckCountersLocked();
   // Lowers (or raises, up to the arena) the bound and evicts down to it.
   void SetCapacityLocked(uint64_t bytes);
 
@@ -97,6 +114,7 @@ class ShmPool {
 
  private:
   std::function<void(const ChunkId&)> on_evict_;
+  std::function<bool(uint32_t)> chain_check_;
   ShmPool() = default;
   static Result<std::unique_ptr<ShmPool>> Map(int fd, const std::string& path, const PoolSpec& spec);
   static Status Create(const PoolSpec& spec, const std::string& path);
@@ -108,6 +126,13 @@ class ShmPool {
   Result<uint32_t> ReserveOnceLocked(uint64_t pages);  // Internal when the derived state disagrees
   bool CountersPlausibleLocked() const;              // the header's counters within the geometry
   bool UsedPagesAgreeLocked() const;                 // used_pages equals the slots' pages
+  bool NeedsRoomLocked(uint64_t pages) const;        // a reservation of `pages` must evict first
+  bool UsedPagesMatchBitmapLocked() const;           // used_pages equals the bits set (O(pages / 64))
+  bool CountersAgreeLocked() const;                  // used, live and bitmap agree with the slots
+  void RebuildPinCountsLocked();
+  bool ClaimChainLocked(uint32_t s, RepairClaims& c);  // false: s's chain is dropped
+  void ReleaseChainLocked(uint32_t s, RepairClaims& c) const;
+  bool IntactLocked(uint32_t s, RepairClaims& c) const;
   void IndexEraseLocked(uint32_t s);
   bool TakePagesLocked(uint64_t pages, uint32_t* first);
   void SetBits(uint32_t first, uint64_t pages, bool on);

@@ -123,7 +123,9 @@ class ShmTier final : public Tier {
  public:
   ShmTier(std::string url, std::unique_ptr<ShmPool> pool, unsigned threads, bool verify,
           std::shared_ptr<const ChunkCipher> cipher)
-      : url_(std::move(url)), pool_(std::move(pool)), threads_(threads), verify_(verify), cipher_(std::move(cipher)) {}
+      : url_(std::move(url)), pool_(std::move(pool)), threads_(threads), verify_(verify), cipher_(std::move(cipher)) {
+    pool_->SetChainCheck([this](uint32_t s) { return ChunkIntact(s); });
+  }
 
   const std::string& url() const override { return url_; }
   TierCapabilities capabilities() const override {
@@ -179,6 +181,8 @@ class ShmTier final : public Tier {
   // Hashes piece `i` of a held chunk and, with `copy`, copies it into `dst` (and opens it there in an
   // encrypted pool); true when it matches its sum (and authenticates).
   bool Piece(const Held& h, uint64_t i, ScatterList dst, bool copy) const;
+  // Slot s's table and every piece match their checksums (the pool's repair asks, lock held).
+  bool ChunkIntact(uint32_t s) const;
   // Verifies every piece of the held chunks (copying into the ops' destinations when given) on the copy threads.
   void VerifyAll(std::span<Held> held, std::span<ReadOp> ops);
   void Release(std::span<Held> held);  // unpins; removes chunks that failed verification
@@ -382,6 +386,17 @@ bool ShmTier::LoadTable(Held* h) const {
   for (uint64_t i = 0; i < pieces; ++i) std::memcpy(h->tags[i].data(), tbl.data() + pieces * 8 + 16 + i * kTagBytes, kTagBytes);
   h->key = std::make_unique<NamespaceKey>();
   return cipher_->DeriveKey(h->id.ns, h->key.get()).ok();
+}
+
+bool ShmTier::ChunkIntact(uint32_t s) const {
+  const Slot& x = pool_->slot(s);
+  Held h;
+  Describe(x, s, x.word.load(std::memory_order_relaxed), x.bytes.load(std::memory_order_relaxed), ShmPool::IdOf(x), &h);
+  if (!LoadTable(&h)) return false;
+  for (uint64_t i = 0; i < h.sums.size(); ++i) {
+    if (!Piece(h, i, ScatterList{}, /*copy=*/false)) return false;
+  }
+  return true;
 }
 
 bool ShmTier::Piece(const Held& h, uint64_t i, ScatterList dst, bool copy) const {
@@ -707,9 +722,15 @@ Result<std::unique_ptr<Tier>> OpenShmTier(const TierUrl& url, const TierOpenOpti
   }
   KVTIER_ASSIGN_OR_RETURN(uint64_t threads, url.GetUint("threads", 0, 256));
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  KVTIER_ASSIGN_OR_RETURN(spec.populate, url.GetBool("populate", false));
-  KVTIER_ASSIGN_OR_RETURN(const bool verify, url.GetBool("verify", true));
   spec.read_only = open.read_only;
+  if (url.params.count("populate") != 0) {
+    KVTIER_ASSIGN_OR_RETURN(const bool populate, url.GetBool("populate", false));
+    spec.populate = populate ? shm::PoolSpec::Populate::kRequired : shm::PoolSpec::Populate::kLazy;
+  } else {
+    spec.populate = spec.read_only ? shm::PoolSpec::Populate::kLazy : shm::PoolSpec::Populate::kBestEffort;
+  }
+  spec.populate_threads = static_cast<unsigned>(threads);
+  KVTIER_ASSIGN_OR_RETURN(const bool verify, url.GetBool("verify", true));
   std::shared_ptr<const ChunkCipher> cipher;
   if (auto k = url.params.find("key_file"); k != url.params.end()) {
     KVTIER_ASSIGN_OR_RETURN(cipher, ChunkCipher::FromKeyFile(k->second));
@@ -727,23 +748,27 @@ Result<std::unique_ptr<Tier>> OpenShmTier(const TierUrl& url, const TierOpenOpti
                                    FormatBytes(spec.capacity) + " does not fit (remove the pool to make it larger)");
   }
   KVTIER_ASSIGN_OR_RETURN(const bool resize, url.GetBool("resize", false));
+  // The tier first: a repair at open checks overlapping page chains through it (ShmPool::SetChainCheck).
+  auto tier = std::make_unique<ShmTier>(url.ToString(), std::move(pool), static_cast<unsigned>(threads), verify,
+                                        std::move(cipher));
   if (!spec.read_only) {
-    PoolLock lock(*pool);
+    ShmPool& p = tier->pool();
+    PoolLock lock(p);
     KVTIER_RETURN_IF_ERROR(lock.status());
-    pool->ReclaimDeadLocked();  // what dead writers and readers held comes back at every open
+    p.ReclaimDeadLocked();   // what dead writers and readers held comes back at every open
+    p.CheckCountersLocked();  // and counters scribbled within the geometry are rebuilt before they evict
     // A lower bound evicts every process's chunks down to it: a careless second opener's smaller
     // capacity= is refused unless it asks for exactly that (resize=1).
-    const uint64_t pb = pool->page_bytes();
-    const uint64_t now = pool->header().capacity_bytes.load(std::memory_order_relaxed) / pb * pb;
+    const uint64_t pb = p.page_bytes();
+    const uint64_t now = p.header().capacity_bytes.load(std::memory_order_relaxed) / pb * pb;
     if (spec.capacity != 0 && spec.capacity / pb * pb < now && !resize) {
-      return Status::InvalidArgument(pool->path() + " is bounded at " + FormatBytes(now) + "; capacity=" +
+      return Status::InvalidArgument(p.path() + " is bounded at " + FormatBytes(now) + "; capacity=" +
                                      FormatBytes(spec.capacity) + " would evict every process's chunks down to it: "
                                      "add resize=1 to lower the bound, or leave capacity= out to use the pool's own");
     }
-    if (spec.capacity != 0) pool->SetCapacityLocked(spec.capacity);
+    if (spec.capacity != 0) p.SetCapacityLocked(spec.capacity);
   }
-  return std::unique_ptr<Tier>(
-      std::make_unique<ShmTier>(url.ToString(), std::move(pool), static_cast<unsigned>(threads), verify, std::move(cipher)));
+  return std::unique_ptr<Tier>(std::move(tier));
 }
 
 Status CorruptShmChunkForTesting(Tier& tier, const ChunkId& id, bool forge_sums) {

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "kvtier/tier.h"
@@ -126,6 +128,34 @@ TEST(MemTierTest, VerifiedCopyOfManyBlocksIntoOddPiecesIsExactAndCatchesDamage) 
   (*t)->GetMany(bad);
   EXPECT_TRUE(bad[0].status.IsCorruption()) << bad[0].status.ToString();
   EXPECT_TRUE(std::all_of(out.begin() + 1, out.begin() + 1 + p.size(), [](std::byte x) { return x == std::byte{0}; }));
+}
+
+// Resident memory of this process in KiB (VmRSS of /proc/self/status).
+uint64_t ResidentKb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+  }
+  return 0;
+}
+
+TEST(MemTier, PopulateCommitsTheArenaAtOpenAndTheDefaultDoesNot) {
+  // Issue 40: populate=1 commits and maps the whole arena at open, so no first touch faults on the
+  // data path; without it a mem:// tier costs only the memory it holds. 64 MiB against margins of
+  // 32 MiB either way: what else this process allocates meanwhile is far below that.
+  constexpr uint64_t kArenaKb = 64u << 10;
+  {
+    const uint64_t before = ResidentKb();
+    auto lazy = OpenTier("mem://?capacity=64MiB", {});
+    ASSERT_TRUE(lazy.ok()) << lazy.status().ToString();
+    EXPECT_LT(ResidentKb(), before + kArenaKb / 2) << "the default committed the arena at open";
+  }
+  const uint64_t before = ResidentKb();
+  auto populated = OpenTier("mem://?capacity=64MiB&populate=1", {});
+  ASSERT_TRUE(populated.ok()) << populated.status().ToString();
+  EXPECT_GE(ResidentKb(), before + kArenaKb / 2) << "populate=1 left the arena uncommitted";
+  EXPECT_FALSE(OpenTier("mem://?capacity=64MiB&populate=maybe", {}).ok());
 }
 
 }  // namespace

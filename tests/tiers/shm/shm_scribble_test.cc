@@ -159,5 +159,75 @@ TEST_F(ShmScribbleTest, AGarbageChainLengthIsBoundedAndCostsNoOtherPut) {
   ExpectWriterSurvives(/*remove_first=*/true);
 }
 
+// Two chunks of at least two pages in slots a < b, with pages(a) <= pages(b): the first has the lower slot.
+struct Overlap {
+  uint32_t a = 0, b = 0;  // keys
+};
+
+TEST_F(ShmScribbleTest, OfTwoOverlappingChainsTheIntactOneIsKept) {
+  // The page chain of the chunk in the lower slot is redirected into the other chunk's chain, and the
+  // counters are scribbled so the next Put repairs. The repair kept the first slot to claim a page:
+  // the scribbled chunk stayed (and failed every read) while the intact one was dropped.
+  auto tier = OpenTier(url_, {});
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  Overlap o;
+  bool found = false;
+  Scribble([&](ShmPool& p) {
+    auto pages_of = [&](uint32_t key) { return p.slot(p.FindLocked(IdOf(key))).pages.load() >> 32; };
+    for (uint32_t a = 0; a < kFirst && !found; ++a) {
+      for (uint32_t b = 0; b < kFirst && !found; ++b) {
+        if (a == b || p.FindLocked(IdOf(a)) >= p.FindLocked(IdOf(b))) continue;
+        if (pages_of(a) >= 2 && pages_of(a) <= pages_of(b)) {
+          o = {a, b};
+          found = true;
+        }
+      }
+    }
+    ASSERT_TRUE(found) << "no two chunks fit the case";
+    const uint32_t first_a = static_cast<uint32_t>(p.slot(p.FindLocked(IdOf(o.a))).pages.load());
+    const uint32_t first_b = static_cast<uint32_t>(p.slot(p.FindLocked(IdOf(o.b))).pages.load());
+    Next(p)[first_a].store(Next(p)[first_b].load());  // a's second page is now b's second page
+    p.header().used_pages.store(uint64_t{1} << 62);   // implausible: the next reservation repairs
+  });
+  ASSERT_TRUE(found);
+  ASSERT_TRUE(Put(**tier, kFirst).ok());
+  std::vector<std::byte> out(SizeOf(o.b));
+  const std::span<std::byte> pieces[] = {out};
+  ASSERT_TRUE((*tier)->Get(IdOf(o.b), pieces).ok()) << "the intact chunk " << o.b << " was dropped";
+  EXPECT_EQ(out, TestPayload(IdOf(o.b), out.size()));
+  EXPECT_FALSE((*tier)->Contains(IdOf(o.a))) << "the scribbled chunk " << o.a << " was kept";
+  for (uint32_t i = 0; i < kFirst; ++i) {
+    EXPECT_TRUE(i == o.a || (*tier)->Contains(IdOf(i))) << i;
+  }
+  auto audit = internal::AuditShmTier(**tier, /*reclaim=*/false);
+  ASSERT_TRUE(audit.ok());
+  EXPECT_TRUE(audit->consistent());
+}
+
+TEST_F(ShmScribbleTest, AUsageCountWithinTheArenaIsRebuiltBeforeItEvicts) {
+  // used_pages is set one page short of the bound: plausible, but false. A Put that fits in the
+  // room really left evicted every chunk before the count was found to disagree with the slots.
+  auto tier = OpenTier(url_, {});  // open before the damage: its own next Put must notice
+  ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+  uint64_t evictions = 0;
+  Scribble([&](ShmPool& p) {
+    const uint64_t limit = p.header().capacity_bytes.load() / p.page_bytes();
+    const uint64_t need = (SizeOf(kFirst) + 65536) / p.page_bytes() + 2;
+    ASSERT_LE(p.header().used_pages.load() + need, limit) << "the case needs real room for one more chunk";
+    p.header().used_pages.store(limit - 1);
+    evictions = p.header().evictions.load();
+  });
+  ASSERT_TRUE(Put(**tier, kFirst).ok());
+  for (uint32_t i = 0; i <= kFirst; ++i) EXPECT_TRUE((*tier)->Contains(IdOf(i))) << i;
+  Scribble([&](ShmPool& p) { EXPECT_EQ(p.header().evictions.load(), evictions); });
+  // A writer that opens the pool after the same damage rebuilds the count at once.
+  Scribble([&](ShmPool& p) { p.header().used_pages.store(p.header().capacity_bytes.load() / p.page_bytes() - 1); });
+  auto second = OpenTier(url_, {});
+  ASSERT_TRUE(second.ok());
+  auto audit = internal::AuditShmTier(**second, /*reclaim=*/false);
+  ASSERT_TRUE(audit.ok());
+  EXPECT_TRUE(audit->consistent());
+}
+
 }  // namespace
 }  // namespace kvtier::shmtest
