@@ -23,7 +23,7 @@ import pytest
 import kvtier
 from connector_helpers import (CHUNK_SUFFIX, HEADER_BYTES, file_tier, flip_payload_byte,  # noqa: F401
                                requires_library)
-from test_sglang import MHATokenToKVPoolHost, host_indices, page_data, page_key, storage_config
+from sglang_standin import MHATokenToKVPoolHost, host_indices, page_data, page_key, storage_config
 
 pytestmark = requires_library
 

@@ -1,6 +1,6 @@
 """SGLang connector: identity matrix and the regression tests of issue 22.
 
-Call conventions as in test_sglang.py (SGLang's backend_factory.py builds
+Call conventions as in python/tests/engines/sglang_connector.py (SGLang's backend_factory.py builds
 ``cls(storage_config, kwargs)``, cache_controller.py calls ``register_mem_pool_host`` and then
 ``batch_set_v1`` / ``batch_exists`` / ``batch_get_v1`` on its backup and prefetch threads, or
 ``batch_set`` / ``batch_get`` without ``interface_v1``).
@@ -17,8 +17,8 @@ import pytest
 
 import kvtier
 from connector_helpers import file_tier, requires_library  # noqa: F401
-from test_sglang import (DIM, HEADS, LAYERS, PAGE, MHATokenToKVPoolHost, host_indices, page_data,
-                         page_key, storage_config)
+from sglang_standin import (DIM, HEADS, LAYERS, PAGE, MHATokenToKVPoolHost, host_indices, page_data,
+                            page_key, storage_config)
 
 pytestmark = requires_library
 

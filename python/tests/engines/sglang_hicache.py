@@ -43,16 +43,18 @@ LAYOUTS = ("layer_first", "page_first", "page_first_direct", "page_head")
 def host_pool(layout: str, layers: int = LAYERS, label: str = "kv") -> MHATokenToKVPoolHost:
     device = MHATokenToKVPool(size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16, head_num=HEADS,
                               head_dim=DIM, layer_num=layers, device="cpu", enable_memory_saver=False)
-    return MHATokenToKVPoolHost(device._mha_buffer_info(), host_to_device_ratio=2.0, host_size=0,
+    return MHATokenToKVPoolHost(device._mha_buffer_info(), host_to_device_ratio=4.0, host_size=0,
                                 page_size=PAGE, layout=layout, pin_memory=False, device="cpu",
                                 device_capacity_tokens=DEVICE_TOKENS, start_layer=0,
                                 end_layer=layers - 1, pool_label=label)
 
 
-def storage_config(tier_url: str, layout: str, *, interface_v1: bool = True, tp_rank: int = 0,
+def storage_config(tier_url, layout: str, *, interface_v1: bool = True, tp_rank: int = 0,
                    tp_size: int = 1, model: str = "kvtier-test/tiny", **extra) -> HiCacheStorageConfig:
+    """The real config; ``tier_url`` one tier URL or a list of them."""
+    tiers = [tier_url] if isinstance(tier_url, str) else list(tier_url)
     extra_config = {"backend_name": "kvtier", "module_path": "kvtier.connectors.sglang",
-                    "class_name": "KvtierHiCacheStorage", "tiers": [tier_url], **extra}
+                    "class_name": "KvtierHiCacheStorage", "tiers": tiers, **extra}
     if interface_v1:
         extra_config["interface_v1"] = 1
     return HiCacheStorageConfig(tp_rank=tp_rank, tp_size=tp_size, pp_rank=0, pp_size=1, attn_cp_rank=0,
@@ -81,6 +83,7 @@ def page_key(i: int, salt: str = "") -> str:
 
 
 def indices(slots) -> torch.Tensor:
+    """Token slots of the pages ``slots`` (the host pool holds 65 pages: 0..64)."""
     return torch.tensor([t for s in slots for t in range(s * PAGE, (s + 1) * PAGE)], dtype=torch.int64)
 
 
@@ -144,6 +147,12 @@ def test_flat_page_interface_round_trips(tier, layout):
         for s, t in zip((2, 5, 8), (10, 11, 12)):
             assert page_bytes(dst, t) == page_bytes(src, s)
         assert store.batch_get([page_key(77)], [src.get_dummy_flat_data_page()]) == [None]
+        assert store.set(page_key(3), src.get_data_page(9 * PAGE, flat=True)) is True
+        assert store.exists(page_key(3))
+        one = store.get(page_key(3), src.get_dummy_flat_data_page())
+        want = src.get_data_page(9 * PAGE, flat=True)
+        assert one is not None and torch.equal(one.view(torch.int16), want.view(torch.int16))  # bits: NaNs
+        assert store.get(page_key(8), src.get_dummy_flat_data_page()) is None
     finally:
         store.close()
 
