@@ -245,3 +245,12 @@ def test_v2_swa_pool_pages_with_the_real_pool_transfer_classes(tier):
     plain = backend(storage_config(url, "page_first"), host_pool("page_first"))  # no window pool
     assert plain.batch_exists(keys) == 0
     plain.close()
+
+
+def test_page_unified_layout_is_refused_with_the_reason(tier):
+    """0.5.23's fifth layout (K and V of a layer interleaved in each head group's block): kvtier was not
+    written for it, so registering such a pool fails the attach instead of guessing its page bytes."""
+    url, _ = tier
+    pool = host_pool("page_unified")
+    with pytest.raises(ValueError, match="unknown SGLang host layout 'page_unified'"):
+        backend(storage_config(url, "page_unified"), pool)
