@@ -16,14 +16,16 @@ import ctypes
 import hashlib
 import pathlib
 import sys
+import threading
 
 import pytest
 import torch
 from sglang.srt.mem_cache.hicache_storage import (HiCacheStorage, HiCacheStorageConfig,
                                                   HiCacheStorageExtraInfo, PoolHitPolicy, PoolName,
                                                   PoolTransfer, PoolTransferResult)
-from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
-from sglang.srt.mem_cache.pool_host.mha import MHATokenToKVPoolHost
+from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, MLATokenToKVPool
+from sglang.srt.mem_cache.pool_host.mha import AsymmetricMHATokenToKVPoolHost, MHATokenToKVPoolHost
+from sglang.srt.mem_cache.pool_host.mla import MLATokenToKVPoolHost
 from sglang.srt.mem_cache.storage.backend_factory import StorageBackendFactory
 
 import kvtier
@@ -40,17 +42,29 @@ DEVICE_TOKENS = 64
 LAYOUTS = ("layer_first", "page_first", "page_first_direct", "page_head")
 
 
-def host_pool(layout: str, layers: int = LAYERS, label: str = "kv") -> MHATokenToKVPoolHost:
+def host_pool(layout: str, layers: int = LAYERS, label: str = "kv", v_head_dim: int = DIM,
+              cls=MHATokenToKVPoolHost) -> MHATokenToKVPoolHost:
     device = MHATokenToKVPool(size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16, head_num=HEADS,
-                              head_dim=DIM, layer_num=layers, device="cpu", enable_memory_saver=False)
-    return MHATokenToKVPoolHost(device._mha_buffer_info(), host_to_device_ratio=4.0, host_size=0,
+                              head_dim=DIM, v_head_dim=v_head_dim, layer_num=layers, device="cpu",
+                              enable_memory_saver=False)
+    return cls(device._mha_buffer_info(), host_to_device_ratio=4.0, host_size=0,
                                 page_size=PAGE, layout=layout, pin_memory=False, device="cpu",
                                 device_capacity_tokens=DEVICE_TOKENS, start_layer=0,
                                 end_layer=layers - 1, pool_label=label)
 
 
+def mla_host_pool(layout: str) -> MLATokenToKVPoolHost:
+    device = MLATokenToKVPool(size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16, kv_lora_rank=32,
+                              qk_rope_head_dim=16, layer_num=LAYERS, device="cpu", enable_memory_saver=False)
+    return MLATokenToKVPoolHost(device._mla_buffer_info(), host_to_device_ratio=4.0, host_size=0,
+                                page_size=PAGE, layout=layout, pin_memory=False, device="cpu",
+                                device_capacity_tokens=DEVICE_TOKENS, start_layer=0, end_layer=LAYERS - 1,
+                                target_layer_num=LAYERS)
+
+
 def storage_config(tier_url, layout: str, *, interface_v1: bool = True, tp_rank: int = 0,
-                   tp_size: int = 1, model: str = "kvtier-test/tiny", **extra) -> HiCacheStorageConfig:
+                   tp_size: int = 1, model: str = "kvtier-test/tiny", mla: bool = False,
+                   **extra) -> HiCacheStorageConfig:
     """The real config; ``tier_url`` one tier URL or a list of them."""
     tiers = [tier_url] if isinstance(tier_url, str) else list(tier_url)
     extra_config = {"backend_name": "kvtier", "module_path": "kvtier.connectors.sglang",
@@ -58,7 +72,7 @@ def storage_config(tier_url, layout: str, *, interface_v1: bool = True, tp_rank:
     if interface_v1:
         extra_config["interface_v1"] = 1
     return HiCacheStorageConfig(tp_rank=tp_rank, tp_size=tp_size, pp_rank=0, pp_size=1, attn_cp_rank=0,
-                                attn_cp_size=1, is_mla_model=False, enable_storage_metrics=False,
+                                attn_cp_size=1, is_mla_model=mla, enable_storage_metrics=False,
                                 is_page_first_layout=layout != "layer_first", model_name=model,
                                 extra_config=extra_config)
 
@@ -254,3 +268,68 @@ def test_page_unified_layout_is_refused_with_the_reason(tier):
     pool = host_pool("page_unified")
     with pytest.raises(ValueError, match="unknown SGLang host layout 'page_unified'"):
         backend(storage_config(url, "page_unified"), pool)
+
+
+@pytest.mark.parametrize("layout", ("layer_first", "page_first", "page_first_direct"))
+def test_mla_pages_are_shared_across_tp_ranks(tmp_path, layout):
+    """SGLang's MLA host pool (MLATokenToKVPool's buffer info): an MLA page is the same on every TP rank,
+    so a page rank 0 of 2 wrote is found and loaded byte-exact by rank 1; an MHA pool under an MLA
+    config is refused."""
+    tier_dir = tmp_path / "tier"
+    tier_dir.mkdir()
+    for rank in (0, 1):  # each rank names its own directory; both lead to one pool
+        (tmp_path / f"tier-{rank}").symlink_to(tier_dir)
+    url = f"file://{tmp_path}/tier-{{tp_rank}}?capacity=64MiB"
+    src = mla_host_pool(layout)
+    fill(src, seed=9)
+    keys = [page_key(i) for i in range(3)]
+    rank0 = backend(storage_config(url, layout, tp_rank=0, tp_size=2, mla=True), src)
+    assert rank0.batch_set_v1(keys, indices([1, 2, 3])) == [True] * 3
+    rank0.close()
+    dst = mla_host_pool(layout)
+    rank1 = backend(storage_config(url, layout, tp_rank=1, tp_size=2, mla=True), dst)
+    try:
+        assert rank1.batch_exists(keys) == 3
+        assert rank1.batch_get_v1(keys, indices([7, 8, 9])) == [True] * 3
+        for s_, t in zip((1, 2, 3), (7, 8, 9)):
+            assert page_bytes(dst, t) == page_bytes(src, s_)
+    finally:
+        rank1.close()
+    with pytest.raises(ValueError, match="does not match is_mla_model"):
+        backend(storage_config(url, layout, tp_rank=1, tp_size=2, mla=True), host_pool(layout))
+
+
+def test_asymmetric_pool_round_trips_zero_copy_and_never_raises_into_hicache(tier):
+    """SGLang's AsymmetricMHATokenToKVPoolHost (V head dim 8, K 16): 0.5.23 gives its pages' K and V
+    pieces (get_page_buffer_meta), so the zero-copy path stores and loads them byte-exact; its flat-page
+    calls raise NotImplementedError, which kvtier answers as a miss on the prefetch thread (issue 22: an
+    exception there ended HiCache's thread). Its pages are not a symmetric pool's."""
+    url, _ = tier
+    pool = host_pool("page_first", v_head_dim=DIM // 2, cls=AsymmetricMHATokenToKVPoolHost)
+    pool.k_buffer.view(torch.int16).copy_(torch.arange(pool.k_buffer.numel(), dtype=torch.int16).view_as(
+        pool.k_buffer.view(torch.int16)))
+    pool.v_buffer.view(torch.int16).fill_(7)
+    store = backend(storage_config(url, "page_first"), pool)
+    answers = []
+
+    def prefetch_thread():  # what the controller's thread runs; an exception would end it
+        try:
+            answers.append(store.batch_set_v1([page_key(0)], indices([1])))
+            answers.append(store.batch_exists([page_key(0)]))
+            answers.append(store.batch_get_v1([page_key(0)], indices([2])))
+            answers.append(store.batch_get([page_key(0)]))
+        except BaseException as e:  # noqa: BLE001 - the test wants to see anything
+            answers.append(e)
+
+    try:
+        t = threading.Thread(target=prefetch_thread)
+        t.start()
+        t.join()
+        assert answers == [[True], 1, [True], [None]]
+        assert page_bytes(pool, 2) == page_bytes(pool, 1)
+        assert store.identity.get("v_head_dim") == str(DIM // 2)
+    finally:
+        store.close()
+    symmetric = backend(storage_config(url, "page_first"), host_pool("page_first"))
+    assert symmetric.batch_exists([page_key(0)]) == 0
+    symmetric.close()
