@@ -1,9 +1,9 @@
-"""A stand-in of SGLang's MHA host pool (numpy, page_first) and a duck-typed storage config, used by
-test_sglang_identity.py and test_sglang_hybrid.py: a miniature that remains although SGLang 0.5.23's real
-classes run on CPU here (python/tests/engines/sglang_*.py use those). Converting those two files to the
-real host pools (MHA, MLA, the asymmetric pool, MambaPoolHost) is still to do (docs/connectors.md, Tests).
-The driver tests that lived beside it in test_sglang.py now run against the real classes in
-python/tests/engines/sglang_connector.py and sglang_hicache.py.
+"""Stand-ins of SGLang's MHA and MLA host pools (numpy, page_first) and a duck-typed storage config,
+used by test_sglang_hybrid.py: a miniature that remains although SGLang 0.5.23's real classes run on CPU
+here (python/tests/engines/sglang_*.py use those). Converting test_sglang_hybrid.py to the real host pools
+and MambaPoolHost is still to do (docs/connectors.md, Tests). The driver and identity tests that used
+these stand-ins now run against the real classes in python/tests/engines/sglang_connector.py,
+sglang_hicache.py and sglang_identity.py.
 """
 
 from __future__ import annotations
@@ -81,3 +81,11 @@ def storage_config(tiers, interface_v1=True):
         is_mla_model=False, enable_storage_metrics=False, is_page_first_layout=True,
         model_name="Qwen/Qwen3-8B", dp_rank=0, dp_size=1, tp_lcm_size=None,
         should_split_heads=False, extra_config=extra)
+
+
+class MLATokenToKVPoolHost(MHATokenToKVPoolHost):
+    """Stand-in for SGLang's MLA host pool (only the class name and MLA attributes differ here)."""
+
+    def __init__(self, layout="page_first"):
+        super().__init__(layout)
+        self.kv_lora_rank, self.qk_rope_head_dim = 512, 64
