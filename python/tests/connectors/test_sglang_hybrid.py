@@ -23,7 +23,7 @@ import pytest
 import kvtier
 from connector_helpers import (CHUNK_SUFFIX, HEADER_BYTES, file_tier, flip_payload_byte,  # noqa: F401
                                requires_library)
-from test_sglang import MHATokenToKVPoolHost, host_indices, page_data, page_key, storage_config
+from sglang_standin import MHATokenToKVPoolHost, host_indices, page_data, page_key, storage_config
 
 pytestmark = requires_library
 
@@ -181,7 +181,7 @@ def test_non_hybrid_deployment_never_reads_hybrid_pages(file_tier):
 
 
 def test_mla_pages_are_shared_across_ranks_but_states_are_not(file_tier):
-    from test_sglang_identity import MLATokenToKVPoolHost
+    from sglang_standin import MLATokenToKVPoolHost
     url, _ = file_tier
     with kvtier.Store([url]) as store:
         ranks = []
