@@ -16,7 +16,7 @@ JOBS     ?= 2
 CMAKE_FLAGS ?= -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVTIER_WERROR=ON
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS) --no-tests=error
 
-.PHONY: deps deps-build deps-python configure build demo deb install test python test-asan test-tsan check-locking fuzz fuzz-smoke fuzz-build clean test-engines
+.PHONY: deps deps-build deps-python configure build demo deb install test python wheel test-asan test-tsan check-locking fuzz fuzz-smoke fuzz-build clean test-engines
 
 deps:
 	@bash scripts/install-deps.sh
@@ -54,14 +54,28 @@ deb: configure
 test: deps build
 	@$(CTEST) --test-dir $(BUILD) $(CTEST_FLAGS)
 
-# The Python package (python/kvtier): builds libkvtier.so and puts a copy inside the package (git-ignored),
-# so that `/usr/bin/python3 examples/save_load.py` and `pip install --no-build-isolation ./python` find it.
+# The Python package in place (python/kvtier): builds libkvtier.so and puts a copy inside the package
+# (git-ignored), so that `/usr/bin/python3 examples/save_load.py` and the tests find it. An installed
+# package needs no `make python`: `pip install ./python` builds its own copy (`make wheel` below).
 # The package needs only the build's packages and Python's (no server, no test tool).
 python: deps-python
 	@$(CMAKE) -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@$(CMAKE) --build $(BUILD) -j$(JOBS) --target kvtier_shared
 	@cp -f $(BUILD)/src/capi/libkvtier.so python/kvtier/libkvtier.so
 	@echo "python: python/kvtier/libkvtier.so ready"
+
+# A wheel of the Python package with libkvtier.so inside, into $(WHEEL_DIR) (git-ignored):
+# kvtier-<version>-py3-none-<platform>.whl. pip runs the package's in-tree build backend
+# (python/build_backend/kvtier_build.py), which builds only kvtier_shared with $(CMAKE) (Release, no
+# tests, benchmarks or CUDA; in build-wheel/cmake-<version>/, or $$KVTIER_CMAKE_BUILD_DIR; through
+# ccache). Offline.
+# `pip install ./python` in a venv does the same build and installs the package; no `make python` first.
+WHEEL_DIR ?= dist
+wheel: deps-python
+	@mkdir -p $(WHEEL_DIR)
+	@CMAKE="$(CMAKE)" /usr/bin/python3 -m pip wheel --quiet --no-deps --no-build-isolation --no-index \
+	  -w $(WHEEL_DIR) ./python
+	@ls $(WHEEL_DIR)/kvtier-*.whl
 
 # Sanitizer runs shrink the heavy tests (KVTIER_TEST_SCALE) and stop at the first report.
 SAN_SCALE ?= 0.25
@@ -108,13 +122,14 @@ fuzz-smoke: fuzz-build
 	@bash fuzz/run.sh build-fuzz 5
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz build-locking
+	rm -rf build build-asan build-tsan build-fuzz build-locking build-wheel dist
 
 # kvtier inside the real engines (issue 41): scripts/engines-venv.sh builds, or reuses when its pins match,
 # the vLLM CPU venv outside the clone (KVTIER_ENGINES_DIR, default /var/cache/kvtier-engines; about 2 min
 # to build, needs PyPI) and installs this clone's kvtier into it; then vLLM 0.32's CPU backend runs
 # KvtierConnector end to end (python/tests/engines/vllm_cpu_e2e.py, 3-5.5 min on 2 cores). A failed
-# install fails the target.
+# install fails the target. The last line runs README.md's quickstart as written (quickstart_e2e.py: a new
+# venv over the pinned one, `pip install ./python`, `vllm serve` with kvtier, two requests).
 test-engines: python
 	@venv="$$(bash scripts/engines-venv.sh lmcache)" && \
 	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" -m pytest -q -p no:cacheprovider \
@@ -125,3 +140,4 @@ test-engines: python
 	  python/tests/engines/sglang_identity.py
 	@venv="$$(bash scripts/engines-venv.sh vllm)" && \
 	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" python/tests/engines/vllm_cpu_e2e.py
+	@venv="$$(bash scripts/engines-venv.sh vllm)" && "$$venv/bin/python" python/tests/engines/quickstart_e2e.py "$$venv"

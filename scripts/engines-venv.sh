@@ -132,7 +132,9 @@ else
 fi
 
 # kvtier from this clone: standard library only, so no dependency is touched. Not editable: the venv is
-# shared by clones, and an engine process must not import a clone that has since gone.
-vpip install --no-deps --no-build-isolation --force-reinstall "$here/python"
+# shared by clones, and an engine process must not import a clone that has since gone. The Python code
+# only (KVTIER_SKIP_LIBRARY_BUILD: the package's build backend does not build libkvtier.so): the tests
+# give the clone's build through KVTIER_LIBRARY.
+KVTIER_SKIP_LIBRARY_BUILD=1 vpip install --no-deps --no-build-isolation --force-reinstall "$here/python"
 rm -rf "$here/python/build" "$here/python/kvtier.egg-info"
 echo "$venv"

@@ -127,7 +127,7 @@ for t in gpu_api_test gpu_plan_test; do step "$t" 30 "$t.log" "$CARRY/bin/$t"; d
 #     (python/tests/connectors/test_vllm_v1_gpu.py): FlashAttention by the block-table plan, FlashInfer,
 #     MLA and head-major (cpu_attn) by pieces; reload equals the reference rows; and several KV cache
 #     groups (full attention + sliding window, test_vllm_v1_hma.py) on FlashAttention's HND cache by
-#     pieces (_gpu_grouped). Needs pytest there.
+#     pieces (vllm/gpu_grouped). Needs pytest there.
 if [ "$DRY" = 1 ] || python3 -c 'import pytest' 2>/dev/null; then
   step gpu_layouts_connector 45 layouts.log env -C python KVTIER_LIBRARY="$CARRY/libkvtier.so" \
     PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider -rs \

@@ -16,7 +16,7 @@ Tensors are passed as device addresses (e.g. torch's data_ptr()): each layer's K
 
 Any other layout (an MLA latent cache, FlashInfer's interleaved blocks, head-major blocks, any grouped
 namespace) goes by caller-described places: per chunk, the (device address, size) pieces its bytes go to,
-in chunk byte order -- the list kvtier.connectors._host_paged.PagedCache.pieces() builds -- and, for
+in chunk byte order -- the list kvtier.connectors.vllm.host_paged.PagedCache.pieces() builds -- and, for
 layer-wise waits, each piece's layer group:
 
         with kvtier.gpu.Transfer(ns, None, device=0, layer_groups=4) as gpu:

@@ -1,4 +1,4 @@
-// A paged cache described the way the host path describes it (python/kvtier/connectors/_host_paged.py,
+// A paged cache described the way the host path describes it (python/kvtier/connectors/vllm/host_paged.py,
 // PagedCache): per region of a chunk, in chunk order, the address of its block 0 and the bytes from one
 // block's region to the next's; the piece lists kvtier.gpu's LoadPieces / SavePieces take are built from
 // it as PagedCache.pieces() builds them. Shared by gpu_plan_test (host memory) and gpu_device_test.

@@ -3,8 +3,10 @@
 Each submodule presents kvtier in the shape one engine loads (docs/connectors.md says how to
 configure each engine):
 
+- ``kvtier.connectors.vllm_v1`` -- a vLLM KV connector (``KvtierConnector``,
+  ``KvtierHybridConnector``, named in ``kv_connector_module_path``).
 - ``kvtier.connectors.vllm``    -- a secondary tier of vLLM's tiered CPU offloading
-  (``KvtierSecondaryTier``).
+  (``KvtierSecondaryTier``); also the package of vLLM's modules, one per concept, behind both paths.
 - ``kvtier.connectors.sglang``  -- a HiCache storage backend for SGLang
   (``KvtierHiCacheStorage``, loaded with ``--hicache-storage-backend dynamic``).
 - ``kvtier.connectors.lmcache`` -- a native connector for LMCache's ``native_plugin`` L2 adapter

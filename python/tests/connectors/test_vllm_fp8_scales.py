@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from vllm_v1_driver import vllm_config  # noqa: E402
 
-from kvtier.connectors._vllm_config import spec_of_vllm_config  # noqa: E402
+from kvtier.connectors.vllm.config import spec_of_vllm_config  # noqa: E402
 
 
 def _cfg(cache_dtype: str, calculate: bool):

@@ -19,7 +19,8 @@ from vllm_v1_driver import (FINISHED, FlashAttnCache, MiniEngine, hang_loads, re
                             vllm_config)
 
 import kvtier  # noqa: E402
-from kvtier.connectors import _vllm_cpu_kernel, vllm_v1  # noqa: E402
+from kvtier.connectors import vllm_v1  # noqa: E402
+from kvtier.connectors.vllm import cpu_kernel  # noqa: E402
 from kvtier.connectors.vllm_v1 import KvtierConnectorCore, ModelSpec  # noqa: E402
 
 pytestmark = requires_library
@@ -327,8 +328,8 @@ def test_adapter_reads_the_vllm_config(file_tier):
     conn.shutdown()
     cfg.device_config = types.SimpleNamespace(device_type="cpu")  # vLLM's CPU platform: its HND backend
     cpu = vllm_v1.KvtierConnector(cfg, role)
-    # on a CPU device the identity also names the kernel's K packing (_vllm_cpu_kernel)
-    isa = _vllm_cpu_kernel.cpu_attn_isa(cfg.model_config, BS, DIM, "auto")
+    # on a CPU device the identity also names the kernel's K packing (cpu_kernel)
+    isa = cpu_kernel.cpu_attn_isa(cfg.model_config, BS, DIM, "auto")
     spec = dataclasses.replace(spec, model_fields=tuple(sorted(spec.model_fields + (("cpu_attn_isa", isa),))))
     assert cpu.namespace.id == KvtierConnectorCore("worker", spec, {"tiers": url, "chunk_tokens": CHUNK,
                                                                     "kv_cache_layout": "cpu_attn"},
@@ -427,7 +428,7 @@ def test_scattered_block_table_holds_the_bytes_of_store_load():
     """Loads through the connector's host plan into a shuffled block table, with a block the engine
     holds already (-1, read into scratch), equal Store.load into one contiguous buffer."""
     import numpy as np
-    from kvtier.connectors import _host_paged
+    from kvtier.connectors.vllm import host_paged
     with kvtier.Store(["mem://?capacity=16MiB"]) as store:
         sched = KvtierConnectorCore("scheduler", SPEC, {"tiers": "mem://", "chunk_tokens": CHUNK}, store=store)
         worker = KvtierConnectorCore("worker", SPEC, {"tiers": "mem://", "chunk_tokens": CHUNK}, store=store)
@@ -440,7 +441,7 @@ def test_scattered_block_table_holds_the_bytes_of_store_load():
         table = np.array([17, 3, 40, 41, 9, 2], dtype=np.int64).reshape(n, CHUNK // BS)
         held = table.copy()
         held[0, 0] = -1
-        h = _host_paged.load_async(store, ns, keys, worker._cache, held)
+        h = host_paged.load_async(store, ns, keys, worker._cache, held)
         assert h.wait() == n
         h.close()
         flat = np.zeros(n * ns.layout.chunk_bytes, dtype=np.uint8)

@@ -23,8 +23,8 @@ torch = pytest.importorskip("torch", reason="python3-torch is not installed (scr
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from connector_helpers import requires_library  # noqa: E402
 
-from kvtier.connectors._host_paged import load_async, save_async  # noqa: E402
-from kvtier.connectors._vllm_kv_caches import paged_cache_of  # noqa: E402
+from kvtier.connectors.vllm.host_paged import load_async, save_async  # noqa: E402
+from kvtier.connectors.vllm.kv_caches import paged_cache_of  # noqa: E402
 from kvtier.connectors.vllm_v1 import KvtierConnectorCore, ModelSpec  # noqa: E402
 
 pytestmark = requires_library
@@ -107,7 +107,7 @@ def test_several_kv_cache_groups_of_lbhnc_caches_round_trip_through_the_connecto
     (it passed ``hnd``, which refuses them, so the worker failed at register_kv_caches). A chunk saved
     from blocks of each group loads, asynchronously (several groups), into other blocks, equal."""
     from kvtier.connectors import vllm_v1
-    from kvtier.connectors._vllm_groups import CacheGroup
+    from kvtier.connectors.vllm.groups import CacheGroup
     names = list(lbhnc_views(0))
     groups = [CacheGroup(tuple(names[1::2])), CacheGroup(tuple(names[0::2]), 3 * BS)]  # full, window
     cfg = {"tiers": f"file://{tmp_path}/tier?capacity=64MiB", "kv_cache_layout": "cpu_attn", "chunk_tokens": CHUNK}

@@ -19,11 +19,11 @@ from vllm_v1_driver import FakeCuda, FlashAttnCache, LatentCache, MiniEngine  # 
 
 import kvtier  # noqa: E402
 import kvtier.gpu  # noqa: E402
-from kvtier.connectors import _gpu_paged  # noqa: E402
-from kvtier.connectors._host_paged import load_async, save_async  # noqa: E402
-from kvtier.connectors._gpu_paged import (device_paged_cache, gpu_cache_of, is_classic, layer_group,  # noqa: E402
+from kvtier.connectors.vllm import gpu_paged  # noqa: E402
+from kvtier.connectors.vllm.host_paged import load_async, save_async  # noqa: E402
+from kvtier.connectors.vllm.gpu_paged import (device_paged_cache, gpu_cache_of, is_classic, layer_group,  # noqa: E402
                                           layer_major, load_plan, piece_plan)
-from kvtier.connectors._vllm_kv_caches import paged_cache_of  # noqa: E402
+from kvtier.connectors.vllm.kv_caches import paged_cache_of  # noqa: E402
 from kvtier.connectors.vllm_v1 import KvtierConnectorCore, ModelSpec  # noqa: E402
 
 pytestmark = requires_library
@@ -317,10 +317,10 @@ def test_a_failed_load_after_a_good_one_in_the_same_step_is_a_miss_not_an_except
     miss (the second request's blocks are load errors and recomputed), never an exception from a layer
     wait, and the engine's stream still waits for the whole of the first request's load before the forward
     reads it, whatever the library does with the failed load's slot."""
-    monkeypatch.setattr(_gpu_paged.gpu, "why_not", lambda device=0: "")
-    monkeypatch.setattr(_gpu_paged.gpu, "Transfer", _HostTransfer)
-    monkeypatch.setattr(_gpu_paged.gpu, "HostPins", lambda store, device=0: types.SimpleNamespace(close=lambda: None))
-    monkeypatch.setattr(_gpu_paged, "_current_stream", lambda: STREAM)
+    monkeypatch.setattr(gpu_paged.gpu, "why_not", lambda device=0: "")
+    monkeypatch.setattr(gpu_paged.gpu, "Transfer", _HostTransfer)
+    monkeypatch.setattr(gpu_paged.gpu, "HostPins", lambda store, device=0: types.SimpleNamespace(close=lambda: None))
+    monkeypatch.setattr(gpu_paged, "_current_stream", lambda: STREAM)
     monkeypatch.setattr(_HostTransfer, "drops_last", drops_last)
     monkeypatch.setattr(_HostTransfer, "made", [])
     cfg = {"tiers": file_tier[0], "chunk_tokens": CHUNK, "layer_groups": 2}

@@ -32,10 +32,12 @@ from vllm_v1_driver import (CachedRequestData, FakeCuda, NewRequestData, Schedul
 
 from kvtier import _lib  # noqa: E402
 from kvtier.connectors import open_store, split_urls  # noqa: E402
-from kvtier.connectors import _gpu_grouped, _gpu_paged, _vllm_cpu_kernel, vllm_v1  # noqa: E402
-from kvtier.connectors._gpu_grouped import GpuGroupedWorker, bad_blocks, device_grouped_cache  # noqa: E402
-from kvtier.connectors._host_paged import _start  # noqa: E402
-from kvtier.connectors._vllm_groups import (CacheGroup, grouped_cache_of, mamba_state_of, skipped_blocks,  # noqa: E402
+from kvtier.connectors import vllm_v1  # noqa: E402
+from kvtier.connectors.vllm import cpu_kernel, gpu_grouped, gpu_paged  # noqa: E402
+from kvtier.connectors.vllm import connector as vllm_connector, scheduler as vllm_scheduler  # noqa: E402
+from kvtier.connectors.vllm.gpu_grouped import GpuGroupedWorker, bad_blocks, device_grouped_cache  # noqa: E402
+from kvtier.connectors.vllm.host_paged import _start  # noqa: E402
+from kvtier.connectors.vllm.groups import (CacheGroup, grouped_cache_of, mamba_state_of, skipped_blocks,  # noqa: E402
                                            skipped_state_blocks)
 from kvtier.connectors.vllm_v1 import KvtierConnectorCore, ModelSpec  # noqa: E402
 
@@ -494,15 +496,15 @@ def test_vllm_groups_map_to_kvtier_groups_and_what_cannot_be_served_is_refused(f
 
     with pytest.raises(ValueError, match="KvtierHybridConnector"):  # the default class serves one group
         vllm_v1.KvtierConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
-    old, vllm_v1.REPORTS_FAILED_RECVING = vllm_v1.REPORTS_FAILED_RECVING, False
+    old, vllm_connector.REPORTS_FAILED_RECVING = vllm_connector.REPORTS_FAILED_RECVING, False
     try:  # a vLLM revision whose scheduler cannot recover a failed load of several groups: refused
         with pytest.raises(ValueError, match="no failed_recving"):
             vllm_v1.KvtierHybridConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
     finally:
-        vllm_v1.REPORTS_FAILED_RECVING = old
+        vllm_connector.REPORTS_FAILED_RECVING = old
     conn = vllm_v1.KvtierHybridConnector(on("cpu"), types.SimpleNamespace(name="SCHEDULER"), cfg)
     # the adapter adds the ModelConfig's dtype and, on a CPU device, the kernel's K packing
-    cpu_fields = (("cpu_attn_isa", _vllm_cpu_kernel.cpu_attn_isa(on("cpu").model_config, BS, DIM, "auto")),
+    cpu_fields = (("cpu_attn_isa", cpu_kernel.cpu_attn_isa(on("cpu").model_config, BS, DIM, "auto")),
                   ("weight_dtype", "float32"))
     core = KvtierConnectorCore("scheduler", dataclasses.replace(SPEC, model_fields=cpu_fields),
                                {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=GROUPS)
@@ -800,7 +802,7 @@ def test_mamba_groups_are_served_in_mode_all_only_and_refused_otherwise_with_the
     # refused, naming the ways out
     on = vllm_config(M_SPEC.model, M_LAYERS, HEADS, DIM, BS, {"tiers": [url]}, device="cpu")
     conn = vllm_v1.KvtierHybridConnector(on, types.SimpleNamespace(name="SCHEDULER"), cfg)
-    cpu_fields = (("cpu_attn_isa", _vllm_cpu_kernel.cpu_attn_isa(on.model_config, BS, DIM, "auto")),
+    cpu_fields = (("cpu_attn_isa", cpu_kernel.cpu_attn_isa(on.model_config, BS, DIM, "auto")),
                   ("weight_dtype", "float32"))
     core = KvtierConnectorCore("scheduler", dataclasses.replace(M_SPEC, model_fields=cpu_fields),
                                {"tiers": url, "kv_cache_layout": "cpu_attn"}, groups=M_GROUPS)
@@ -832,7 +834,7 @@ def test_mamba_groups_are_served_in_mode_all_only_and_refused_otherwise_with_the
     worker.shutdown()
 
 
-# ---- several groups on CUDA caches: kvtier.gpu's pieces (_gpu_grouped) ---------------------------------
+# ---- several groups on CUDA caches: kvtier.gpu's pieces (gpu_grouped) ---------------------------------
 # On the CPU, "CUDA" tensors are FakeCuda over host tensors and kvtier.gpu's Transfer is HostTransfer: the
 # piece lists the connector builds for the GPU, with their device pointer arithmetic, run by kvtier's host
 # path. The CUDA test at the end runs the real kvtier.gpu and skips, printing why, without a GPU.
@@ -892,12 +894,12 @@ def host_alloc(nbytes: int, zeros: bool):
 def host_gpu(monkeypatch):
     """kvtier.gpu played by the host path (see HostTransfer); the Transfers made."""
     HostTransfer.made = []
-    monkeypatch.setattr(_gpu_grouped.gpu, "why_not", lambda device=0: "")
-    monkeypatch.setattr(_gpu_grouped.gpu, "Transfer", HostTransfer)
-    monkeypatch.setattr(_gpu_grouped.gpu, "HostPins", lambda store, device=0: types.SimpleNamespace(close=lambda: None))
-    for module in (_gpu_grouped, _gpu_paged):
+    monkeypatch.setattr(gpu_grouped.gpu, "why_not", lambda device=0: "")
+    monkeypatch.setattr(gpu_grouped.gpu, "Transfer", HostTransfer)
+    monkeypatch.setattr(gpu_grouped.gpu, "HostPins", lambda store, device=0: types.SimpleNamespace(close=lambda: None))
+    for module in (gpu_grouped, gpu_paged):
         monkeypatch.setattr(module, "_current_stream", lambda: STREAM)
-    monkeypatch.setattr(_gpu_grouped, "device_alloc", lambda device: host_alloc)
+    monkeypatch.setattr(gpu_grouped, "device_alloc", lambda device: host_alloc)
     return HostTransfer.made
 
 
@@ -1094,7 +1096,7 @@ def test_a_request_with_a_cuda_load_is_held_and_reported_once_at_its_end(file_ti
     worker.register_kv_caches({n: fa_hnd(torch.zeros(2, BLOCKS, HEADS, BS, DIM)) for n in NAMES})
     tokens = prompt(13, 17)
     load = vllm_v1.LoadSpec("r", tokens[:16], 0, [1, 2, 3, 4], False)  # nothing saved: a failed load
-    sched._reqs["r"] = vllm_v1._ReqState(tokens, [[1, 2, 3, 4, 5]], 2)
+    sched._reqs["r"] = vllm_scheduler._ReqState(tokens, [[1, 2, 3, 4, 5]], 2)
     sched._pending_loads = [load]
     meta = sched.build_connector_meta(SchedulerOutput([], CachedRequestData(), {}, set(), set()))
     assert meta.loads == [load]

@@ -22,6 +22,7 @@ from vllm_v1_driver import FlashAttnCache, MiniEngine, reference_rows  # noqa: E
 
 import kvtier  # noqa: E402
 from kvtier.connectors import vllm_v1  # noqa: E402
+from kvtier.connectors.vllm import worker as vllm_worker  # noqa: E402
 from kvtier.connectors.vllm_v1 import KvtierConnectorCore, ModelSpec  # noqa: E402
 
 pytestmark = requires_library
@@ -80,8 +81,8 @@ def test_layer_waits_ask_for_that_layers_bytes_and_layer0_is_usable_first(kind, 
     saved(url, tokens)
     eng = engine(url)
     gate, asked, layer0_ok = threading.Event(), [], []
-    real_load = vllm_v1.load_async
-    monkeypatch.setattr(vllm_v1, "load_async", lambda *a: GatedHandle(real_load(*a), gate, asked))
+    real_load = vllm_worker.load_async
+    monkeypatch.setattr(vllm_worker, "load_async", lambda *a: GatedHandle(real_load(*a), gate, asked))
     req = eng.add("a", tokens)
     real_wait = eng.worker.wait_for_layer_load
 

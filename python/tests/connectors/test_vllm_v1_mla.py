@@ -21,9 +21,10 @@ from connector_helpers import corrupt_chunk, file_tier, requires_library  # noqa
 from vllm_v1_driver import FlashAttnCache, LatentCache, MiniEngine, vllm_config  # noqa: E402
 
 import kvtier  # noqa: E402
-from kvtier.connectors import _host_paged, vllm_v1  # noqa: E402
-from kvtier.connectors._gpu_paged import gpu_cache_of  # noqa: E402
-from kvtier.connectors._vllm_kv_caches import paged_cache_of  # noqa: E402
+from kvtier.connectors import vllm_v1  # noqa: E402
+from kvtier.connectors.vllm import host_paged  # noqa: E402
+from kvtier.connectors.vllm.gpu_paged import gpu_cache_of  # noqa: E402
+from kvtier.connectors.vllm.kv_caches import paged_cache_of  # noqa: E402
 from kvtier.connectors.vllm_v1 import KvtierConnectorCore, ModelSpec  # noqa: E402
 
 pytestmark = requires_library
@@ -101,10 +102,10 @@ def test_mla_blocks_round_trip_bit_for_bit(file_tier, kv_dtype, dtype):
     keys = ns.chunk_keys(prompt(3, 3 * CHUNK))
     saved = np.array([[5, 9], [2, 3], [40, 7]])
     loaded = np.array([[1, 0], [30, 31], [8, 20]])
-    with _host_paged.save_async(store, ns, keys, src_cache, saved) as h:
+    with host_paged.save_async(store, ns, keys, src_cache, saved) as h:
         assert h.wait() == 3
     store.flush()
-    with _host_paged.load_async(store, ns, keys, dst_cache, loaded) as h:
+    with host_paged.load_async(store, ns, keys, dst_cache, loaded) as h:
         assert h.wait() == 3
     for name in src:
         for s, d in zip(saved.ravel(), loaded.ravel()):

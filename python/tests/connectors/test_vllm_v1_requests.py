@@ -19,6 +19,7 @@ from vllm_v1_driver import (CachedRequestData, FlashAttnCache, KVCacheBlocks, Mi
 
 import kvtier  # noqa: E402
 from kvtier.connectors import vllm_v1  # noqa: E402
+from kvtier.connectors.vllm import worker as vllm_worker  # noqa: E402
 from kvtier.connectors.vllm_v1 import KvtierConnectorCore, KvtierConnectorMetadata, ModelSpec  # noqa: E402
 
 pytestmark = requires_library
@@ -135,7 +136,7 @@ def test_an_image_after_a_chunk_leaves_that_chunk_shared(file_tier):
 
 
 def test_request_keys_are_deterministic_and_need_no_python_hash():
-    from kvtier.connectors._vllm_request_keys import chunk_keys, request_keys
+    from kvtier.connectors.vllm.request_keys import chunk_keys, request_keys
     req = Request("r", TOKENS, lora_request=lora("a"), cache_salt="s", mm_features=[image("img", 40, 8)])
     base = [bytes([i]) * 32 for i in range(3)]
     keys = chunk_keys(base, request_keys(req), CHUNK)
@@ -248,8 +249,8 @@ def test_request_aborted_during_its_async_load_is_reported_once(file_tier, monke
     url, _ = file_tier
     tokens = prompt(9, 4 * CHUNK + 1)
     serve(url, [("first", tokens, {})])
-    real = vllm_v1.load_async
-    monkeypatch.setattr(vllm_v1, "load_async", lambda *a, **k: _Gate(real(*a, **k)))
+    real = vllm_worker.load_async
+    monkeypatch.setattr(vllm_worker, "load_async", lambda *a, **k: _Gate(real(*a, **k)))
     _Gate.shut = True
     eng = engine(url, async_load=True)
     r = eng.add("a", tokens)
@@ -321,8 +322,8 @@ def test_saves_of_preempted_requests_end_before_the_forward_without_handle_preem
     """Revisions that never call handle_preemptions: binding the step's metadata (before the forward)
     waits for the preempted request's saves, whose freed blocks the forward may rewrite."""
     url, _ = file_tier
-    real = vllm_v1.save_async
-    monkeypatch.setattr(vllm_v1, "save_async", lambda *a, **k: _Gate(real(*a, **k)))
+    real = vllm_worker.save_async
+    monkeypatch.setattr(vllm_worker, "save_async", lambda *a, **k: _Gate(real(*a, **k)))
     _Gate.shut = True
     eng = engine(url, step_tokens=2 * CHUNK)
     eng.worker.handle_preemptions = lambda meta: None          # an older revision: never called
@@ -428,8 +429,8 @@ def test_a_request_aborted_at_any_point_is_reported_at_most_once_and_frees_every
     tokens = prompt(21, 4 * CHUNK + 1)
     serve(url, [("seed", tokens[:2 * CHUNK + 1], {})])
     for kind in ("load_async", "save_async"):
-        real = getattr(vllm_v1, kind)
-        monkeypatch.setattr(vllm_v1, kind, lambda *a, _real=real, **k: _Gate(_real(*a, **k)))
+        real = getattr(vllm_worker, kind)
+        monkeypatch.setattr(vllm_worker, kind, lambda *a, _real=real, **k: _Gate(_real(*a, **k)))
     _Gate.shut = when in ("loading", "saving")
     eng = engine(url, async_load=when in ("loading", "loaded"), step_tokens=CHUNK)
     r = eng.add("a", tokens)

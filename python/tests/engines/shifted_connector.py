@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kvtier.connectors import _host_paged
+from kvtier.connectors.vllm import host_paged
 from kvtier.connectors.vllm_v1 import KvtierConnector
 
 
@@ -27,4 +27,4 @@ class ShiftedKvtierConnector(KvtierConnector):
         if int(np.asarray(tables).min(initial=1)) < 1:
             raise RuntimeError("ShiftedKvtierConnector: a load into block 0 would be shifted out of the cache")
         shifted = dataclasses.replace(cache, bases=cache.bases - np.uint64(cache.row_bytes))
-        return _host_paged.load_async(self._store, self.namespace, keys, shifted, tables[0])
+        return host_paged.load_async(self._store, self.namespace, keys, shifted, tables[0])

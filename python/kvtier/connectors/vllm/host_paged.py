@@ -30,8 +30,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .. import _lib
-from ..store import Handle, Namespace, Store, _key_array
+from ... import _lib
+from ...store import Handle, Namespace, Store, _key_array
 
 _SIZE_T = ctypes.c_size_t
 

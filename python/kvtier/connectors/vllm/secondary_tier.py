@@ -43,7 +43,7 @@ Every method runs in the scheduler process and returns without waiting for I/O:
 Identity (``kvtier.EngineIdentity``): engine ``vllm``, layout ``row`` (a row of the primary view
 holds one block of every TP worker, interleaved), the row size, model id and revision, KV dtype,
 attention kind (``mla`` when the model uses MLA), the weights' fields of the ModelConfig
-(``weight_dtype``, ``quantization``, ...: ``_vllm_engine_identity``; vLLM's block hashes carry the
+(``weight_dtype``, ``quantization``, ...: ``engine_identity``; vLLM's block hashes carry the
 LoRA adapter, images and cache salt but not the weights), block tokens, TP/PP/DCP size (a row covers every
 TP rank, so the TP *size* decides its byte order), the prefix-caching hash algorithm and the hash
 seed (``PYTHONHASHSEED``: without it vLLM seeds its block hashes per process, so blocks of
@@ -67,10 +67,10 @@ from typing import Any, Collection, Iterable
 
 import kvtier
 
-from . import (STORE_OPTION_NAMES, byte_layout, engine_key, open_store, remove_keys,
+from .. import (STORE_OPTION_NAMES, byte_layout, engine_key, open_store, remove_keys,
                split_engine_kwargs, tier_urls)
-from ._pending import ABSENT, PENDING, PRESENT, PendingWrites
-from ._vllm_engine_identity import model_identity_fields
+from .._pending import ABSENT, PENDING, PRESENT, PendingWrites
+from .engine_identity import model_identity_fields
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ def register(factory: Any = None, tier_type: str = TIER_TYPE) -> None:
     if hasattr(cls, "register_tier"):
         registry = getattr(cls, "_registry", {})
         if tier_type not in registry:
-            cls.register_tier(tier_type, __name__, "KvtierSecondaryTier")
+            cls.register_tier(tier_type, "kvtier.connectors.vllm", "KvtierSecondaryTier")  # the public path
         return
     registry = getattr(factory, "_TIER_REGISTRY", None)
     if isinstance(registry, dict):

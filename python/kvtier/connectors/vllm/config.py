@@ -1,6 +1,6 @@
 """What the vLLM connector reads of vLLM's configuration: the ``ModelSpec`` of a ``VllmConfig``
-(model_config, cache_config, parallel_config; the weights' identity fields by ``_vllm_engine_identity``,
-on a CPU device the attention kernel's packing by ``_vllm_cpu_kernel``),
+(model_config, cache_config, parallel_config; the weights' identity fields by ``engine_identity``,
+on a CPU device the attention kernel's packing by ``cpu_kernel``),
 the KV cache groups of a ``KVCacheConfig`` it serves (``check_kv_cache_config``), the connector's
 options, role, device and TP rank. ValueError for what is not served. Imports no module that imports
 it (no import cycle).
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from ._vllm_cpu_kernel import cpu_attn_isa
-from ._vllm_engine_identity import model_identity_fields
-from ._vllm_groups import CacheGroup, mamba_state_of, refusal
-from ._vllm_spec import ROLES, ModelSpec
+from .cpu_kernel import cpu_attn_isa
+from .engine_identity import model_identity_fields
+from .groups import CacheGroup, mamba_state_of, refusal
+from .spec import ROLES, ModelSpec
 
 
 def spec_of_vllm_config(vllm_config: Any) -> ModelSpec:
@@ -39,7 +39,7 @@ def spec_of_vllm_config(vllm_config: Any) -> ModelSpec:
                          "--calculate-kv-scales) or a bf16/fp16 KV cache")
     mla = bool(getattr(mc, "use_mla", False))
     fields = model_identity_fields(mc)
-    if device_type(vllm_config) == "cpu":  # K's bytes are in the CPU kernel's packing (_vllm_cpu_kernel)
+    if device_type(vllm_config) == "cpu":  # K's bytes are in the CPU kernel's packing (cpu_kernel)
         isa = cpu_attn_isa(mc, int(cc.block_size), int(mc.get_head_size()), getattr(cc, "cache_dtype", None))
         fields = tuple(sorted(fields + (("cpu_attn_isa", isa),)))
     # MLA: vLLM's ModelConfig gives 1 KV head and a head size of kv_lora_rank + qk_rope_head_dim

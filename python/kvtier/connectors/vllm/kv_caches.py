@@ -1,4 +1,4 @@
-"""vLLM's per-layer KV cache tensors -> the host paged cache of kvtier.connectors._host_paged.
+"""vLLM's per-layer KV cache tensors -> the host paged cache of kvtier.connectors.vllm.host_paged.
 
 Served (CPU tensors):
 - NHD (each block's K and V is one contiguous run of block_size x kv_heads x head_dim values), chunks in
@@ -25,8 +25,8 @@ The layout decides the namespace's chunk order before any tensor is seen, so ``a
 NHD shapes and refuses a tensor that would read as both (kv_heads == block_size) or as vLLM's CPU
 backend's. Everything else is refused with ValueError: a latent cache for a model that is not MLA and
 the other way round, other stride orders, a dtype other than the configuration's (CUDA caches:
-``_gpu_paged``).
-``spec`` is a ``kvtier.connectors.vllm_v1.ModelSpec``.
+``gpu_paged``).
+``spec`` is a ``kvtier.connectors.vllm.spec.ModelSpec``.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..store import _dtype
-from ._host_paged import PagedCache
+from ...store import _dtype
+from .host_paged import PagedCache
 
 if TYPE_CHECKING:
-    from .vllm_v1 import ModelSpec
+    from .spec import ModelSpec
 
 _LAYER_INDEX = re.compile(r"(\d+)")
 # kv_cache_layout values whose chunks are in the grouped head-major order: vLLM's CPU backend's cache

@@ -26,7 +26,7 @@ class ModelSpec:
     tp_size: int = 1
     revision: Optional[str] = None
     attention: str = "mha"  # "mha" (K and V per layer) or "mla" (one latent per layer, every rank alike)
-    model_fields: tuple = ()  # (name, value) identity fields of the weights (_vllm_engine_identity)
+    model_fields: tuple = ()  # (name, value) identity fields of the weights (engine_identity)
 
     def __post_init__(self) -> None:
         for name in ("layers", "kv_heads", "head_dim", "block_size", "tp_size"):

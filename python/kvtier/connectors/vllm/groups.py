@@ -9,8 +9,8 @@ single_type_kv_cache_manager.py; docs/connectors.md names the revisions). The co
 model in kvtier's grouped layout (docs/models.md): per vLLM group a kvtier group, ``kv`` for full
 attention, ``window`` for sliding-window layers (head-major), ``state`` for Mamba layers. Served for
 HND caches (a head's rows of a block are one run: vLLM's CPU backend's ``[2, num_blocks, kv_heads,
-block_size, head_dim]`` on the host path, and on CUDA through kvtier.gpu's pieces (``_gpu_grouped``)
-FlashAttention's or FlashInfer's cache in vLLM's HND stride order, ``_vllm_kv_caches.HEAD_MAJOR``),
+block_size, head_dim]`` on the host path, and on CUDA through kvtier.gpu's pieces (``gpu_grouped``)
+FlashAttention's or FlashInfer's cache in vLLM's HND stride order, ``kv_caches.HEAD_MAJOR``),
 where a chunk's piece of (head, layer, K or V) is, block by block, whole regions of that layer's
 blocks; a layer's blocks come from the block ids of that layer's vLLM group.
 
@@ -21,7 +21,7 @@ of the end of its tokens. A chunk's ``state`` group holds, per Mamba layer, that
 the block that ends the chunk: the state as of the chunk's end.
 
 ``CacheGroup`` describes one vLLM group; ``GroupedCache`` is the worker's plan of the registered
-tensors, built of ``_host_paged.PagedCache`` segments, one per group (a group's regions are one run
+tensors, built of ``host_paged.PagedCache`` segments, one per group (a group's regions are one run
 of the chunk, and their blocks come from one vLLM group's ids).
 """
 
@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .. import _lib
-from ..store import Handle, Namespace, Store, _dtype
-from ._host_paged import PagedCache, _start
-from ._vllm_kv_caches import _layer_order, _layer_regions, _one
+from ... import _lib
+from ...store import Handle, Namespace, Store, _dtype
+from .host_paged import PagedCache, _start
+from .kv_caches import _layer_order, _layer_regions, _one
 
 if TYPE_CHECKING:
-    from .vllm_v1 import ModelSpec
+    from .spec import ModelSpec
 
 # bytes of one value of the state dtypes vLLM's Mamba layers keep (torch names without "torch.")
 _STATE_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
@@ -172,7 +172,7 @@ class GroupedCache:
         """(kvtier_buf entries [n, 2], pieces per chunk, scratch buffers to keep alive) for the
         chunks of ``tables`` (int [groups, n_chunks, blocks_per_chunk]), in chunk byte order; -1
         blocks are scratch (zero-filled with ``zeros``): host memory, or ``alloc(bytes, zeros)``'s
-        buffer (device memory for kvtier.gpu: ``_gpu_grouped``)."""
+        buffer (device memory for kvtier.gpu: ``gpu_grouped``)."""
         tables = np.asarray(tables, dtype=np.int64)
         if tables.ndim != 3 or tables.shape[0] != self.groups:
             raise ValueError(f"block tables must be [{self.groups} groups, n_chunks, blocks_per_chunk]")
@@ -199,7 +199,7 @@ class GroupedCache:
 def grouped_cache_of(kv_caches: Mapping[str, Any], spec: ModelSpec, groups: Sequence[CacheGroup],
                      chunk_tokens: int, layout: str = "hnd") -> GroupedCache:
     """The plan of vLLM's HND ``kv_caches`` whose layers are in ``groups`` (a Mamba layer's entry: its
-    list of state tensors): CPU tensors, or CUDA ones seen through ``_gpu_paged._Geometry``. ``layout``
+    list of state tensors): CPU tensors, or CUDA ones seen through ``gpu_paged._Geometry``. ``layout``
     ``cpu_attn`` (vLLM's CPU backend) also reads vLLM 0.32's 4-dimensional CPU cache."""
     pos = layer_positions(groups)
     if set(kv_caches) != set(pos):
@@ -255,7 +255,7 @@ def _state_region(t: Any, state: StateSpec, what: str) -> tuple[int, int, int]:
     offset, page, blocks = 0, None, None
     for x, shape, dtype, size in zip(t, state.shapes, state.dtypes, sizes):
         device = getattr(getattr(x, "device", None), "type", None)
-        if device != "cpu":  # CUDA caches are described through _gpu_paged._Geometry, which reads as CPU
+        if device != "cpu":  # CUDA caches are described through gpu_paged._Geometry, which reads as CPU
             raise ValueError(f"KvtierConnector: {what}: a {device} state tensor among CPU tensors")
         if str(x.dtype).replace("torch.", "") != dtype or tuple(x.shape[1:]) != tuple(shape):
             raise ValueError(f"KvtierConnector: {what}: a state tensor {tuple(x.shape)} {x.dtype}, the "

@@ -1,13 +1,13 @@
 """KvtierConnector's path for several vLLM KV cache groups (full attention, sliding window, Mamba states)
-in GPU memory: the host path's grouped plan (``_vllm_groups.GroupedCache``) over the CUDA tensors'
+in GPU memory: the host path's grouped plan (``groups.GroupedCache``) over the CUDA tensors'
 device addresses, moved by kvtier.gpu's caller-described pieces (``Transfer.load_pieces`` /
 ``save_pieces``).
 
-Served where the piece list is exact and whole regions: HND caches (``_vllm_kv_caches.HEAD_MAJOR``),
+Served where the piece list is exact and whole regions: HND caches (``kv_caches.HEAD_MAJOR``),
 whose head's rows of a block are one run -- FlashAttention's ``[2, num_blocks, block_size, kv_heads,
 head_dim]`` and FlashInfer's ``[num_blocks, 2, block_size, kv_heads, head_dim]`` in vLLM's HND stride
 order (0, 1, 3, 2, 4), and the CPU backend's form -- and Mamba layers' state tensors (one page per
-block). An NHD cache is refused before any tensor is seen (``vllm_v1._check_grouped``): kvtier's groups
+block). An NHD cache is refused before any tensor is seen (``identity._check_grouped``): kvtier's groups
 are head-major, and an NHD block would be one piece per token and head.
 
 Blocks of -1 (a window group's null blocks, a Mamba group's blocks other than a chunk's last, blocks
@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .. import gpu
-from ._gpu_paged import GpuWorker, _cuda_device, _current_stream, _Geometry
-from ._vllm_groups import CacheGroup, GroupedCache, grouped_cache_of
+from ... import gpu
+from .gpu_paged import GpuWorker, _cuda_device, _current_stream, _Geometry
+from .groups import CacheGroup, GroupedCache, grouped_cache_of
 
 if TYPE_CHECKING:
-    from .vllm_v1 import ModelSpec
+    from .spec import ModelSpec
 
 Alloc = Callable[[int, bool], Any]
 

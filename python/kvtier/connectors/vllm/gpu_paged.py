@@ -3,7 +3,7 @@
 kvtier reads and verifies each chunk on the host, copies it to the GPU in bulk and scatters its rows
 into the blocks with one kernel per batch, layer group by layer group, each group with its own CUDA
 event. One description of the cache serves both executors: ``device_paged_cache`` is the host path's
-``PagedCache`` (``_vllm_kv_caches.paged_cache_of``: the same shapes, refusals and ``auto`` rules) over
+``PagedCache`` (``kv_caches.paged_cache_of``: the same shapes, refusals and ``auto`` rules) over
 the CUDA tensors' addresses. From it, two ways to the GPU:
 
 - the block-table plan (``gpu_cache_of``) when the cache is the classic one kvtier.gpu's own planner
@@ -38,12 +38,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 import numpy as np
 
-from .. import gpu
-from ._host_paged import PagedCache
-from ._vllm_kv_caches import _TORCH_DTYPES, HEAD_MAJOR, _layer_order, paged_cache_of
+from ... import gpu
+from .host_paged import PagedCache
+from .kv_caches import _TORCH_DTYPES, HEAD_MAJOR, _layer_order, paged_cache_of
 
 if TYPE_CHECKING:
-    from .vllm_v1 import ModelSpec
+    from .spec import ModelSpec
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def _cuda_device(kv_caches: Mapping[str, Any]) -> int:
 
 def device_paged_cache(kv_caches: Mapping[str, Any], spec: ModelSpec, layout: str = "auto") -> tuple:
     """(the host path's PagedCache over the CUDA tensors' device addresses, the device index): one
-    description for both executors (``_vllm_kv_caches.paged_cache_of`` decides shapes and refusals)."""
+    description for both executors (``kv_caches.paged_cache_of`` decides shapes and refusals)."""
     device = _cuda_device(kv_caches)
     views = {name: tuple(_Geometry(x) for x in t) if isinstance(t, (tuple, list)) else _Geometry(t)
              for name, t in kv_caches.items()}
