@@ -32,7 +32,8 @@ name = wheel.rsplit("/", 1)[1]
 assert "-py3-none-linux_" in name, f"{name}: a wheel holding a .so needs a platform tag"
 archive = zipfile.ZipFile(wheel)
 names = archive.namelist()
-for needed in ("kvtier/libkvtier.so", "kvtier/connectors/vllm_v1.py", "kvtier/connectors/vllm/connector.py"):
+for needed in ("kvtier/libkvtier.so", "kvtier/connectors/vllm_v1.py", "kvtier/connectors/vllm/connector.py",
+               "kvtier/connectors/sglang/backend.py", "kvtier/connectors/lmcache/connector.py"):
     assert needed in names, f"{name} lacks {needed}"
 (record,) = [n for n in names if n.endswith(".dist-info/RECORD")]
 listed = {line.split(",", 1)[0] for line in archive.read(record).decode().splitlines()}
