@@ -1,39 +1,16 @@
-"""The LMCache connector package (kvtier/connectors/lmcache/): one module per concept, no import cycle
-among them, the shared types in leaf modules, and ``kvtier.connectors.lmcache`` -- the module path
+"""The LMCache connector package (kvtier/connectors/lmcache/; its structure: test_connector_packages.py):
+``kvtier.connectors.lmcache`` -- the module path
 LMCache's ``native_plugin`` JSON names -- still gives the connector class and the names the module
 exported before it was split."""
 
 from __future__ import annotations
 
 import importlib
-import pathlib
 import select
 
-import pytest
-
 from connector_helpers import requires_library
-from package_imports import find_cycle, import_graph, module_sizes
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "kvtier" / "connectors" / "lmcache"
 NAME = "kvtier.connectors.lmcache"
-LEAVES = ("options", "ops")  # what every other module may import: they import none of them
-
-
-def test_the_package_modules_import_each_other_without_a_cycle():
-    graph = import_graph(PACKAGE, NAME)
-    assert {"options", "ops", "identity", "submission", "connector"} <= set(graph)
-    assert graph["connector"] >= {"identity", "submission"}  # the parser sees the package's own imports
-    assert find_cycle(graph) == []
-
-
-@pytest.mark.parametrize("leaf", LEAVES)
-def test_shared_types_live_in_leaf_modules(leaf):
-    assert import_graph(PACKAGE, NAME)[leaf] == set()
-
-
-def test_the_package_modules_stay_small():
-    sizes = module_sizes(PACKAGE)
-    assert max(sizes.values()) <= 600, sizes
 
 
 def test_the_configured_module_path_keeps_its_class():

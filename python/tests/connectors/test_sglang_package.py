@@ -1,38 +1,13 @@
-"""The SGLang connector package (kvtier/connectors/sglang/): one module per concept, no import cycle
-among them, the shared types in leaf modules, and ``kvtier.connectors.sglang`` -- the module path
+"""The SGLang connector package (kvtier/connectors/sglang/; its structure: test_connector_packages.py):
+``kvtier.connectors.sglang`` -- the module path
 SGLang's ``--hicache-storage-backend dynamic`` config names -- still gives the backend class and the
 names the module exported before it was split."""
 
 from __future__ import annotations
 
 import importlib
-import pathlib
 
-import pytest
-
-from package_imports import find_cycle, import_graph, module_sizes
-
-PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "kvtier" / "connectors" / "sglang"
 NAME = "kvtier.connectors.sglang"
-LEAVES = ("engine_api", "options", "pools", "guard")  # what every other module may import
-
-
-def test_the_package_modules_import_each_other_without_a_cycle():
-    graph = import_graph(PACKAGE, NAME)
-    assert {"engine_api", "options", "pools", "identity", "storage", "hybrid", "backend"} <= set(graph)
-    assert graph["backend"] >= {"storage", "hybrid"}  # the parser sees the package's own imports
-    assert "hybrid" not in graph["storage"] and "storage" not in graph["hybrid"]
-    assert find_cycle(graph) == []
-
-
-@pytest.mark.parametrize("leaf", LEAVES)
-def test_shared_types_live_in_leaf_modules(leaf):
-    assert import_graph(PACKAGE, NAME)[leaf] == set()
-
-
-def test_the_package_modules_stay_small():
-    sizes = module_sizes(PACKAGE)
-    assert max(sizes.values()) <= 600, sizes
 
 
 def test_the_configured_module_path_keeps_its_class():
