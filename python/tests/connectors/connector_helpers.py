@@ -80,17 +80,19 @@ def wait_for(predicate, what: str, limit_s: float = 60.0):
         time.sleep(0.001)
 
 
+def make_file_tier(parent: pathlib.Path, capacity: str, name: str = "tier"):
+    """(URL, directory) of a file:// tier of ``capacity`` in a fresh directory ``parent/name``."""
+    d = parent / name
+    d.mkdir()
+    return f"file://{d}?capacity={capacity}", d
+
+
 @pytest.fixture
 def file_tier(tmp_path):
-    """(URL, directory) of a file:// tier in a fresh directory."""
-    d = tmp_path / "tier"
-    d.mkdir()
-    return f"file://{d}?capacity=64MiB", d
+    return make_file_tier(tmp_path, "64MiB")
 
 
 @pytest.fixture
 def tiny_file_tier(tmp_path):
     """A file:// tier too small for any chunk the tests write."""
-    d = tmp_path / "tiny"
-    d.mkdir()
-    return f"file://{d}?capacity=4KiB", d
+    return make_file_tier(tmp_path, "4KiB", "tiny")

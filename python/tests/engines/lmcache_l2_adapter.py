@@ -34,7 +34,7 @@ from kvtier.connectors import engine_key
 from kvtier.connectors.lmcache import KvtierNativeConnector
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "connectors"))
-from connector_helpers import corrupt_chunk  # noqa: E402
+from connector_helpers import corrupt_chunk, make_file_tier  # noqa: E402
 
 FULL = torch.Size([2, 2, 256, 64])   # KV_2LTD: K/V, layers, tokens, head dim: a full chunk, bf16
 TAIL = torch.Size([2, 2, 96, 64])    # a shorter last chunk: another object size
@@ -61,9 +61,7 @@ def make_adapter(tier_url: str, **params) -> NativeConnectorL2Adapter:
 
 @pytest.fixture
 def tier(tmp_path):
-    d = tmp_path / "tier"
-    d.mkdir()
-    return f"file://{d}?capacity=256MiB", d
+    return make_file_tier(tmp_path, "256MiB")
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ import kvtier
 from kvtier.connectors.sglang import KvtierHiCacheStorage
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "connectors"))
-from connector_helpers import corrupt_chunk  # noqa: E402
+from connector_helpers import corrupt_chunk, make_file_tier  # noqa: E402
 
 PAGE = 4          # tokens per page
 LAYERS = 2
@@ -87,9 +87,7 @@ def backend(config: HiCacheStorageConfig, pool) -> KvtierHiCacheStorage:
 
 @pytest.fixture
 def tier(tmp_path):
-    d = tmp_path / "tier"
-    d.mkdir()
-    return f"file://{d}?capacity=256MiB", d
+    return make_file_tier(tmp_path, "256MiB")
 
 
 def page_key(i: int, salt: str = "") -> str:
