@@ -31,14 +31,14 @@ Result<EvictionPolicy> EvictionPolicyOf(const TierUrl& url) {
 
 const char* EvictionPolicyName(EvictionPolicy p) { return p == EvictionPolicy::kLru ? "lru" : "window"; }
 
-Segment SegmentToEvict(EvictionPolicy p, const SegmentState& s) {
-  if (p == EvictionPolicy::kLru || s.main_used == 0) return Segment::kWindow;
-  if (s.window_used == 0) return Segment::kMain;
+EvictionList SegmentToEvict(EvictionPolicy p, const SegmentState& s) {
+  if (p == EvictionPolicy::kLru || s.main_used == 0) return EvictionList::kWindow;
+  if (s.window_used == 0) return EvictionList::kMain;
   const uint64_t share = std::max<uint64_t>(1, s.capacity / kWindowShareDivisor);
-  if (s.window_used <= share) return Segment::kMain;
+  if (s.window_used <= share) return EvictionList::kMain;
   // Main's least recent chunk has gone stale: it was used longer ago than many window lifetimes.
-  if (s.main_tail_age / kStaleFactor > s.window_tail_age) return Segment::kMain;
-  return Segment::kWindow;
+  if (s.main_tail_age / kStaleFactor > s.window_tail_age) return EvictionList::kMain;
+  return EvictionList::kWindow;
 }
 
 void GhostFilter::Init(uint64_t capacity_chunks) {

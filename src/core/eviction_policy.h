@@ -48,11 +48,11 @@ inline constexpr uint32_t kWindowShareDivisor = 50;  // the window: 2% of capaci
 inline constexpr uint32_t kStaleFactor = 16;
 inline constexpr uint32_t kGhostFactor = 8;
 
-enum class Segment : uint8_t { kWindow = 0, kMain = 1 };
+enum class EvictionList : uint8_t { kWindow = 0, kMain = 1 };
 
 // Where a chunk that is not cached goes when it is stored.
-inline Segment SegmentForNewChunk(EvictionPolicy p, bool in_ghost) {
-  return p == EvictionPolicy::kWindow && in_ghost ? Segment::kMain : Segment::kWindow;
+inline EvictionList SegmentForNewChunk(EvictionPolicy p, bool in_ghost) {
+  return p == EvictionPolicy::kWindow && in_ghost ? EvictionList::kMain : EvictionList::kWindow;
 }
 
 // What the tier knows when it must evict: how much each list holds (in the tier's unit: pages,
@@ -64,7 +64,7 @@ struct SegmentState {
 };
 
 // The list to evict from. Under kLru everything lives in the window list, so the answer is kWindow.
-Segment SegmentToEvict(EvictionPolicy p, const SegmentState& s);
+EvictionList SegmentToEvict(EvictionPolicy p, const SegmentState& s);
 
 // The ghost filter. Sized once for `capacity_chunks`; Add and Contains are O(1) and never allocate.
 class GhostFilter {

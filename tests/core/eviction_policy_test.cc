@@ -33,25 +33,25 @@ TEST(EvictionPolicyTest, ParsesItsTwoNames) {
 }
 
 TEST(EvictionPolicyTest, NewChunksGoToTheWindowUnlessRememberedAsEvicted) {
-  EXPECT_EQ(SegmentForNewChunk(EvictionPolicy::kWindow, false), Segment::kWindow);
-  EXPECT_EQ(SegmentForNewChunk(EvictionPolicy::kWindow, true), Segment::kMain);
-  EXPECT_EQ(SegmentForNewChunk(EvictionPolicy::kLru, true), Segment::kWindow);
+  EXPECT_EQ(SegmentForNewChunk(EvictionPolicy::kWindow, false), EvictionList::kWindow);
+  EXPECT_EQ(SegmentForNewChunk(EvictionPolicy::kWindow, true), EvictionList::kMain);
+  EXPECT_EQ(SegmentForNewChunk(EvictionPolicy::kLru, true), EvictionList::kWindow);
 }
 
 TEST(EvictionPolicyTest, EvictsTheWindowWhileItHoldsMoreThanItsShare) {
   SegmentState s{.window_used = 10, .main_used = 90, .capacity = 100, .window_tail_age = 10,
                  .main_tail_age = 100};
-  EXPECT_EQ(SegmentToEvict(EvictionPolicy::kWindow, s), Segment::kWindow);
-  EXPECT_EQ(SegmentToEvict(EvictionPolicy::kLru, s), Segment::kWindow);
+  EXPECT_EQ(SegmentToEvict(EvictionPolicy::kWindow, s), EvictionList::kWindow);
+  EXPECT_EQ(SegmentToEvict(EvictionPolicy::kLru, s), EvictionList::kWindow);
   s.window_used = 2;  // 2% of 100: its share
-  EXPECT_EQ(SegmentToEvict(EvictionPolicy::kWindow, s), Segment::kMain);
+  EXPECT_EQ(SegmentToEvict(EvictionPolicy::kWindow, s), EvictionList::kMain);
   s.window_used = 10;
   s.main_tail_age = 16 * 10 + 16;  // main's tail is stale: older than 16 window lifetimes
-  EXPECT_EQ(SegmentToEvict(EvictionPolicy::kWindow, s), Segment::kMain);
+  EXPECT_EQ(SegmentToEvict(EvictionPolicy::kWindow, s), EvictionList::kMain);
   s.main_used = 0;  // nothing in main: the window, whatever its size
-  EXPECT_EQ(SegmentToEvict(EvictionPolicy::kWindow, s), Segment::kWindow);
+  EXPECT_EQ(SegmentToEvict(EvictionPolicy::kWindow, s), EvictionList::kWindow);
   s = SegmentState{.window_used = 0, .main_used = 5, .capacity = 100};
-  EXPECT_EQ(SegmentToEvict(EvictionPolicy::kWindow, s), Segment::kMain);
+  EXPECT_EQ(SegmentToEvict(EvictionPolicy::kWindow, s), EvictionList::kMain);
 }
 
 TEST(EvictionPolicyTest, GhostRemembersRecentEvictionsAndForgetsOldOnes) {

@@ -14,7 +14,7 @@ bool SameChunk(const ChunkId& a, const ChunkId& b) { return a.key == b.key && a.
 // The pool and table live in zero-filled mappings, so an all-zero MemEntry must be a valid free one.
 static_assert(std::is_trivially_copyable_v<MemEntry>);
 static_assert(static_cast<int>(EntryState::kFree) == 0);
-static_assert(static_cast<int>(Segment::kWindow) == 0);
+static_assert(static_cast<int>(EvictionList::kWindow) == 0);
 
 Status ChunkIndex::Init(uint32_t max_entries) {
   max_entries_ = max_entries;
@@ -68,7 +68,7 @@ void ChunkIndex::FreeEntry(uint32_t e) {
   free_head_ = e;
 }
 
-void ChunkIndex::Insert(uint32_t e, Segment seg) {
+void ChunkIndex::Insert(uint32_t e, EvictionList seg) {
   table_[FindSlot(entries_[e].id)] = e + 1;
   entries_[e].state = EntryState::kLive;
   PushFront(e, seg);
@@ -94,17 +94,17 @@ void ChunkIndex::Erase(uint32_t e) {
 }
 
 void ChunkIndex::Touch(uint32_t e) {
-  const Segment seg = entries_[e].segment;
+  const EvictionList seg = entries_[e].segment;
   Unlink(e);
   PushFront(e, seg);
 }
 
 void ChunkIndex::Promote(uint32_t e) {
   Unlink(e);
-  PushFront(e, Segment::kMain);
+  PushFront(e, EvictionList::kMain);
 }
 
-uint64_t ChunkIndex::TailAge(Segment seg) const {
+uint64_t ChunkIndex::TailAge(EvictionList seg) const {
   const uint32_t t = tail_[Idx(seg)];
   return t == kNone ? 0 : clock_ - entries_[t].last_use;
 }
@@ -118,7 +118,7 @@ void ChunkIndex::Unlink(uint32_t e) {
   pages_[s] -= x.pages;
 }
 
-void ChunkIndex::PushFront(uint32_t e, Segment seg) {
+void ChunkIndex::PushFront(uint32_t e, EvictionList seg) {
   MemEntry& x = entries_[e];
   const size_t s = Idx(seg);
   x.segment = seg;

@@ -29,7 +29,7 @@ struct MemEntry {
   uint32_t prev = 0, next = 0;  // list neighbours (kLive), or the pool's free list (kFree)
   uint32_t pins = 0;            // readers copying out; pages are not reused while pinned
   EntryState state = EntryState::kFree;
-  Segment segment = Segment::kWindow;  // the recency list of a live entry
+  EvictionList segment = EvictionList::kWindow;  // the recency list of a live entry
 };
 
 class ChunkIndex {
@@ -51,24 +51,24 @@ class ChunkIndex {
   void FreeEntry(uint32_t e);
 
   // Makes an entry live: into the hash table and at the front (most recent) of list `seg`.
-  void Insert(uint32_t e, Segment seg);
+  void Insert(uint32_t e, EvictionList seg);
   // Takes a live entry out of the hash table and its list; its state is left to the caller.
   void Erase(uint32_t e);
   void Touch(uint32_t e);    // moves a live entry to the front of its list
   void Promote(uint32_t e);  // moves a live window entry to the front of main
 
-  uint32_t head(Segment seg) const { return head_[Idx(seg)]; }  // most recent, or kNone
-  uint32_t tail(Segment seg) const { return tail_[Idx(seg)]; }  // least recent, or kNone
-  uint64_t pages(Segment seg) const { return pages_[Idx(seg)]; }  // pages of the list's entries
+  uint32_t head(EvictionList seg) const { return head_[Idx(seg)]; }  // most recent, or kNone
+  uint32_t tail(EvictionList seg) const { return tail_[Idx(seg)]; }  // least recent, or kNone
+  uint64_t pages(EvictionList seg) const { return pages_[Idx(seg)]; }  // pages of the list's entries
   // Ticks since the least recent entry of `seg` was used (0 when the list is empty).
-  uint64_t TailAge(Segment seg) const;
+  uint64_t TailAge(EvictionList seg) const;
 
  private:
   size_t SlotOf(const ChunkId& id) const;
   size_t FindSlot(const ChunkId& id) const;  // slot holding id, or an empty one
-  static size_t Idx(Segment seg) { return static_cast<size_t>(seg); }
+  static size_t Idx(EvictionList seg) { return static_cast<size_t>(seg); }
   void Unlink(uint32_t e);
-  void PushFront(uint32_t e, Segment seg);
+  void PushFront(uint32_t e, EvictionList seg);
 
   MappedRegion entry_region_, table_region_;
   MemEntry* entries_ = nullptr;

@@ -89,7 +89,7 @@ class MemTier final : public Tier {
   Result<uint32_t> ReserveLocked(uint32_t pages) REQUIRES(mu_);
   bool EvictOneLocked() REQUIRES(mu_);
   // The least recent unpinned entry of `seg`, or kNone.
-  uint32_t VictimLocked(Segment seg) REQUIRES(mu_);
+  uint32_t VictimLocked(EvictionList seg) REQUIRES(mu_);
   // A chunk referenced again: to the front of its list, or from the window into main.
   void ReferenceLocked(uint32_t e) REQUIRES(mu_);
   void ReleaseLocked(uint32_t e) REQUIRES(mu_);  // frees pages and entry
@@ -142,14 +142,14 @@ Result<uint32_t> MemTier::ReserveLocked(uint32_t pages) {
   return e;
 }
 
-uint32_t MemTier::VictimLocked(Segment seg) {
+uint32_t MemTier::VictimLocked(EvictionList seg) {
   uint32_t e = index_.tail(seg);
   while (e != ChunkIndex::kNone && index_.at(e).pins > 0) e = index_.at(e).prev;
   return e;
 }
 
 void MemTier::ReferenceLocked(uint32_t e) {
-  if (policy_ == EvictionPolicy::kWindow && index_.at(e).segment == Segment::kWindow) {
+  if (policy_ == EvictionPolicy::kWindow && index_.at(e).segment == EvictionList::kWindow) {
     index_.Promote(e);
   } else {
     index_.Touch(e);
@@ -158,15 +158,15 @@ void MemTier::ReferenceLocked(uint32_t e) {
 
 bool MemTier::EvictOneLocked() {
   SegmentState st;
-  st.window_used = index_.pages(Segment::kWindow);
-  st.main_used = index_.pages(Segment::kMain);
+  st.window_used = index_.pages(EvictionList::kWindow);
+  st.main_used = index_.pages(EvictionList::kMain);
   st.capacity = arena_->total_pages();
-  st.window_tail_age = index_.TailAge(Segment::kWindow);
-  st.main_tail_age = index_.TailAge(Segment::kMain);
-  const Segment first = SegmentToEvict(policy_, st);
+  st.window_tail_age = index_.TailAge(EvictionList::kWindow);
+  st.main_tail_age = index_.TailAge(EvictionList::kMain);
+  const EvictionList first = SegmentToEvict(policy_, st);
   uint32_t e = VictimLocked(first);
   if (e == ChunkIndex::kNone) {
-    e = VictimLocked(first == Segment::kMain ? Segment::kWindow : Segment::kMain);
+    e = VictimLocked(first == EvictionList::kMain ? EvictionList::kWindow : EvictionList::kMain);
   }
   if (e == ChunkIndex::kNone) return false;
   NotifyEvicted(index_.at(e).id);
@@ -418,7 +418,7 @@ Status MemTier::List(const std::function<bool(const ChunkInfo&)>& fn) {
   {
     MutexLock lock(mu_);
     infos.reserve(index_.live());
-    for (Segment seg : {Segment::kMain, Segment::kWindow}) {
+    for (EvictionList seg : {EvictionList::kMain, EvictionList::kWindow}) {
       for (uint32_t e = index_.head(seg); e != ChunkIndex::kNone; e = index_.at(e).next) {
         const MemEntry& x = index_.at(e);
         infos.push_back(ChunkInfo{x.id, uint64_t{x.pages} * arena_->page_bytes()});
