@@ -76,6 +76,7 @@ class MemTier final : public Tier {
   Status Get(const ChunkId& id, ScatterList dst) override EXCLUDES(mu_);
   void GetMany(std::span<ReadOp> ops) override EXCLUDES(mu_);
   Result<BorrowedChunk> Borrow(const ChunkId& id) override EXCLUDES(mu_);
+  Result<BorrowedChunk> Hold(const ChunkId& id) override EXCLUDES(mu_);
   Status Remove(const ChunkId& id) override EXCLUDES(mu_);
   Status List(const std::function<bool(const ChunkInfo&)>& fn) override EXCLUDES(mu_);
   Status Check(const ChunkInfo& info) override EXCLUDES(mu_);
@@ -122,6 +123,7 @@ class MemTier final : public Tier {
   mutable Mutex mu_;
   ChunkIndex index_ GUARDED_BY(mu_);
   GhostFilter ghost_ GUARDED_BY(mu_);  // keys evicted lately (policy=window)
+  uint64_t held_pages_ GUARDED_BY(mu_) = 0;  // pages of the chunks under Hold (at most a quarter)
 
   TierCounters counters_;
 };
@@ -402,6 +404,31 @@ Result<BorrowedChunk> MemTier::Borrow(const ChunkId& id) {
   return BorrowedChunk(arena_->Runs(pin.first_page, pin.bytes), [this, pin] {
     MutexLock lock(mu_);
     FinishLocked(pin);
+  });
+}
+
+Result<BorrowedChunk> MemTier::Hold(const ChunkId& id) {
+  uint32_t e, pages, first_page;
+  uint64_t bytes;
+  {
+    MutexLock lock(mu_);
+    e = index_.Find(id);
+    if (e == ChunkIndex::kNone) return Status::NotFound(url_ + ": no chunk " + id.key.Hex());
+    MemEntry& x = index_.at(e);
+    // A quarter at most: the other three keep room for Puts however many copies are queued.
+    if ((held_pages_ + x.pages) * 4 > arena_->total_pages()) {
+      return Status::NoSpace(url_ + ": a quarter of the capacity is held already");
+    }
+    ++x.pins;  // no ReferenceLocked, no hit: holding is not a use
+    held_pages_ += x.pages;
+    pages = x.pages;
+    first_page = x.first_page;
+    bytes = x.bytes;
+  }
+  return BorrowedChunk(arena_->Runs(first_page, bytes), [this, e, pages] {
+    MutexLock lock(mu_);
+    held_pages_ -= pages;
+    UnpinLocked(e);
   });
 }
 
