@@ -1,6 +1,6 @@
 // ForwardingTier: a Tier that passes every call to another tier. Derive from it and override the one
 // call you want to change (skip Flush, inject a fault, add latency, count calls): a wrapper is then a
-// few lines. ContainsMany, Borrow and HostRegions are deliberately not forwarded: the defaults go through
+// few lines. ContainsMany, Borrow, Hold and HostRegions are deliberately not forwarded: the defaults go through
 // this wrapper's Contains and lend nothing, so a wrapper that overrides Contains or Get is never bypassed.
 // The wrapped tier is held by shared_ptr so a test can keep inspecting it after the Store
 // that owns the wrapper is gone.

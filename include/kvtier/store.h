@@ -44,7 +44,9 @@ struct StoreOptions {
   bool promote_on_load = true;
   Admission admission = Admission::kAlways;
   // Bound on the background write queue to lower tiers; a save that would exceed it is dropped
-  // (counted in StoreStats::dropped_saves), never waited for.
+  // (counted in StoreStats::dropped_saves), never waited for. A queued save holds its chunk in the top
+  // tier until its write reads it; one the top tier cannot hold (a quarter of it is held already) carries
+  // a copy, whose bytes this bound also limits.
   uint64_t save_queue_bytes = 1ull << 30;
   uint32_t save_queue_chunks = 4096;
   // Threads that write the lower tiers, one chunk each at a time: the chunks in flight to the disk. Eight

@@ -183,6 +183,14 @@ class Tier {
   // NotSupported (the default) where chunks do not live in this process's memory.
   virtual Result<BorrowedChunk> Borrow(const ChunkId& id);
 
+  // Keeps a chunk the caller has just stored from eviction until the hold is released (a Store holds
+  // the chunk it queued for a copy to a slower tier until that copy has read it). Unlike Borrow it is
+  // no use of the chunk: its place in the eviction order and the hit counters stay as they are, and it
+  // is not verified. A tier holds at most a quarter of its capacity at once, so holds never leave a
+  // Put without room: past that, NoSpace (retryable). NotFound when the chunk is not there (already
+  // evicted); NotSupported (the default) where chunks do not live in this process's memory.
+  virtual Result<BorrowedChunk> Hold(const ChunkId& id);
+
   // The long-lived host memory Borrow's views lie in, valid while the tier is open, which a GPU process
   // may page-lock once (PinStoreHostMemory, kvtier/gpu.h) so that GPU loads copy borrowed chunks straight
   // from it. Empty (the default) where the tier lends nothing or its memory is pinned another way.

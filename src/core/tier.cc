@@ -60,6 +60,10 @@ Result<BorrowedChunk> Tier::Borrow(const ChunkId&) {
   return Status::NotSupported(url() + " does not lend chunks in place");
 }
 
+Result<BorrowedChunk> Tier::Hold(const ChunkId&) {
+  return Status::NotSupported(url() + " does not hold chunks in place");
+}
+
 std::vector<std::span<std::byte>> Tier::HostRegions() { return {}; }
 
 Status Tier::DescribeNamespace(const Digest&, std::string_view) { return Status::OK(); }

@@ -41,6 +41,7 @@ struct FileStat {
   uint64_t inode = 0;
   int64_t mtime_ns = 0;
   int64_t atime_ns = 0;
+  int64_t btime_ns = 0;  // creation, where the filesystem records it (statx STATX_BTIME); 0: unknown
 };
 
 struct DirEntry {

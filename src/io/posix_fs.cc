@@ -46,6 +46,15 @@ FileStat ToStat(const struct stat& st) {
                   Ns(st.st_mtim), Ns(st.st_atim)};
 }
 
+int64_t Ns(const struct statx_timestamp& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; }
+
+// fstat's fields plus the creation time where the filesystem keeps one (gc's policy=window reads it).
+FileStat ToStat(const struct statx& st) {
+  FileStat out{TypeOf(st.stx_mode), st.stx_size, st.stx_ino, Ns(st.stx_mtime), Ns(st.stx_atime)};
+  if (st.stx_mask & STATX_BTIME) out.btime_ns = Ns(st.stx_btime);
+  return out;
+}
+
 class PosixFs final : public FileSystem {
  public:
   PosixFs(std::string root, Fd root_fd, bool use_openat2)
@@ -231,8 +240,11 @@ Result<FileStat> PosixFs::Stat(std::string_view rel) {
   const int fd = OpenBeneath(rel, O_PATH | O_CLOEXEC, 0);
   if (fd < 0) return Fail(-fd, "stat", rel);
   Fd file(fd);
-  if (::fstat(file.get(), &st) != 0) return Fail(errno, "stat", rel);
-  return ToStat(st);
+  struct statx stx {};
+  if (::statx(file.get(), "", AT_EMPTY_PATH, STATX_BASIC_STATS | STATX_BTIME, &stx) != 0) {
+    return Fail(errno, "stat", rel);
+  }
+  return ToStat(stx);
 }
 
 Status PosixFs::MakeDir(std::string_view rel) {

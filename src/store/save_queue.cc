@@ -50,17 +50,18 @@ void SaveQueue::Drain() {
 
 size_t SaveQueue::Withdraw(std::span<const ChunkId> ids) {
   const auto named = [&](const ChunkId& id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); };
+  std::vector<SaveJob> withdrawn;  // destroyed after the lock: a held chunk's release locks its tier
   MutexLock lock(mu_);
-  size_t dropped = 0;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     if (!named(it->id)) {
       ++it;
       continue;
     }
     bytes_ -= it->bytes;
+    withdrawn.push_back(std::move(*it));
     it = jobs_.erase(it);
-    ++dropped;
   }
+  const size_t dropped = withdrawn.size();
   if (jobs_.empty() && running_ == 0) idle_cv_.NotifyAll();
   while (std::any_of(running_ids_.begin(), running_ids_.end(), named)) job_done_cv_.Wait(mu_);
   return dropped;

@@ -25,8 +25,9 @@ namespace kvtier::internal {
 struct SaveJob {
   ChunkId id;
   uint64_t bytes = 0;             // payload size (counted against the queue's byte bound)
-  int source_tier = -1;           // read the payload back from this tier; -1: `staged` holds it
-  std::vector<std::byte> staged;  // a copy taken on the caller's thread when no tier could serve it
+  int source_tier = -1;           // the tier the payload is in (not a target); -1: none
+  std::vector<std::byte> staged;  // a save's copy taken on the caller's thread when no tier holds it
+  BorrowedChunk held;             // or the chunk held in the source tier from queueing to the copy
   uint64_t target_tiers = 0;      // bit t set: write to tier t unless it already holds the chunk
   bool is_save = true;            // a save (counted as queued or dropped) rather than a promotion
   uint32_t tokens_per_chunk = 0;  // the namespace's chunk size, for the stored events

@@ -115,12 +115,15 @@ class StoreImpl final : public Store {
   // Queues a copy of a chunk to the slower tiers; counts a drop when the queue is full.
   void EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, int source_tier, uint32_t tokens);
   void RunJob(SaveJob& job);  // on a queue worker
-  // A save job's payload for its writes: the staged copy, or the chunk in the in-memory tier that holds
-  // it: lent (`lent` holds it, pinned until the writes end) where that tier lends memory O_DIRECT can
-  // write from and is large enough (CanLend), otherwise copied into the worker's buffer (from the lent
-  // view, or by Get). An error: the chunk left that tier (evicted or damaged) before the worker got to it.
+  // A job's payload for its writes. A save's: the chunk its source tier holds for it (job.held, moved
+  // to `lent`, pinned until the writes end) or its staged copy. A promotion's: the chunk in its source
+  // tier, lent where that tier lends and is large enough (CanLend), otherwise read by Get. A lent view
+  // is written from in place where O_DIRECT can write from it, else copied into the worker's buffer
+  // (LentPieces). An error: a promotion's source left its tier (evicted or damaged) before the worker
+  // got to it.
   bool CanLend(const SaveJob& job) const;
-  Status SourcePieces(const SaveJob& job, BorrowedChunk* lent, std::vector<std::span<const std::byte>>* pieces);
+  Status SourcePieces(SaveJob& job, BorrowedChunk* lent, std::vector<std::span<const std::byte>>* pieces);
+  Status LentPieces(BorrowedChunk view, BorrowedChunk* lent, std::vector<std::span<const std::byte>>* pieces);
   // Writes the namespace's identity beside its chunks in every tier that keeps one (first save).
   void DescribeNamespace(const Namespace& ns);
   void CountDropped(uint64_t tier_mask);  // one dropped chunk for each tier in the mask

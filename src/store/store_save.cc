@@ -2,9 +2,12 @@
 //
 // Counting: a background save job covers one chunk for every slower tier. It counts once in
 // queued_saves when it wrote the chunk to every tier that lacked it, and once in dropped_saves when the
-// queue refused it, its source copy was evicted before it ran, or a write failed (a job that finds
-// every tier already holding the chunk counts in neither, nor does a job withdrawn by Remove).
-// TierStats::dropped_saves counts per tier.
+// queue refused it or a write failed (a job that finds every tier already holding the chunk counts in
+// neither, nor does a job withdrawn by Remove). TierStats::dropped_saves counts per tier.
+//
+// A queued save never loses its payload to the fast tier's eviction: it holds the chunk there
+// (Tier::Hold, bounded by the tier to a quarter of its capacity) from queueing until its copy has read
+// it, or, where the tier holds no more, carries a copy taken at queueing (bounded by the queue's bytes).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -68,14 +71,19 @@ void StoreImpl::EnqueueSave(const ChunkId& id, GatherList src, uint64_t bytes, i
   job.target_tiers = background_mask_;
   if (source_tier >= 0) job.target_tiers &= ~(uint64_t{1} << source_tier);
   if (job.target_tiers == 0) return;
-  if (source_tier < 0) {
-    // No tier can serve the bytes later, so the job carries its own copy; check for room first so an
-    // overloaded queue does not cost the caller a copy it will throw away.
-    if (!queue_->HasRoom(bytes)) {
-      dropped_saves_.fetch_add(1, std::memory_order_relaxed);
-      CountDropped(job.target_tiers);
-      return;
-    }
+  // Room first, so an overloaded queue costs the caller neither a hold nor a copy it would throw away.
+  if (!queue_->HasRoom(bytes)) {
+    dropped_saves_.fetch_add(1, std::memory_order_relaxed);
+    CountDropped(job.target_tiers);
+    return;
+  }
+  // The payload must survive the wait in the queue: held where the source tier stored it (which then
+  // cannot evict it), else copied now (the source tier lends nothing, or holds its share already).
+  if (source_tier >= 0) {
+    auto held = tiers_[static_cast<size_t>(source_tier)]->Hold(id);
+    if (held.ok() && held->size() == bytes) job.held = std::move(held).value();
+  }
+  if (!job.held.held()) {
     job.staged.reserve(bytes);
     for (const auto& piece : src) job.staged.insert(job.staged.end(), piece.begin(), piece.end());
   }
@@ -132,32 +140,36 @@ std::span<std::byte> WorkerBuffer(uint64_t bytes) {
 
 }  // namespace
 
-Status StoreImpl::SourcePieces(const SaveJob& job, BorrowedChunk* lent,
+Status StoreImpl::LentPieces(BorrowedChunk view, BorrowedChunk* lent,
+                             std::vector<std::span<const std::byte>>* pieces) {
+  if (DirectWritable(view.pieces())) {  // file:// and fs:// write it with O_DIRECT
+    *lent = std::move(view);
+    pieces->assign(lent->pieces().begin(), lent->pieces().end());
+    return Status::OK();
+  }
+  // Lent, but not where O_DIRECT can write from: copied out of the view (one read of the tier).
+  const std::span<std::byte> buffer = WorkerBuffer(view.size());
+  if (buffer.empty()) return Status::IOError("out of memory for a background write", true);
+  size_t at = 0;
+  for (std::span<const std::byte> piece : view.pieces()) {
+    std::memcpy(buffer.data() + at, piece.data(), piece.size());
+    at += piece.size();
+  }
+  *pieces = {std::span<const std::byte>(buffer)};
+  return Status::OK();
+}
+
+Status StoreImpl::SourcePieces(SaveJob& job, BorrowedChunk* lent,
                                std::vector<std::span<const std::byte>>* pieces) {
-  if (job.source_tier < 0) {
+  if (job.held.held()) return LentPieces(std::move(job.held), lent, pieces);
+  if (job.is_save) {  // a save holds its chunk or carries a copy (EnqueueSave)
     *pieces = {std::span<const std::byte>(job.staged)};
     return Status::OK();
   }
   Tier& source = *tiers_[job.source_tier];
   if (CanLend(job)) {
     auto borrowed = source.Borrow(job.id);
-    if (borrowed.ok() && borrowed->size() == job.bytes) {
-      if (DirectWritable(borrowed->pieces())) {  // file:// and fs:// write it with O_DIRECT
-        *lent = std::move(borrowed).value();
-        pieces->assign(lent->pieces().begin(), lent->pieces().end());
-        return Status::OK();
-      }
-      // Lent, but not where O_DIRECT can write from: copied out of the view (one read of the tier).
-      const std::span<std::byte> buffer = WorkerBuffer(job.bytes);
-      if (buffer.empty()) return Status::IOError("out of memory for a background write", true);
-      size_t at = 0;
-      for (std::span<const std::byte> piece : borrowed->pieces()) {
-        std::memcpy(buffer.data() + at, piece.data(), piece.size());
-        at += piece.size();
-      }
-      *pieces = {std::span<const std::byte>(buffer)};
-      return Status::OK();
-    }
+    if (borrowed.ok() && borrowed->size() == job.bytes) return LentPieces(std::move(borrowed).value(), lent, pieces);
     // Evicted or damaged since the Save: the chunk is gone (the tier counted the miss once).
     if (!borrowed.ok() && borrowed.status().code() != Code::kNotSupported) return borrowed.status();
   }
@@ -178,11 +190,11 @@ void StoreImpl::RunJob(SaveJob& job) {
     if (wanted && !tiers_[t]->Contains(job.id)) targets |= uint64_t{1} << t;
   }
   if (targets == 0) return;
-  // The payload comes from the job's staged copy, from the source tier's own memory (lent: pinned until
-  // the writes end, no copy) or from a copy of it into the worker's buffer.
+  // The payload comes from the job's staged copy, from the source tier's own memory (held or lent:
+  // pinned until the writes end, no copy) or from a copy of it into the worker's buffer.
   std::vector<std::span<const std::byte>> pieces;
   BorrowedChunk lent;
-  if (!SourcePieces(job, &lent, &pieces).ok()) {  // evicted (or damaged) before now
+  if (!SourcePieces(job, &lent, &pieces).ok()) {  // a promotion's source evicted (or damaged) before now
     if (job.is_save) {
       dropped_saves_.fetch_add(1, std::memory_order_relaxed);
       CountDropped(targets);

@@ -40,6 +40,7 @@ Result<internal::GcOptions> MakeOptions(const GcArgs& a, std::string* root) {
   }
   KVTIER_ASSIGN_OR_RETURN(o.grace, ParseDuration(a.grace));
   o.dry_run = a.dry_run;
+  o.policy = fs.policy;  // --target fs:///pool?policy=window
   *root = fs.root;
   return o;
 }

@@ -193,6 +193,18 @@ Status Replayer::ReplayRequest(size_t i, Store& store, RequestBuffers& buf, Repl
   return Status::OK();
 }
 
+void Replayer::AddBelady(const ReplayOptions& options, ReplayRun* run) const {
+  uint64_t combined = 0;  // 0: unlimited
+  bool unlimited = false;
+  for (size_t t = 0; t < run->tiers.size(); ++t) {
+    const uint64_t cap = options.tiers[t].unlimited ? 0 : options.tiers[t].capacity_blocks;
+    unlimited = unlimited || cap == 0;
+    combined += cap;
+    run->tiers[t].belady = Belady(trace_, cap);
+  }
+  run->belady = run->tiers.size() == 1 ? run->tiers[0].belady : Belady(trace_, unlimited ? 0 : combined);
+}
+
 Result<ReplayRun> Replayer::Run(const ReplayOptions& options) const {
   if (options.tiers.empty()) return Status::InvalidArgument("a replay needs at least one tier");
   RunDirs dirs;  // declared first: removed only after the store has closed its tiers
@@ -217,6 +229,7 @@ Result<ReplayRun> Replayer::Run(const ReplayOptions& options) const {
     run.tiers[t].stored_block_bytes = options.tiers[t].stored_block_bytes;
     if (t < run.store.tiers.size()) run.tiers[t].stats = run.store.tiers[t];
   }
+  AddBelady(options, &run);
   RemoveRunChunks(options, *store);
   return run;
 }

@@ -22,6 +22,7 @@
 
 #include "kvtier/keys.h"
 #include "kvtier/store.h"
+#include "eval/replay/belady.h"
 #include "eval/replay/replay_tier.h"
 #include "eval/replay/trace.h"
 
@@ -43,6 +44,7 @@ struct TierReplayResult {
   uint64_t hit_blocks = 0;  // loaded blocks this tier served (the fastest tier holding each)
   uint64_t hit_tokens = 0;
   TierStats stats;  // the tier's own counters, in scaled bytes
+  BeladyResult belady;  // the offline optimum (belady.h) of one tier of this capacity alone
 };
 
 struct ReplayRun {
@@ -58,6 +60,9 @@ struct ReplayRun {
   std::vector<uint32_t> hit_blocks_per_request;  // in trace order
   StoreStats store;
   double seconds = 0;  // wall time of the replay loop
+  // The offline optimum (belady.h) at the tiers' combined capacity: no arrangement of these tiers
+  // holds more distinct blocks, so it is the limit the run is measured against.
+  BeladyResult belady;
 
   double TokenHitRatio() const {
     return input_tokens ? static_cast<double>(hit_tokens) / input_tokens : 0.0;
@@ -90,6 +95,8 @@ class Replayer {
   Result<std::unique_ptr<Store>> OpenStore(const ReplayOptions& options, RunDirs* dirs) const;
   // Lookup, Load and check the leading hits of request `i`, then Save the rest; adds to `run`.
   Status ReplayRequest(size_t i, Store& store, RequestBuffers& buf, ReplayRun* run) const;
+  // Fills the offline optimum of each tier alone and of the tiers together.
+  void AddBelady(const ReplayOptions& options, ReplayRun* run) const;
 
   const Trace& trace_;  // not owned; must outlive the Replayer
   ReplayScale scale_;

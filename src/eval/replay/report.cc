@@ -35,6 +35,7 @@ json TierJson(const ReplayReport& r, const ReplayRun& run, const TierReplayResul
       {"hit_blocks", t.hit_blocks},
       {"hit_tokens", t.hit_tokens},
       {"token_hit_ratio", Ratio(t.hit_tokens, run.input_tokens)},
+      {"belady_token_hit_ratio", t.belady.TokenHitRatio()},
       {"bytes_read", read},
       {"bytes_written", written},
       {"chunks_written", t.stats.puts},
@@ -119,11 +120,25 @@ json PrefillJson(const ReplayReport& r, const ReplayRun& run) {
               {"gpus", gpus}};
 }
 
+// The offline optimum beside a run (belady.h): MIN on block references, prefix-hit accounting.
+json BeladyJson(const BeladyResult& b) {
+  return json{{"token_hit_ratio", b.TokenHitRatio()},
+              {"hit_tokens", b.hit_tokens},
+              {"capacity_blocks", b.capacity_blocks ? json(b.capacity_blocks) : json(nullptr)},
+              {"resident_refs", b.resident_refs}};
+}
+
+// The policy's share of the optimum, or 1 when the optimum finds nothing either.
+double OfOptimum(double ratio, const BeladyResult& b) {
+  return b.TokenHitRatio() > 0 ? ratio / b.TokenHitRatio() : 1.0;
+}
+
 json RunJson(const ReplayReport& r, const ReplayRun& run) {
   json tiers = json::array();
   for (const TierReplayResult& t : run.tiers) tiers.push_back(TierJson(r, run, t));
   return json{{"admission", AdmissionName(run.admission)},
               {"token_hit_ratio", run.TokenHitRatio()},
+              {"belady", BeladyJson(run.belady)},
               {"hit_tokens", run.hit_tokens},
               {"hit_blocks", run.hit_blocks},
               {"saved_blocks", run.saved_blocks},
@@ -168,6 +183,7 @@ nlohmann::json ReportJson(const ReplayReport& r) {
   if (!r.runs.empty()) {
     const ReplayRun& main = r.runs.front();
     out["token_hit_ratio"] = main.TokenHitRatio();
+    out["belady_token_hit_ratio"] = main.belady.TokenHitRatio();
     out["admission"] = AdmissionName(main.admission);
     out["tiers"] = RunJson(r, main)["tiers"];
     out["bandwidth"] = BandwidthJson(r, main);
@@ -193,6 +209,7 @@ nlohmann::json ReportJson(const ReplayReport& r) {
           json{{"capacity_tokens", p.capacity_tokens},
                {"capacity_bytes", ModelBytes(r, p.capacity_tokens / r.scale.block_tokens)},
                {"token_hit_ratio", p.run.TokenHitRatio()},
+               {"belady_token_hit_ratio", p.run.belady.TokenHitRatio()},
                {"hit_tokens", p.run.hit_tokens},
                {"bytes_written_per_tier", written},
                {"wrong_blocks", p.run.wrong_blocks}});
@@ -219,9 +236,10 @@ std::string ReportText(const ReplayReport& r) {
   out += Line("token hit ratio with unlimited capacity: %.4f\n", s.UnlimitedHitRatio());
   for (const ReplayRun& run : r.runs) {
     out += Line(
-        "admission %s: token hit ratio %.4f (replay %.2f s, %.0f requests/s, %.0f block "
-        "refs/s, wrong blocks %llu)\n",
-        std::string(AdmissionName(run.admission)).c_str(), run.TokenHitRatio(), run.seconds,
+        "admission %s: token hit ratio %.4f, Belady %.4f (%.0f%% of it) (replay %.2f s, %.0f "
+        "requests/s, %.0f block refs/s, wrong blocks %llu)\n",
+        std::string(AdmissionName(run.admission)).c_str(), run.TokenHitRatio(),
+        run.belady.TokenHitRatio(), 100.0 * OfOptimum(run.TokenHitRatio(), run.belady), run.seconds,
         run.requests / std::max(run.seconds, 1e-9), run.block_refs / std::max(run.seconds, 1e-9),
         (unsigned long long)run.wrong_blocks);
     if (run.store.dropped_saves > 0) {
@@ -229,8 +247,9 @@ std::string ReportText(const ReplayReport& r) {
                   (unsigned long long)run.store.dropped_saves);
     }
     for (const TierReplayResult& t : run.tiers) {
-      out += Line("  %-40s hit ratio %.4f  read %.2f GiB  written %.2f GiB  evictions %llu\n",
-                  t.url.c_str(), Ratio(t.hit_tokens, run.input_tokens),
+      out += Line("  %-40s hit ratio %.4f (Belady alone %.4f)  read %.2f GiB  written %.2f GiB  "
+                  "evictions %llu\n",
+                  t.url.c_str(), Ratio(t.hit_tokens, run.input_tokens), t.belady.TokenHitRatio(),
                   GiB(ModelBytes(r, t.hit_blocks)), GiB(ModelBytes(r, t.stats.puts)),
                   (unsigned long long)t.stats.evictions);
     }
@@ -259,8 +278,9 @@ std::string ReportText(const ReplayReport& r) {
     }
   }
   for (const ReplaySweepPoint& p : r.sweep) {
-    out += Line("sweep %12llu tokens: token hit ratio %.4f\n",
-                (unsigned long long)p.capacity_tokens, p.run.TokenHitRatio());
+    out += Line("sweep %12llu tokens: token hit ratio %.4f, Belady %.4f (%.0f%% of it)\n",
+                (unsigned long long)p.capacity_tokens, p.run.TokenHitRatio(),
+                p.run.belady.TokenHitRatio(), 100.0 * OfOptimum(p.run.TokenHitRatio(), p.run.belady));
   }
   return out;
 }

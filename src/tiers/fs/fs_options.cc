@@ -7,7 +7,8 @@ namespace kvtier::internal {
 
 Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url) {
   KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "neg_ttl_ms", "pos_ttl_ms", "neg_entries", "touch_s", "direct",
-                                         "io_uring", "inflight", "sync", "create", "key_file", "verify_threads"}));
+                                         "io_uring", "inflight", "sync", "create", "key_file", "verify_threads",
+                                         "policy"}));
   if (url.path.empty()) {
     return Status::InvalidArgument("fs:// needs a directory, e.g. fs:///mnt/shared/kvtier");
   }
@@ -27,6 +28,7 @@ Result<FsTierOptions> ParseFsTierOptions(const TierUrl& url) {
   KVTIER_ASSIGN_OR_RETURN(o.create, url.GetBool("create", true));
   KVTIER_ASSIGN_OR_RETURN(uint64_t verify_threads, url.GetUint("verify_threads", DefaultVerifyThreads(), 64));
   o.verify_threads = static_cast<unsigned>(verify_threads);
+  KVTIER_ASSIGN_OR_RETURN(o.policy, EvictionPolicyOf(url));
   // A day bounds these: a longer negative cache would hide other hosts' chunks for too long, a
   // longer positive one would answer hits for chunks long evicted.
   if (ttl_ms > 86'400'000 || pos_ttl_ms > 86'400'000 || touch_s > 86'400) {

@@ -295,7 +295,8 @@ Status FsTier::Reserve(uint64_t stored) {
 }
 
 Status FsTier::EvictTo(uint64_t max_bytes) {
-  auto r = CollectPoolGarbage(*pool_, GcOptions{.max_bytes = max_bytes}, [this](const GcAction& a) {
+  auto r = CollectPoolGarbage(*pool_, GcOptions{.max_bytes = max_bytes, .policy = options_.policy},
+                              [this](const GcAction& a) {
     if (a.reason == GcReason::kEvict) NotifyEvicted(a.id);
   });
   if (!r.ok()) return r.status();

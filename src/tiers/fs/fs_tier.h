@@ -64,6 +64,7 @@
 #include <string>
 
 #include "core/chunk_cipher.h"
+#include "core/eviction_policy.h"
 #include "tiers/fs/read_probe.h"
 #include "io/chunk_io.h"
 #include "io/filesystem.h"
@@ -84,6 +85,7 @@ struct FsTierOptions {
   bool sync = false;
   bool create = true;
   bool read_only = false;
+  EvictionPolicy policy = EvictionPolicy::kLru;  // policy=: the order of its gc passes (pool_gc.h)
   bool repair = false;  // `kvtier verify --repair`: writable, but nothing evicted, at open or later
   unsigned verify_threads = DefaultVerifyThreads();  // threads verifying pieces as they land (0: the reader's)
   // optional: the filesystem under the pool (tests inject faults here; direct=auto then times no probe)

@@ -36,7 +36,20 @@ int64_t NowNs() {
 struct Candidate {
   WalkEntry entry;
   int64_t recency_ns;
+  EvictionList segment = EvictionList::kWindow;
 };
+
+// A reader refreshes mtime on a hit; a write leaves mtime within moments of the file's creation.
+constexpr int64_t kReadSinceWrittenNs = 1'000'000'000;
+
+EvictionList SegmentOf(const FileStat& st) {
+  return st.btime_ns != 0 && st.mtime_ns - st.btime_ns > kReadSinceWrittenNs ? EvictionList::kMain
+                                                                              : EvictionList::kWindow;
+}
+
+bool OlderFirst(const Candidate& a, const Candidate& b) {
+  return a.recency_ns != b.recency_ns ? a.recency_ns < b.recency_ns : a.entry.rel < b.entry.rel;
+}
 
 // Holds the pool's gc lock for the life of the object.
 Result<Fd> LockPool(ChunkDir& pool) {
@@ -70,14 +83,16 @@ class GcPass {
     uint64_t total = report_.chunk_bytes_scanned + report_.live_temp_bytes;
     uint64_t chunks_left = chunks_.size();
     if (total > options_.max_bytes) {
-      std::sort(chunks_.begin(), chunks_.end(), [](const Candidate& a, const Candidate& b) {
-        return a.recency_ns != b.recency_ns ? a.recency_ns < b.recency_ns : a.entry.rel < b.entry.rel;
-      });
-      for (const Candidate& c : chunks_) {
-        if (total <= options_.max_bytes) break;
-        if (EvictOne(c)) {
-          total -= c.entry.stat.size;
-          --chunks_left;
+      std::sort(chunks_.begin(), chunks_.end(), OlderFirst);
+      if (options_.policy == EvictionPolicy::kWindow) {
+        EvictBySegment(total, chunks_left);
+      } else {
+        for (const Candidate& c : chunks_) {
+          if (total <= options_.max_bytes) break;
+          if (EvictOne(c)) {
+            total -= c.entry.stat.size;
+            --chunks_left;
+          }
         }
       }
     }
@@ -88,6 +103,36 @@ class GcPass {
   const GcReport& report() const { return report_; }
 
  private:
+  // policy=window: the candidates (oldest first) split into the window and main, each evicted in
+  // recency order, the list to take from chosen by SegmentToEvict as mem:// chooses.
+  void EvictBySegment(uint64_t& total, uint64_t& chunks_left) {
+    std::vector<const Candidate*> lists[2];
+    SegmentState st;
+    st.capacity = options_.max_bytes;
+    for (const Candidate& c : chunks_) {
+      lists[static_cast<size_t>(c.segment)].push_back(&c);
+      (c.segment == EvictionList::kMain ? st.main_used : st.window_used) += c.entry.stat.size;
+    }
+    size_t next[2] = {0, 0};
+    while (total > options_.max_bytes) {
+      const auto age = [&](EvictionList s) {
+        const size_t i = static_cast<size_t>(s);
+        return next[i] < lists[i].size() ? static_cast<uint64_t>(now_ns_ - lists[i][next[i]]->recency_ns) : 0;
+      };
+      st.window_tail_age = age(EvictionList::kWindow);
+      st.main_tail_age = age(EvictionList::kMain);
+      size_t seg = static_cast<size_t>(SegmentToEvict(EvictionPolicy::kWindow, st));
+      if (next[seg] == lists[seg].size()) seg = 1 - seg;
+      if (next[seg] == lists[seg].size()) break;
+      const Candidate& c = *lists[seg][next[seg]++];
+      (seg == static_cast<size_t>(EvictionList::kMain) ? st.main_used : st.window_used) -= c.entry.stat.size;
+      if (EvictOne(c)) {
+        total -= c.entry.stat.size;
+        --chunks_left;
+      }
+    }
+  }
+
   bool Remove(const WalkEntry& e) {
     if (options_.dry_run) return true;
     const Status s = pool_.RemoveEntry(e);
@@ -118,7 +163,7 @@ class GcPass {
       return;
     }
     // A modification time in the future buys no more than "used just now".
-    chunks_.push_back({e, std::min(RecencyNs(e.stat), now_ns_)});
+    chunks_.push_back({e, std::min(RecencyNs(e.stat), now_ns_), SegmentOf(e.stat)});
     report_.chunks_scanned++;
     report_.chunk_bytes_scanned += e.stat.size;
   }

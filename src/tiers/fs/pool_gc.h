@@ -11,6 +11,11 @@
 //    removed first and never counted, so a stray huge (or sparse) file never evicts good chunks;
 //  - only kvtier's own names are removed; links, special files and foreign names are counted and left.
 // Recency is max(mtime, atime): fs:// refreshes mtime on hits, and atime counts where it is kept.
+// With policy=window (core/eviction_policy.h) a chunk whose mtime is more than a second past its
+// creation (statx btime: a reader refreshed it) is in main, the others in the window; gc then evicts
+// the window first while it holds more than its share of max_bytes, as mem:// does. There is no ghost
+// here (files record no eviction), and where the filesystem keeps no creation time every chunk is in
+// the window: plain LRU.
 // One gc runs per pool at a time (flock on <root>/GC.lock); a second gets Busy.
 // Empty fan-out directories are kept: removing one would race with a writer creating its temporary.
 #pragma once
@@ -20,6 +25,7 @@
 #include <functional>
 #include <string>
 
+#include "core/eviction_policy.h"
 #include "io/chunk_dir.h"
 #include "kvtier/status.h"
 
@@ -29,6 +35,7 @@ struct GcOptions {
   uint64_t max_bytes = 0;                 // evict until chunks + live temporaries fit
   std::chrono::seconds grace{600};        // temporaries older than this are stale
   bool dry_run = false;                   // report, remove nothing, write nothing
+  EvictionPolicy policy = EvictionPolicy::kLru;  // the order of evictions (above)
 };
 
 enum class GcReason { kEvict, kStaleTemp, kCorrupt };

@@ -14,6 +14,7 @@ bool SameChunk(const ChunkId& a, const ChunkId& b) { return a.key == b.key && a.
 // The pool and table live in zero-filled mappings, so an all-zero MemEntry must be a valid free one.
 static_assert(std::is_trivially_copyable_v<MemEntry>);
 static_assert(static_cast<int>(EntryState::kFree) == 0);
+static_assert(static_cast<int>(EvictionList::kWindow) == 0);
 
 Status ChunkIndex::Init(uint32_t max_entries) {
   max_entries_ = max_entries;
@@ -67,10 +68,10 @@ void ChunkIndex::FreeEntry(uint32_t e) {
   free_head_ = e;
 }
 
-void ChunkIndex::Insert(uint32_t e) {
+void ChunkIndex::Insert(uint32_t e, EvictionList seg) {
   table_[FindSlot(entries_[e].id)] = e + 1;
   entries_[e].state = EntryState::kLive;
-  PushFront(e);
+  PushFront(e, seg);
   ++live_;
 }
 
@@ -88,30 +89,46 @@ void ChunkIndex::Erase(uint32_t e) {
       hole = s;
     }
   }
-  UnlinkLru(e);
+  Unlink(e);
   --live_;
 }
 
 void ChunkIndex::Touch(uint32_t e) {
-  if (head_ == e) return;
-  UnlinkLru(e);
-  PushFront(e);
+  const EvictionList seg = entries_[e].segment;
+  Unlink(e);
+  PushFront(e, seg);
 }
 
-void ChunkIndex::UnlinkLru(uint32_t e) {
+void ChunkIndex::Promote(uint32_t e) {
+  Unlink(e);
+  PushFront(e, EvictionList::kMain);
+}
+
+uint64_t ChunkIndex::TailAge(EvictionList seg) const {
+  const uint32_t t = tail_[Idx(seg)];
+  return t == kNone ? 0 : clock_ - entries_[t].last_use;
+}
+
+void ChunkIndex::Unlink(uint32_t e) {
   MemEntry& x = entries_[e];
-  if (x.prev != kNone) entries_[x.prev].next = x.next; else head_ = x.next;
-  if (x.next != kNone) entries_[x.next].prev = x.prev; else tail_ = x.prev;
+  const size_t s = Idx(x.segment);
+  if (x.prev != kNone) entries_[x.prev].next = x.next; else head_[s] = x.next;
+  if (x.next != kNone) entries_[x.next].prev = x.prev; else tail_[s] = x.prev;
   x.prev = x.next = kNone;
+  pages_[s] -= x.pages;
 }
 
-void ChunkIndex::PushFront(uint32_t e) {
+void ChunkIndex::PushFront(uint32_t e, EvictionList seg) {
   MemEntry& x = entries_[e];
+  const size_t s = Idx(seg);
+  x.segment = seg;
+  x.last_use = ++clock_;
   x.prev = kNone;
-  x.next = head_;
-  if (head_ != kNone) entries_[head_].prev = e;
-  head_ = e;
-  if (tail_ == kNone) tail_ = e;
+  x.next = head_[s];
+  if (head_[s] != kNone) entries_[head_[s]].prev = e;
+  head_[s] = e;
+  if (tail_[s] == kNone) tail_[s] = e;
+  pages_[s] += x.pages;
 }
 
 }  // namespace kvtier::internal

@@ -45,12 +45,19 @@ struct Pinned {
 
 class MemTier final : public Tier {
  public:
-  MemTier(std::string url, std::unique_ptr<PageArena> arena, bool verify, unsigned copy_threads)
-      : url_(std::move(url)), arena_(std::move(arena)), verify_(verify), copy_threads_(copy_threads) {}
+  MemTier(std::string url, std::unique_ptr<PageArena> arena, bool verify, unsigned copy_threads,
+          EvictionPolicy policy)
+      : url_(std::move(url)),
+        arena_(std::move(arena)),
+        verify_(verify),
+        copy_threads_(copy_threads),
+        policy_(policy) {}
 
   Status Init() EXCLUDES(mu_) {
     MutexLock lock(mu_);
-    return index_.Init(std::min<uint32_t>(arena_->total_pages(), kMaxEntries));
+    const uint32_t max_entries = std::min<uint32_t>(arena_->total_pages(), kMaxEntries);
+    ghost_.Init(policy_ == EvictionPolicy::kWindow ? max_entries : 0);
+    return index_.Init(max_entries);
   }
 
   const std::string& url() const override { return url_; }
@@ -69,6 +76,7 @@ class MemTier final : public Tier {
   Status Get(const ChunkId& id, ScatterList dst) override EXCLUDES(mu_);
   void GetMany(std::span<ReadOp> ops) override EXCLUDES(mu_);
   Result<BorrowedChunk> Borrow(const ChunkId& id) override EXCLUDES(mu_);
+  Result<BorrowedChunk> Hold(const ChunkId& id) override EXCLUDES(mu_);
   Status Remove(const ChunkId& id) override EXCLUDES(mu_);
   Status List(const std::function<bool(const ChunkInfo&)>& fn) override EXCLUDES(mu_);
   Status Check(const ChunkInfo& info) override EXCLUDES(mu_);
@@ -81,6 +89,10 @@ class MemTier final : public Tier {
   // entry owning the pages. NoSpace when readers pin too much to make room.
   Result<uint32_t> ReserveLocked(uint32_t pages) REQUIRES(mu_);
   bool EvictOneLocked() REQUIRES(mu_);
+  // The least recent unpinned entry of `seg`, or kNone.
+  uint32_t VictimLocked(EvictionList seg) REQUIRES(mu_);
+  // A chunk referenced again: to the front of its list, or from the window into main.
+  void ReferenceLocked(uint32_t e) REQUIRES(mu_);
   void ReleaseLocked(uint32_t e) REQUIRES(mu_);  // frees pages and entry
   void RemoveLocked(uint32_t e) REQUIRES(mu_);   // takes a live entry out; freed now or by its last reader
   void UnpinLocked(uint32_t e) REQUIRES(mu_);
@@ -105,10 +117,13 @@ class MemTier final : public Tier {
   const std::unique_ptr<PageArena> arena_;
   const bool verify_;
   const unsigned copy_threads_;  // including the caller's
+  const EvictionPolicy policy_;
   std::once_flag pool_once_;
   std::unique_ptr<CopyPool> pool_;  // set once by Pool()
   mutable Mutex mu_;
   ChunkIndex index_ GUARDED_BY(mu_);
+  GhostFilter ghost_ GUARDED_BY(mu_);  // keys evicted lately (policy=window)
+  uint64_t held_pages_ GUARDED_BY(mu_) = 0;  // pages of the chunks under Hold (at most a quarter)
 
   TierCounters counters_;
 };
@@ -129,11 +144,35 @@ Result<uint32_t> MemTier::ReserveLocked(uint32_t pages) {
   return e;
 }
 
-bool MemTier::EvictOneLocked() {
-  uint32_t e = index_.lru_tail();
+uint32_t MemTier::VictimLocked(EvictionList seg) {
+  uint32_t e = index_.tail(seg);
   while (e != ChunkIndex::kNone && index_.at(e).pins > 0) e = index_.at(e).prev;
+  return e;
+}
+
+void MemTier::ReferenceLocked(uint32_t e) {
+  if (policy_ == EvictionPolicy::kWindow && index_.at(e).segment == EvictionList::kWindow) {
+    index_.Promote(e);
+  } else {
+    index_.Touch(e);
+  }
+}
+
+bool MemTier::EvictOneLocked() {
+  SegmentState st;
+  st.window_used = index_.pages(EvictionList::kWindow);
+  st.main_used = index_.pages(EvictionList::kMain);
+  st.capacity = arena_->total_pages();
+  st.window_tail_age = index_.TailAge(EvictionList::kWindow);
+  st.main_tail_age = index_.TailAge(EvictionList::kMain);
+  const EvictionList first = SegmentToEvict(policy_, st);
+  uint32_t e = VictimLocked(first);
+  if (e == ChunkIndex::kNone) {
+    e = VictimLocked(first == EvictionList::kMain ? EvictionList::kWindow : EvictionList::kMain);
+  }
   if (e == ChunkIndex::kNone) return false;
   NotifyEvicted(index_.at(e).id);
+  if (policy_ == EvictionPolicy::kWindow) ghost_.Add(index_.at(e).id.key);
   index_.Erase(e);
   ReleaseLocked(e);
   counters_.evictions.fetch_add(1, std::memory_order_relaxed);
@@ -182,7 +221,7 @@ Status MemTier::Put(const ChunkId& id, GatherList payload) {
     MutexLock lock(mu_);
     const uint32_t old = index_.Find(id);
     if (old != ChunkIndex::kNone) {  // one copy per key
-      index_.Touch(old);
+      ReferenceLocked(old);
       return Status::OK();
     }
     auto r = ReserveLocked(pages);
@@ -205,7 +244,7 @@ Status MemTier::Put(const ChunkId& id, GatherList payload) {
   x.id = id;
   x.bytes = bytes;
   x.checksum = checksum;
-  index_.Insert(e);
+  index_.Insert(e, SegmentForNewChunk(policy_, ghost_.Contains(id.key)));
   counters_.puts.fetch_add(1, std::memory_order_relaxed);
   counters_.bytes_written.fetch_add(bytes, std::memory_order_relaxed);
   return Status::OK();
@@ -230,7 +269,7 @@ Status MemTier::PinLocked(const ChunkId& id, uint64_t dst_bytes, Pinned* pin) {
     return Status::Corruption(url_ + ": chunk " + id.key.Hex() + " has another layout (removed)");
   }
   ++x.pins;  // its pages are not reused while we copy without the lock
-  index_.Touch(e);
+  ReferenceLocked(e);
   *pin = Pinned{e, x.first_page, x.bytes, x.checksum, false};
   return Status::OK();
 }
@@ -368,6 +407,31 @@ Result<BorrowedChunk> MemTier::Borrow(const ChunkId& id) {
   });
 }
 
+Result<BorrowedChunk> MemTier::Hold(const ChunkId& id) {
+  uint32_t e, pages, first_page;
+  uint64_t bytes;
+  {
+    MutexLock lock(mu_);
+    e = index_.Find(id);
+    if (e == ChunkIndex::kNone) return Status::NotFound(url_ + ": no chunk " + id.key.Hex());
+    MemEntry& x = index_.at(e);
+    // A quarter at most: the other three keep room for Puts however many copies are queued.
+    if ((held_pages_ + x.pages) * 4 > arena_->total_pages()) {
+      return Status::NoSpace(url_ + ": a quarter of the capacity is held already");
+    }
+    ++x.pins;  // no ReferenceLocked, no hit: holding is not a use
+    held_pages_ += x.pages;
+    pages = x.pages;
+    first_page = x.first_page;
+    bytes = x.bytes;
+  }
+  return BorrowedChunk(arena_->Runs(first_page, bytes), [this, e, pages] {
+    MutexLock lock(mu_);
+    held_pages_ -= pages;
+    UnpinLocked(e);
+  });
+}
+
 Status MemTier::Remove(const ChunkId& id) {
   MutexLock lock(mu_);
   const uint32_t e = index_.Find(id);
@@ -381,9 +445,11 @@ Status MemTier::List(const std::function<bool(const ChunkInfo&)>& fn) {
   {
     MutexLock lock(mu_);
     infos.reserve(index_.live());
-    for (uint32_t e = index_.lru_head(); e != ChunkIndex::kNone; e = index_.at(e).next) {
-      const MemEntry& x = index_.at(e);
-      infos.push_back(ChunkInfo{x.id, uint64_t{x.pages} * arena_->page_bytes()});
+    for (EvictionList seg : {EvictionList::kMain, EvictionList::kWindow}) {
+      for (uint32_t e = index_.head(seg); e != ChunkIndex::kNone; e = index_.at(e).next) {
+        const MemEntry& x = index_.at(e);
+        infos.push_back(ChunkInfo{x.id, uint64_t{x.pages} * arena_->page_bytes()});
+      }
     }
   }
   for (const ChunkInfo& info : infos) {
@@ -444,7 +510,7 @@ Status MemTier::CorruptForTesting(const ChunkId& id) {
 }  // namespace
 
 Result<std::unique_ptr<Tier>> OpenMemTier(const TierUrl& url, const TierOpenOptions& open) {
-  KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "page", "verify", "threads", "populate"}));
+  KVTIER_RETURN_IF_ERROR(url.CheckKnown({"capacity", "page", "verify", "threads", "populate", "policy"}));
   if (!url.path.empty() && url.path != "/") {
     return Status::InvalidArgument("mem:// takes no path, got '" + url.path + "'");
   }
@@ -468,7 +534,9 @@ Result<std::unique_ptr<Tier>> OpenMemTier(const TierUrl& url, const TierOpenOpti
   // The whole arena committed at open instead of page by page as chunks arrive (opt-in: by default a
   // mem:// tier costs only the memory it holds).
   if (populate) KVTIER_RETURN_IF_ERROR(arena->Populate());
-  auto tier = std::make_unique<MemTier>(url.ToString(), std::move(arena), verify, static_cast<unsigned>(threads));
+  KVTIER_ASSIGN_OR_RETURN(const EvictionPolicy policy, EvictionPolicyOf(url));
+  auto tier = std::make_unique<MemTier>(url.ToString(), std::move(arena), verify,
+                                        static_cast<unsigned>(threads), policy);
   KVTIER_RETURN_IF_ERROR(tier->Init());
   return std::unique_ptr<Tier>(std::move(tier));
 }

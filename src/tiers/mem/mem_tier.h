@@ -15,7 +15,9 @@
 //
 // Borrow lends a chunk in place (kvtier/borrowed_chunk.h): a pinned, read-only view of its arena
 // pages, verified first when verify=true. The pages come from TierOpenOptions::host_allocator when
-// given (e.g. pinned memory a GPU copies from at full speed), else an anonymous mapping.
+// given (e.g. pinned memory a GPU copies from at full speed), else an anonymous mapping. Hold pins a
+// chunk the same way without touching its place in the eviction order; held chunks take at most a
+// quarter of the pages.
 //
 // Not persistent: a new tier starts empty. Thread-safe, as every Tier.
 #pragma once

@@ -305,3 +305,44 @@ TEST_F(StoreBorrowTest, OnlyMemoryTiersLend) {
 
 }  // namespace
 }  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+// Hold (what a Store's queued copy keeps): the chunk stays while held, and holding is no use of it: no
+// hit is counted and, once released, it is evicted first again, as the least recent chunk.
+TEST(MemHoldTest, KeepsAChunkUntilReleasedWithoutUsingIt) {
+  for (const std::string policy : {"lru", "window"}) {
+    SCOPED_TRACE(policy);
+    auto t = Open("mem://?capacity=512&page=64&policy=" + policy);  // 4 chunks of 128 bytes
+    ASSERT_TRUE(PutPattern(*t, 0, 128).ok());
+    auto held = t->Hold(BorrowIdOf(0));
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    EXPECT_EQ(Flatten(*held), PatternOf(0, 128));
+    for (uint32_t n = 1; n <= 8; ++n) ASSERT_TRUE(PutPattern(*t, n, 128).ok());
+    EXPECT_TRUE(t->Contains(BorrowIdOf(0)));
+    EXPECT_EQ(t->Stats().hits, 0u);
+    held->Release();
+    ASSERT_TRUE(PutPattern(*t, 9, 128).ok());
+    EXPECT_FALSE(t->Contains(BorrowIdOf(0)));
+  }
+}
+
+// Holds take at most a quarter of the tier (NoSpace past it, retryable), so Puts always find room.
+TEST(MemHoldTest, HoldsAtMostAQuarterOfTheTier) {
+  auto t = Open("mem://?capacity=1KiB&page=64");  // 8 chunks of 128 bytes; a quarter is 2
+  for (uint32_t n = 0; n < 3; ++n) ASSERT_TRUE(PutPattern(*t, n, 128).ok());
+  auto a = t->Hold(BorrowIdOf(0));
+  auto b = t->Hold(BorrowIdOf(1));
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto c = t->Hold(BorrowIdOf(2));
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(c.status().IsNoSpace() && c.status().retryable()) << c.status().ToString();
+  for (uint32_t n = 3; n < 40; ++n) ASSERT_TRUE(PutPattern(*t, n, 128).ok()) << n;
+  a->Release();
+  EXPECT_TRUE(t->Hold(BorrowIdOf(39)).ok());  // the released share is free again
+  EXPECT_EQ(t->Hold(BorrowIdOf(2)).status().code(), Code::kNotFound);  // evicted meanwhile
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@ ChunkId IdOf(uint8_t n) {
 TEST(MemTierTest, OptionsAreChecked) {
   EXPECT_TRUE(OpenTier("mem://").ok());  // 1 GiB of address space, committed only when used
   EXPECT_TRUE(OpenTier("mem://?capacity=1MiB&page=4KiB&verify=true").ok());
+  EXPECT_TRUE(OpenTier("mem://?capacity=1MiB&policy=lru").ok());
+  EXPECT_TRUE(OpenTier("mem://?capacity=1MiB&policy=window").ok());
   const char* bad[] = {
       "mem://?capacity=1MiB&pages=4KiB",  // misspelt option
       "mem://?capacity=lots",             // not a size
@@ -30,6 +33,7 @@ TEST(MemTierTest, OptionsAreChecked) {
       "mem://?page=8",                    // page too small
       "mem://?verify=maybe",              // not a bool
       "mem:///some/path",                 // mem:// has no path
+      "mem://?policy=lfu",                // not a policy kvtier has
   };
   for (const char* url : bad) {
     auto t = OpenTier(url);
@@ -72,6 +76,56 @@ TEST(MemTierTest, ReadingAChunkKeepsItFromEviction) {
   ASSERT_TRUE((*t)->Put(IdOf(4), in).ok());
   EXPECT_TRUE((*t)->Contains(IdOf(1)));
   EXPECT_FALSE((*t)->Contains(IdOf(2)));
+}
+
+// A key as uniform as the SHA-256 keys the Store derives (splitmix64 of n).
+ChunkId UniformId(uint64_t n) {
+  ChunkId id = IdOf(0);
+  for (size_t i = 0; i < id.key.bytes.size(); i += 8) {
+    uint64_t z = (n * 4 + i / 8 + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    std::memcpy(id.key.bytes.data() + i, &z, sizeof(z));
+  }
+  return id;
+}
+
+// Issue 38: a hot shared prefix, read between bursts of one-shot prompts each larger than the tier,
+// keeps being found under policy=window; plain LRU (the default) loses it to every burst.
+uint64_t HotPrefixHitsThroughFloods(const char* url) {
+  auto t = OpenTier(url);
+  EXPECT_TRUE(t.ok()) << url;
+  if (!t.ok()) return 0;
+  std::vector<std::byte> p(1024, std::byte{1}), out(1024);
+  const std::span<const std::byte> in[] = {p};
+  const std::span<std::byte> dst[] = {out};
+  ChunkId hot[8];
+  for (uint8_t i = 0; i < 8; ++i) {
+    hot[i] = UniformId(1000000 + i);
+    EXPECT_TRUE((*t)->Put(hot[i], in).ok());
+  }
+  uint64_t hits = 0;
+  uint32_t one_shot = 0;
+  for (int round = 0; round < 10; ++round) {
+    for (const ChunkId& id : hot) {
+      if ((*t)->Get(id, dst).ok()) {
+        ++hits;
+      } else {
+        EXPECT_TRUE((*t)->Put(id, in).ok());  // recomputed and saved again, as an engine does
+      }
+    }
+    for (int i = 0; i < 100; ++i) {  // 100 chunks: more than the tier's 64 pages
+      EXPECT_TRUE((*t)->Put(UniformId(++one_shot), in).ok());
+    }
+  }
+  return hits;
+}
+
+TEST(MemTierTest, HotPrefixSurvivesOneShotFloodUnderTheWindowPolicy) {
+  EXPECT_EQ(HotPrefixHitsThroughFloods("mem://?capacity=64KiB&page=1KiB&policy=window"), 80u);
+  EXPECT_EQ(HotPrefixHitsThroughFloods("mem://?capacity=64KiB&page=1KiB&policy=lru"), 8u);
+  EXPECT_EQ(HotPrefixHitsThroughFloods("mem://?capacity=64KiB&page=1KiB"), 8u);  // lru
 }
 
 TEST(MemTierTest, LayoutMismatchIsCorruption) {
