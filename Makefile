@@ -139,7 +139,7 @@ test-engines: python
 	@venv="$$(bash scripts/engines-venv.sh sglang)" && PYTHONPATH="$(CURDIR)/python" \
 	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" -m pytest -q -p no:cacheprovider \
 	  -p no:warnings python/tests/engines/sglang_hicache.py python/tests/engines/sglang_connector.py \
-	  python/tests/engines/sglang_identity.py
+	  python/tests/engines/sglang_identity.py python/tests/engines/sglang_hybrid.py
 	@venv="$$(bash scripts/engines-venv.sh vllm)" && PYTHONPATH="$(CURDIR)/python" \
 	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" python/tests/engines/vllm_cpu_e2e.py
 	@venv="$$(bash scripts/engines-venv.sh vllm)" && "$$venv/bin/python" python/tests/engines/quickstart_e2e.py "$$venv"

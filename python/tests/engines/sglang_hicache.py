@@ -43,23 +43,23 @@ LAYOUTS = ("layer_first", "page_first", "page_first_direct", "page_head")
 
 
 def host_pool(layout: str, layers: int = LAYERS, label: str = "kv", v_head_dim: int = DIM,
-              cls=MHATokenToKVPoolHost) -> MHATokenToKVPoolHost:
-    device = MHATokenToKVPool(size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16, head_num=HEADS,
+              cls=MHATokenToKVPoolHost, page: int = PAGE) -> MHATokenToKVPoolHost:
+    device = MHATokenToKVPool(size=DEVICE_TOKENS, page_size=page, dtype=torch.bfloat16, head_num=HEADS,
                               head_dim=DIM, v_head_dim=v_head_dim, layer_num=layers, device="cpu",
                               enable_memory_saver=False)
     return cls(device._mha_buffer_info(), host_to_device_ratio=4.0, host_size=0,
-                                page_size=PAGE, layout=layout, pin_memory=False, device="cpu",
+                                page_size=page, layout=layout, pin_memory=False, device="cpu",
                                 device_capacity_tokens=DEVICE_TOKENS, start_layer=0,
                                 end_layer=layers - 1, pool_label=label)
 
 
-def mla_host_pool(layout: str) -> MLATokenToKVPoolHost:
+def mla_host_pool(layout: str, layers: int = LAYERS) -> MLATokenToKVPoolHost:
     device = MLATokenToKVPool(size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16, kv_lora_rank=32,
-                              qk_rope_head_dim=16, layer_num=LAYERS, device="cpu", enable_memory_saver=False)
+                              qk_rope_head_dim=16, layer_num=layers, device="cpu", enable_memory_saver=False)
     return MLATokenToKVPoolHost(device._mla_buffer_info(), host_to_device_ratio=4.0, host_size=0,
                                 page_size=PAGE, layout=layout, pin_memory=False, device="cpu",
-                                device_capacity_tokens=DEVICE_TOKENS, start_layer=0, end_layer=LAYERS - 1,
-                                target_layer_num=LAYERS)
+                                device_capacity_tokens=DEVICE_TOKENS, start_layer=0, end_layer=layers - 1,
+                                target_layer_num=layers)
 
 
 def storage_config(tier_url, layout: str, *, interface_v1: bool = True, tp_rank: int = 0,
