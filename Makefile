@@ -129,7 +129,9 @@ clean:
 # 0.5.6, SGLang 0.5.23's storage classes, vLLM 0.32's CPU backend; 1-2.5 min each to build, needs PyPI)
 # and installs this clone's kvtier into it. The tests import this clone's package first (PYTHONPATH, which
 # vLLM's processes inherit), so two clones sharing a venv never run each other's code.
-# vLLM runs KvtierConnector end to end (python/tests/engines/vllm_cpu_e2e.py, 3-5.5 min on 2 cores). A
+# vLLM runs KvtierConnector end to end (python/tests/engines/vllm_cpu_e2e.py, 3-5.5 min on 2 cores), then
+# with salt / LoRA keying deliberately removed (vllm_cpu_identity_e2e.py, 2.5-5 min), and KvtierHybridConnector
+# on a sliding-window layer (vllm_cpu_window_e2e.py, about 2 min). A
 # failed install fails the target. The last line runs README.md's quickstart as written (quickstart_e2e.py: a new
 # venv over the pinned one, `pip install ./python`, `vllm serve` with kvtier, two requests).
 test-engines: python
@@ -142,4 +144,8 @@ test-engines: python
 	  python/tests/engines/sglang_identity.py python/tests/engines/sglang_hybrid.py
 	@venv="$$(bash scripts/engines-venv.sh vllm)" && PYTHONPATH="$(CURDIR)/python" \
 	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" python/tests/engines/vllm_cpu_e2e.py
+	@venv="$$(bash scripts/engines-venv.sh vllm)" && PYTHONPATH="$(CURDIR)/python" \
+	  KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" "$$venv/bin/python" python/tests/engines/vllm_cpu_identity_e2e.py \
+	  && PYTHONPATH="$(CURDIR)/python" KVTIER_LIBRARY="$(abspath $(BUILD))/src/capi/libkvtier.so" \
+	  "$$venv/bin/python" python/tests/engines/vllm_cpu_window_e2e.py
 	@venv="$$(bash scripts/engines-venv.sh vllm)" && "$$venv/bin/python" python/tests/engines/quickstart_e2e.py "$$venv"
