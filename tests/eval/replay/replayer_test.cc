@@ -155,8 +155,8 @@ TEST(ReplayerTest, WindowPolicyBeatsLruAndStaysUnderBeladyOnThePublicTrace) {
 
 // Two tiers: every hit is credited to exactly one tier. Admission governs the tiers written in the
 // background (not in memory): there second-use must write less than admitting everything.
-// A top tier of 300 blocks: far below the working set, so the lower tier serves hits, yet above the
-// largest request (264 blocks), so no background save loses its source before it runs.
+// A top tier of 300 blocks: far below the working set, so the lower tier serves hits. (A queued
+// background save holds its source in the top tier, so it is never lost whatever the top tier's size.)
 void CheckTwoTiers(const std::string& lower_url, bool lower_is_slow, size_t requests) {
   auto trace = LoadTrace(testing::First500Path(), kBlock, requests);
   ASSERT_TRUE(trace.ok());
