@@ -84,42 +84,66 @@ def expected_hit(p: dict) -> int:
 
 # ---- one engine (runs in its own process) -------------------------------------------------------
 
-def run_engine(args: argparse.Namespace) -> None:
-    from vllm import LLM, SamplingParams
+def make_llm(args: argparse.Namespace, **extra):
+    """The offline engine every end-to-end script runs: float32, eager, no local prefix cache (so every hit
+    is kvtier's), kvtier as its connector when ``args.connector`` names one; ``extra`` adds LLM options."""
+    from vllm import LLM
     from vllm.config import KVTransferConfig
-    from vllm.inputs import TokensPrompt
 
     kv = None
     if args.connector:
         kv = KVTransferConfig(kv_connector=args.connector, kv_connector_module_path=args.module,
                               kv_role="kv_both", kv_load_failure_policy="recompute",
                               kv_connector_extra_config={"tiers": [args.tier], "chunk_tokens": CHUNK_TOKENS})
+    return LLM(model=args.model, tokenizer=args.model, dtype="float32", enforce_eager=True,
+               enable_prefix_caching=False, max_model_len=1024, max_num_seqs=4, seed=0,
+               disable_log_stats=False, kv_transfer_config=kv, **extra)
+
+
+LORA_OPTIONS = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 2}
+
+
+def greedy_params():
+    from vllm import SamplingParams
+    return SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True, logprobs=1)
+
+
+def lora_request(model: str, number: int):
+    """Adapter ``number`` of the tiny model (tiny_llama.build_lora's folder beside it), or None for 0."""
+    if not number:
+        return None
     from vllm.lora.request import LoRARequest
-    llm = LLM(model=args.model, tokenizer=args.model, dtype="float32", enforce_eager=True,
-              enable_prefix_caching=False, max_model_len=1024, max_num_seqs=4, seed=0,
-              disable_log_stats=False, kv_transfer_config=kv, enable_lora=True, max_lora_rank=8, max_loras=2)
-    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True, logprobs=1)
-    out = {"prompts": {}, "metrics": {}}
+    return LoRARequest(f"adapter{number}", number, str(Path(model).parent / f"lora{number}"))
+
+
+def generated(res) -> dict:
+    """One request's greedy tokens, their float32 logprobs, and the prompt tokens vLLM found cached."""
+    comp = res.outputs[0]
+    return {"tokens": list(comp.token_ids),
+            "logprobs": [float(step[tok].logprob) for tok, step in zip(comp.token_ids, comp.logprobs)],
+            "cached": int(res.num_cached_tokens or 0)}
+
+
+def hit_metrics(llm) -> dict:
+    return {m.name: float(getattr(m, "value", 0)) for m in llm.get_metrics()
+            if m.name in ("vllm:external_prefix_cache_hits", "vllm:external_prefix_cache_queries",
+                          "vllm:prefix_cache_hits")}
+
+
+def run_engine(args: argparse.Namespace) -> None:
+    from vllm.inputs import TokensPrompt
+
+    llm = make_llm(args, **LORA_OPTIONS)
+    out = {"prompts": {}}
     for name, p in prompts().items():
         if args.phase == "save" and not p["saved"]:
             continue
         prompt = TokensPrompt(prompt_token_ids=p["ids"])
         if p["salt"]:
             prompt["cache_salt"] = p["salt"]
-        lora = None
-        if p["lora"]:
-            lora = LoRARequest(f"adapter{p['lora']}", p["lora"], str(Path(args.model).parent / f"lora{p['lora']}"))
-        res = llm.generate([prompt], params, use_tqdm=False, lora_request=lora)[0]
-        comp = res.outputs[0]
-        out["prompts"][name] = {
-            "tokens": list(comp.token_ids),
-            "logprobs": [float(step[tok].logprob) for tok, step in zip(comp.token_ids, comp.logprobs)],
-            "cached": int(res.num_cached_tokens or 0),
-        }
-    for m in llm.get_metrics():
-        if m.name in ("vllm:external_prefix_cache_hits", "vllm:external_prefix_cache_queries",
-                      "vllm:prefix_cache_hits"):
-            out["metrics"][m.name] = float(getattr(m, "value", 0))
+        res = llm.generate([prompt], greedy_params(), use_tqdm=False, lora_request=lora_request(args.model, p["lora"]))
+        out["prompts"][name] = generated(res[0])
+    out["metrics"] = hit_metrics(llm)
     Path(args.out).write_text(json.dumps(out))
 
 
@@ -139,17 +163,17 @@ def check_installed_kvtier() -> None:
 
 
 def engine(tag: str, model: Path, work: Path, tier: str = "", connector: str = "",
-           module: str = "kvtier.connectors.vllm_v1") -> dict:
-    out = work / f"{tag}.json"
+           module: str = "kvtier.connectors.vllm_v1", script: str = __file__) -> dict:
+    """Runs ``script``'s ``engine`` subcommand in a process of its own (phase ``tag``); its JSON."""
+    out, log = work / f"{tag}.json", work / f"{tag}.log"
     env = dict(os.environ, VLLM_CPU_NUM_OF_RESERVED_CPU=RESERVED_CPUS, VLLM_CPU_KVCACHE_SPACE="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
                TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
-    cmd = [sys.executable, __file__, "engine", "--model", str(model), "--out", str(out), "--phase", tag]
+    cmd = [sys.executable, script, "engine", "--model", str(model), "--out", str(out), "--phase", tag]
     if connector:
         cmd += ["--tier", tier, "--connector", connector, "--module", module]
     start = time.monotonic()
-    log = work / f"{tag}.log"
     with open(log, "wb") as f:
         rc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
     if rc != 0 or not out.is_file():
@@ -157,6 +181,16 @@ def engine(tag: str, model: Path, work: Path, tier: str = "", connector: str = "
         sys.exit(f"FAIL: engine {tag} exited with {rc} (log above, {log})")
     print(f"engine {tag}: {time.monotonic() - start:.0f} s", flush=True)
     return json.loads(out.read_text())
+
+
+def use_library() -> None:
+    """Checks the venv runs this clone's kvtier and points KVTIER_LIBRARY at a built libkvtier.so (the
+    build's, unless the caller set one); exits with FAIL otherwise."""
+    check_installed_kvtier()
+    if not os.environ.get("KVTIER_LIBRARY"):
+        os.environ["KVTIER_LIBRARY"] = str(REPO / "build" / "src" / "capi" / "libkvtier.so")
+    if not Path(os.environ["KVTIER_LIBRARY"]).is_file():
+        sys.exit(f"FAIL: no libkvtier.so at {os.environ['KVTIER_LIBRARY']} (build it: make build)")
 
 
 def compare(ref: dict, got: dict, tol: float) -> tuple[bool, float, list]:
@@ -209,13 +243,41 @@ def recovered_tokens(log: Path) -> int:
                                                     r"rescheduled \((\d+) tokens affected\)", log.read_text()))
 
 
+def verdict(failures: list, started: float, passed: str) -> int:
+    """Prints the run's time and each failure, or ``passed`` when there is none; the exit status."""
+    print(f"total {time.monotonic() - started:.0f} s")
+    for f in failures:
+        print(f"FAIL: {f}")
+    if not failures:
+        print(passed)
+    return 1 if failures else 0
+
+
+def remove_work(work: Path) -> None:
+    """Removes a run's scratch folder, or keeps it (and says where) with KVTIER_E2E_KEEP set."""
+    if os.environ.get("KVTIER_E2E_KEEP"):
+        print(f"kept {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def script_main(doc: str, run_engine, main) -> None:
+    """The command line of an end-to-end script: ``engine ...`` runs one engine (in its own process),
+    no argument runs the whole test and exits with its status."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd")
+    e = sub.add_parser("engine")
+    for a in ("--model", "--out", "--tier", "--connector", "--module", "--phase"):
+        e.add_argument(a, default="")
+    ns = parser.parse_args()
+    if ns.cmd == "engine":
+        run_engine(ns)
+    else:
+        sys.exit(main())
+
+
 def main() -> int:
-    check_installed_kvtier()
-    if not os.environ.get("KVTIER_LIBRARY"):
-        lib = REPO / "build" / "src" / "capi" / "libkvtier.so"
-        os.environ["KVTIER_LIBRARY"] = str(lib)
-    if not Path(os.environ["KVTIER_LIBRARY"]).is_file():
-        sys.exit(f"FAIL: no libkvtier.so at {os.environ['KVTIER_LIBRARY']} (build it: make build)")
+    use_library()
     import importlib.metadata as md
     print(f"vllm-cpu {md.version('vllm-cpu')}, torch {md.version('torch')}, transformers "
           f"{md.version('transformers')}", flush=True)
@@ -285,28 +347,12 @@ def main() -> int:
             failures.append(f"damaged chunks changed the output (max |dlogprob| {damaged_worst:.2e})")
         if recovered <= 0 or damaged_files == 0:
             failures.append("the damaged chunks were never loaded (no recovery logged): that case proves nothing")
-        print(f"total {time.monotonic() - started:.0f} s")
-        for f in failures:
-            print(f"FAIL: {f}")
-        if not failures:
-            print("PASS: reload equals recompute inside vLLM, hits shown by vLLM; the one-row shift is detected "
-                  f"(max |dlogprob| {broken_worst:.2e})")
-        return 1 if failures else 0
+        return verdict(failures, started,
+                       "PASS: reload equals recompute inside vLLM, hits shown by vLLM; "
+                       f"the one-row shift is detected (max |dlogprob| {broken_worst:.2e})")
     finally:
-        if os.environ.get("KVTIER_E2E_KEEP"):
-            print(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        remove_work(work)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="cmd")
-    e = sub.add_parser("engine")
-    for a in ("--model", "--out", "--tier", "--connector", "--module", "--phase"):
-        e.add_argument(a, default="")
-    ns = parser.parse_args()
-    if ns.cmd == "engine":
-        run_engine(ns)
-    else:
-        sys.exit(main())
+    script_main(__doc__, run_engine, main)

@@ -29,10 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,8 +37,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from vllm_cpu_e2e import (CHUNK_TOKENS, MAX_TOKENS, RESERVED_CPUS, TOL_FLOOR,  # noqa: E402
-                          check_installed_kvtier, compare)
+from vllm_cpu_e2e import engine as e2e_engine  # noqa: E402
+from vllm_cpu_e2e import (CHUNK_TOKENS, TOL_FLOOR,  # noqa: E402
+                          LORA_OPTIONS, compare, generated, greedy_params,
+                          hit_metrics, lora_request, make_llm, remove_work, script_main, use_library, verdict)
 
 # identity -> (cache_salt, LoRA adapter number)
 IDENTITIES = {"s1": ("tenant-1", None), "l1": (None, 1), "s2": ("tenant-2", None), "plain": (None, None),
@@ -60,62 +59,25 @@ HIT = (len(prompt_ids()) - 1) // CHUNK_TOKENS * CHUNK_TOKENS   # 256
 
 
 def run_engine(args: argparse.Namespace) -> None:
-    from vllm import LLM, SamplingParams
-    from vllm.config import KVTransferConfig
     from vllm.inputs import TokensPrompt
-    from vllm.lora.request import LoRARequest
 
-    kv = None
-    if args.connector:
-        kv = KVTransferConfig(kv_connector=args.connector, kv_connector_module_path=args.module,
-                              kv_role="kv_both", kv_load_failure_policy="recompute",
-                              kv_connector_extra_config={"tiers": [args.tier], "chunk_tokens": CHUNK_TOKENS})
-    llm = LLM(model=args.model, tokenizer=args.model, dtype="float32", enforce_eager=True,
-              enable_prefix_caching=False, max_model_len=1024, max_num_seqs=4, seed=0,
-              disable_log_stats=False, kv_transfer_config=kv, enable_lora=True, max_lora_rank=8, max_loras=2)
-    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True, logprobs=1)
-    out = {"prompts": {}, "metrics": {}}
+    llm = make_llm(args, **LORA_OPTIONS)
+    out = {"prompts": {}}
     for name in PHASE_PROMPTS[args.phase]:
         salt, lora_no = IDENTITIES[name]
         prompt = TokensPrompt(prompt_token_ids=prompt_ids())
         if salt:
             prompt["cache_salt"] = salt
-        lora = None
-        if lora_no:
-            lora = LoRARequest(f"adapter{lora_no}", lora_no, str(Path(args.model).parent / f"lora{lora_no}"))
-        res = llm.generate([prompt], params, use_tqdm=False, lora_request=lora)[0]
-        comp = res.outputs[0]
-        out["prompts"][name] = {
-            "tokens": list(comp.token_ids),
-            "logprobs": [float(step[tok].logprob) for tok, step in zip(comp.token_ids, comp.logprobs)],
-            "cached": int(res.num_cached_tokens or 0),
-        }
+        res = llm.generate([prompt], greedy_params(), use_tqdm=False, lora_request=lora_request(args.model, lora_no))
+        out["prompts"][name] = generated(res[0])
         time.sleep(0.5)   # the save of this prompt's chunk (in the background) lands before the next lookup
-    for m in llm.get_metrics():
-        if m.name in ("vllm:external_prefix_cache_hits", "vllm:external_prefix_cache_queries"):
-            out["metrics"][m.name] = float(getattr(m, "value", 0))
+    out["metrics"] = hit_metrics(llm)
     Path(args.out).write_text(json.dumps(out))
 
 
-def engine(tag: str, model: Path, work: Path, tier: str = "", connector: str = "",
-           module: str = "kvtier.connectors.vllm_v1", script: str = __file__) -> dict:
-    """Runs ``script``'s ``engine`` subcommand in a process of its own (phase ``tag``); its JSON."""
-    out, log = work / f"{tag}.json", work / f"{tag}.log"
-    env = dict(os.environ, VLLM_CPU_NUM_OF_RESERVED_CPU=RESERVED_CPUS, VLLM_CPU_KVCACHE_SPACE="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
-               TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
-    cmd = [sys.executable, script, "engine", "--model", str(model), "--out", str(out), "--phase", tag]
-    if connector:
-        cmd += ["--tier", tier, "--connector", connector, "--module", module]
-    start = time.monotonic()
-    with open(log, "wb") as f:
-        rc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
-    if rc != 0 or not out.is_file():
-        sys.stdout.write(log.read_text(errors="replace")[-6000:])
-        sys.exit(f"FAIL: engine {tag} exited with {rc} (log above, {log})")
-    print(f"engine {tag}: {time.monotonic() - start:.0f} s", flush=True)
-    return json.loads(out.read_text())
+def engine(*args, **kwargs) -> dict:
+    """vllm_cpu_e2e.engine running this script's engines."""
+    return e2e_engine(*args, script=__file__, **kwargs)
 
 
 def cached(run: dict) -> dict:
@@ -123,11 +85,7 @@ def cached(run: dict) -> dict:
 
 
 def main() -> int:
-    check_installed_kvtier()
-    lib = os.environ.get("KVTIER_LIBRARY") or str(HERE.parents[2] / "build" / "src" / "capi" / "libkvtier.so")
-    os.environ["KVTIER_LIBRARY"] = lib
-    if not Path(lib).is_file():
-        sys.exit(f"FAIL: no libkvtier.so at {lib} (build it: make build)")
+    use_library()
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="kvtier-vllm-identity-"))
     try:
@@ -177,29 +135,14 @@ def main() -> int:
         if len(wrong) != len(adapters):
             failures.append(f"another identity's KV changed the output only for {wrong}: the comparison "
                             "cannot see it")
-        print(f"total {time.monotonic() - started:.0f} s")
-        for f in failures:
-            print(f"FAIL: {f}")
-        if not failures:
-            print(f"PASS: salt and LoRA keep requests apart inside vLLM (0 hits across identities, {HIT} within, "
-                  f"equal to recompute); keyed by tokens alone, hits leak to {leaked} and {wrong} differ "
-                  f"(max |dlogprob| {blind_worst:.2e})")
-        return 1 if failures else 0
+        return verdict(failures, started,
+                       "PASS: salt and LoRA keep requests apart inside vLLM "
+                       f"(0 hits across identities, {HIT} within, equal to recompute); "
+                       f"keyed by tokens alone, hits leak to {leaked} and {wrong} differ "
+                       f"(max |dlogprob| {blind_worst:.2e})")
     finally:
-        if os.environ.get("KVTIER_E2E_KEEP"):
-            print(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        remove_work(work)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="cmd")
-    e = sub.add_parser("engine")
-    for a in ("--model", "--out", "--tier", "--connector", "--module", "--phase"):
-        e.add_argument(a, default="")
-    ns = parser.parse_args()
-    if ns.cmd == "engine":
-        run_engine(ns)
-    else:
-        sys.exit(main())
+    script_main(__doc__, run_engine, main)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import sys
@@ -36,9 +35,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from vllm_cpu_e2e import (CHUNK_TOKENS, MAX_TOKENS, TOL_FLOOR, check_installed_kvtier,  # noqa: E402
-                          compare)
-from vllm_cpu_identity_e2e import engine  # noqa: E402
+from vllm_cpu_e2e import (CHUNK_TOKENS, TOL_FLOOR, engine,  # noqa: E402
+                          compare, generated, greedy_params, hit_metrics, make_llm, remove_work,
+                          script_main, use_library, verdict)
 
 WINDOW = 128
 CONNECTOR = "KvtierHybridConnector"
@@ -58,33 +57,16 @@ def expected_hit(ids: list) -> int:
 
 
 def run_engine(args: argparse.Namespace) -> None:
-    from vllm import LLM, SamplingParams
-    from vllm.config import KVTransferConfig
     from vllm.inputs import TokensPrompt
 
-    kv = None
-    if args.connector:
-        kv = KVTransferConfig(kv_connector=args.connector, kv_connector_module_path=args.module,
-                              kv_role="kv_both", kv_load_failure_policy="recompute",
-                              kv_connector_extra_config={"tiers": [args.tier], "chunk_tokens": CHUNK_TOKENS})
-    llm = LLM(model=args.model, tokenizer=args.model, dtype="float32", enforce_eager=True,
-              enable_prefix_caching=False, max_model_len=1024, max_num_seqs=4, seed=0,
-              disable_log_stats=False, kv_transfer_config=kv)
-    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True, logprobs=1)
+    llm = make_llm(args)
     hma = not llm.llm_engine.vllm_config.scheduler_config.disable_hybrid_kv_cache_manager
-    out = {"prompts": {}, "metrics": {}, "hma": hma}
+    out = {"prompts": {}, "hma": hma}
     for name, ids in prompts().items():
-        res = llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)[0]
-        comp = res.outputs[0]
-        out["prompts"][name] = {
-            "tokens": list(comp.token_ids),
-            "logprobs": [float(step[tok].logprob) for tok, step in zip(comp.token_ids, comp.logprobs)],
-            "cached": int(res.num_cached_tokens or 0),
-        }
+        res = llm.generate([TokensPrompt(prompt_token_ids=ids)], greedy_params(), use_tqdm=False)
+        out["prompts"][name] = generated(res[0])
         time.sleep(0.5)
-    for m in llm.get_metrics():
-        if m.name in ("vllm:external_prefix_cache_hits", "vllm:external_prefix_cache_queries"):
-            out["metrics"][m.name] = float(getattr(m, "value", 0))
+    out["metrics"] = hit_metrics(llm)
     Path(args.out).write_text(json.dumps(out))
 
 
@@ -100,11 +82,7 @@ def hits_ok(run: dict, tag: str) -> bool:
 
 
 def main() -> int:
-    check_installed_kvtier()
-    lib = os.environ.get("KVTIER_LIBRARY") or str(HERE.parents[2] / "build" / "src" / "capi" / "libkvtier.so")
-    os.environ["KVTIER_LIBRARY"] = lib
-    if not Path(lib).is_file():
-        sys.exit(f"FAIL: no libkvtier.so at {lib} (build it: make build)")
+    use_library()
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="kvtier-vllm-window-"))
     try:
@@ -153,28 +131,13 @@ def main() -> int:
             failures.append("the broken engine did not load (no hits): the break proves nothing")
         if blind_equal:
             failures.append("loading only one KV cache group was NOT detected: the comparison cannot see it")
-        print(f"total {time.monotonic() - started:.0f} s")
-        for f in failures:
-            print(f"FAIL: {f}")
-        if not failures:
-            print("PASS: with a sliding-window layer (hybrid KV cache manager, two groups) reload equals recompute "
-                  f"inside vLLM, hits shown; loading one group only is detected (max |dlogprob| {blind_worst:.2e})")
-        return 1 if failures else 0
+        return verdict(failures, started,
+                       "PASS: with a sliding-window layer (hybrid KV cache manager, two groups) "
+                       "reload equals recompute inside vLLM, hits shown; loading one group only "
+                       f"is detected (max |dlogprob| {blind_worst:.2e})")
     finally:
-        if os.environ.get("KVTIER_E2E_KEEP"):
-            print(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        remove_work(work)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="cmd")
-    e = sub.add_parser("engine")
-    for a in ("--model", "--out", "--tier", "--connector", "--module", "--phase"):
-        e.add_argument(a, default="")
-    ns = parser.parse_args()
-    if ns.cmd == "engine":
-        run_engine(ns)
-    else:
-        sys.exit(main())
+    script_main(__doc__, run_engine, main)
