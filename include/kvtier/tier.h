@@ -185,10 +185,11 @@ class Tier {
 
   // Keeps a chunk the caller has just stored from eviction until the hold is released (a Store holds
   // the chunk it queued for a copy to a slower tier until that copy has read it). Unlike Borrow it is
-  // no use of the chunk: its place in the eviction order and the hit counters stay as they are, and it
-  // is not verified. A tier holds at most a quarter of its capacity at once, so holds never leave a
-  // Put without room: past that, NoSpace (retryable). NotFound when the chunk is not there (already
-  // evicted); NotSupported (the default) where chunks do not live in this process's memory.
+  // no use of the chunk: its place in the eviction order and the hit counters stay as they are. Where
+  // the tier verifies reads (mem://?verify=1) a hold is verified as a Borrow is: Corruption, and the
+  // chunk removed, when it fails. A tier holds at most a quarter of its capacity at once, so holds never
+  // leave a Put without room: past that, NoSpace (retryable). NotFound when the chunk is not there
+  // (already evicted); NotSupported (the default) where chunks do not live in this process's memory.
   virtual Result<BorrowedChunk> Hold(const ChunkId& id);
 
   // The long-lived host memory Borrow's views lie in, valid while the tier is open, which a GPU process

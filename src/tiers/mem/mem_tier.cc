@@ -408,11 +408,11 @@ Result<BorrowedChunk> MemTier::Borrow(const ChunkId& id) {
 }
 
 Result<BorrowedChunk> MemTier::Hold(const ChunkId& id) {
-  uint32_t e, pages, first_page;
-  uint64_t bytes;
+  Pinned pin;
+  uint32_t pages;
   {
     MutexLock lock(mu_);
-    e = index_.Find(id);
+    const uint32_t e = index_.Find(id);
     if (e == ChunkIndex::kNone) return Status::NotFound(url_ + ": no chunk " + id.key.Hex());
     MemEntry& x = index_.at(e);
     // A quarter at most: the other three keep room for Puts however many copies are queued.
@@ -422,14 +422,21 @@ Result<BorrowedChunk> MemTier::Hold(const ChunkId& id) {
     ++x.pins;  // no ReferenceLocked, no hit: holding is not a use
     held_pages_ += x.pages;
     pages = x.pages;
-    first_page = x.first_page;
-    bytes = x.bytes;
+    pin = Pinned{e, x.first_page, x.bytes, x.checksum, false};
   }
-  return BorrowedChunk(arena_->Runs(first_page, bytes), [this, e, pages] {
+  // Verified as a Borrow is: what a queued copy writes to a lower tier gets a new checksum there.
+  if (verify_) pin.bad = HashChunk(pin.first_page, pin.bytes) != pin.checksum;
+  auto release = [this, pin, pages] {
     MutexLock lock(mu_);
     held_pages_ -= pages;
-    UnpinLocked(e);
-  });
+    FinishLocked(pin);  // a bad chunk is removed
+  };
+  if (pin.bad) {
+    release();
+    counters_.corrupt.fetch_add(1, std::memory_order_relaxed);
+    return Status::Corruption(url_ + ": chunk " + id.key.Hex() + " failed its checksum (removed)");
+  }
+  return BorrowedChunk(arena_->Runs(pin.first_page, pin.bytes), std::move(release));
 }
 
 Status MemTier::Remove(const ChunkId& id) {

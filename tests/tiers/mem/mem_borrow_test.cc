@@ -328,6 +328,24 @@ TEST(MemHoldTest, KeepsAChunkUntilReleasedWithoutUsingIt) {
   }
 }
 
+// With verify=1 a hold is checked as a Borrow is: a damaged chunk is Corruption, removed and counted (no
+// miss: holding is not a use), never handed to a queued copy that would re-checksum it in a lower tier.
+TEST(MemHoldTest, VerifiesAsABorrowDoes) {
+  auto tier = Open("mem://?capacity=1MiB&page=4KiB&verify=true");
+  ASSERT_TRUE(PutPattern(*tier, 1, 10000).ok());
+  ASSERT_TRUE(PutPattern(*tier, 2, 10000).ok());
+  auto good = tier->Hold(BorrowIdOf(2));
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(Flatten(*good), PatternOf(2, 10000));
+  ASSERT_TRUE(internal::CorruptMemChunkForTesting(*tier, BorrowIdOf(1)).ok());
+  EXPECT_TRUE(tier->Hold(BorrowIdOf(1)).status().IsCorruption());
+  EXPECT_FALSE(tier->Contains(BorrowIdOf(1)));
+  EXPECT_EQ(tier->Stats().corrupt, 1u);
+  EXPECT_EQ(tier->Stats().misses, 0u);
+  good->Release();
+  EXPECT_TRUE(tier->Hold(BorrowIdOf(2)).ok());  // the hold's share was given back
+}
+
 // Holds take at most a quarter of the tier (NoSpace past it, retryable), so Puts always find room.
 TEST(MemHoldTest, HoldsAtMostAQuarterOfTheTier) {
   auto t = Open("mem://?capacity=1KiB&page=64");  // 8 chunks of 128 bytes; a quarter is 2
